@@ -1,0 +1,235 @@
+//! The `envhost` command line: parses arguments, builds the session's
+//! configuration, observers and environments, runs a front end, and shuts
+//! everything down. Errors here are `anyhow` and end the process with a
+//! message; everything below is typed.
+
+use std::io::{self, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+
+use envhost::config::HostConfig;
+use envhost::environment::CancelFlag;
+use envhost::events::console::ConsoleObserver;
+use envhost::events::transcript::TranscriptObserver;
+use envhost::events::{Event, EventBus};
+use envhost::orchestrator::{Orchestrator, OrchestratorSettings};
+use envhost::output::capture::DEFAULT_CAP_BYTES;
+use envhost::process::reaper;
+use envhost::process::secrets::SecretPolicy;
+use envhost::protocol::DEFAULT_MAX_LINE_BYTES;
+use envhost::{envs, repl, serve};
+
+/// `config::DEFAULT_TIMEOUT` as the CLI shows it (a test keeps them equal).
+const DEFAULT_TIMEOUT_TEXT: &str = "120s";
+
+/// Persistent environments for AI agents (bash, python, an editor and
+/// WebAssembly plugins) over newline-delimited JSON.
+#[derive(Parser)]
+#[command(name = "envhost", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve an agent: NDJSON commands on stdin, one answer per line on stdout.
+    Serve(SessionArgs),
+    /// Try the environments by hand: `ENV: command` lines, readable output.
+    Repl(SessionArgs),
+}
+
+#[derive(Args)]
+struct SessionArgs {
+    /// The project directory: where environments start and plugins are found.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    project: PathBuf,
+
+    /// Default time a command may run before it is interrupted (e.g. 90s,
+    /// 2m, 500ms). A command's `timeout_ms` overrides it.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration,
+          default_value = DEFAULT_TIMEOUT_TEXT)]
+    timeout: Duration,
+
+    /// Largest output returned for one command (e.g. 65536, 128KiB, 1MiB);
+    /// beyond it the head and tail are kept and the whole output is saved
+    /// to a file under <project>/.envhost/output/.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size,
+          default_value_t = DEFAULT_CAP_BYTES)]
+    output_cap: usize,
+
+    /// Pass this environment variable to bash and python even though its
+    /// name looks like a secret (*_API_KEY, *_TOKEN, ...). Repeatable.
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pass_env: Vec<String>,
+
+    /// Append every event (commands, durations, timeouts, failures) to FILE
+    /// as JSON lines with UTC timestamps.
+    #[arg(long, value_name = "FILE")]
+    transcript: Option<PathBuf>,
+
+    /// Describe the session on stderr as it happens.
+    #[arg(short, long)]
+    verbose: bool,
+}
+
+#[derive(Clone, Copy)]
+enum Mode {
+    Serve,
+    Repl,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => run_session(Mode::Serve, args),
+        Command::Repl(args) => run_session(Mode::Repl, args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("envhost: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<()> {
+    let project = resolve_project(&args.project)?;
+    let mut config = HostConfig::for_project(project.clone());
+    config.default_timeout = args.timeout;
+    config.output.cap_bytes = args.output_cap;
+    config.secrets = SecretPolicy::new(args.pass_env);
+
+    // Before any child exists, so that nothing it starts can escape.
+    reaper::install();
+
+    let mut bus = EventBus::new();
+    if let Some(path) = &args.transcript {
+        let observer = TranscriptObserver::open(path)
+            .with_context(|| format!("cannot open the transcript file {}", path.display()))?;
+        bus.subscribe(Box::new(observer));
+    }
+    if args.verbose {
+        bus.subscribe(Box::new(ConsoleObserver::new()));
+    }
+    bus.emit(Event::HostStarted {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        project: project.clone(),
+        mode: match mode {
+            Mode::Serve => "serve",
+            Mode::Repl => "repl",
+        }
+        .to_owned(),
+    });
+
+    let cancel = CancelFlag::new();
+    let mut orchestrator = Orchestrator::new(
+        OrchestratorSettings {
+            default_timeout: config.default_timeout,
+        },
+        bus,
+        cancel.clone(),
+    );
+    envs::register_builtins(&mut orchestrator, &config);
+
+    let input = Box::new(BufReader::with_capacity(64 * 1024, io::stdin()));
+    let reason = match mode {
+        Mode::Serve => {
+            let mut stdout = io::stdout().lock();
+            serve::run(
+                &mut orchestrator,
+                input,
+                &mut stdout,
+                &cancel,
+                DEFAULT_MAX_LINE_BYTES,
+            )
+            .describe()
+        }
+        Mode::Repl => {
+            let mut stdout = io::stdout().lock();
+            repl::run(&mut orchestrator, input, &mut stdout, &cancel)
+        }
+    };
+    orchestrator.shutdown(&reason);
+    let report = reaper::terminate_descendants(Duration::from_secs(2));
+    if !report.survivors.is_empty() {
+        eprintln!(
+            "envhost: {} process(es) could not be stopped: {:?}",
+            report.survivors.len(),
+            report.survivors
+        );
+    }
+    Ok(())
+}
+
+fn resolve_project(path: &Path) -> anyhow::Result<PathBuf> {
+    let resolved = path
+        .canonicalize()
+        .with_context(|| format!("the project directory {} cannot be used", path.display()))?;
+    if !resolved.is_dir() {
+        bail!(
+            "the project path {} is not a directory; pass --project DIR",
+            resolved.display()
+        );
+    }
+    Ok(resolved)
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(text)
+        .map_err(|e| format!("{e}; write a duration such as 90s, 2m or 500ms"))?;
+    if duration.is_zero() {
+        return Err("the timeout must be longer than zero".to_owned());
+    }
+    Ok(duration)
+}
+
+/// Parses `65536`, `64K`, `64KiB`, `1M`, `1MiB`, `1MB` (binary multiples).
+fn parse_size(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let number: usize = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size; write e.g. 65536, 128KiB or 1MiB"))?;
+    let multiplier: usize = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        other => return Err(format!("unknown size unit {other:?}; use K, M or G")),
+    };
+    match number.checked_mul(multiplier) {
+        Some(0) => Err("the size must be larger than zero".to_owned()),
+        Some(bytes) => Ok(bytes),
+        None => Err(format!("{text:?} is too large")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_durations_parse() {
+        assert_eq!(parse_size("65536"), Ok(65536));
+        assert_eq!(parse_size("128KiB"), Ok(128 * 1024));
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert!(parse_size("12 parsecs").is_err());
+        assert!(parse_size("0").is_err());
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(
+            parse_duration(DEFAULT_TIMEOUT_TEXT),
+            Ok(envhost::config::DEFAULT_TIMEOUT)
+        );
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("soon").is_err());
+    }
+}

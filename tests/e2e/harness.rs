@@ -1,0 +1,390 @@
+//! Drives the real `envhost` binary over NDJSON, as an agent would.
+//!
+//! [`Host`] starts `envhost serve` on a throw-away project directory, writes
+//! request lines to its stdin and reads answer lines from its stdout with a
+//! deadline, so a hung host fails the test instead of hanging it. Nothing
+//! here knows about particular environments.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// How long any single answer may take before the test fails.
+pub const ANSWER_DEADLINE: Duration = Duration::from_secs(120);
+
+pub fn envhost_binary() -> &'static str {
+    env!("CARGO_BIN_EXE_envhost")
+}
+
+/// A project directory removed when dropped.
+pub struct Project {
+    dir: tempfile::TempDir,
+}
+
+impl Project {
+    pub fn new() -> Self {
+        Project {
+            dir: tempfile::Builder::new()
+                .prefix("envhost-e2e-")
+                .tempdir()
+                .expect("create a temporary project"),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The canonical path, as the host reports it.
+    pub fn canonical(&self) -> PathBuf {
+        self.dir
+            .path()
+            .canonicalize()
+            .expect("canonical project path")
+    }
+
+    pub fn write(&self, relative: &str, content: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.dir.path().join(relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("create parent folders");
+        }
+        std::fs::write(&path, content).expect("write project file");
+        path
+    }
+
+    pub fn read(&self, relative: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(relative)).expect("read project file")
+    }
+}
+
+/// Options for starting a host.
+pub struct HostBuilder {
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    env_remove: Vec<String>,
+}
+
+impl HostBuilder {
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    pub fn env_remove(mut self, key: &str) -> Self {
+        self.env_remove.push(key.to_owned());
+        self
+    }
+
+    pub fn start(self, project: &Path) -> Host {
+        let mut command = Command::new(envhost_binary());
+        command
+            .arg("serve")
+            .arg("--project")
+            .arg(project)
+            .args(&self.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (key, value) in &self.env {
+            command.env(key, value);
+        }
+        for key in &self.env_remove {
+            command.env_remove(key);
+        }
+        let mut child = command.spawn().expect("start envhost serve");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout");
+        let stderr = child.stderr.take().expect("stderr");
+        let (lines_tx, lines) = mpsc::channel();
+        thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            loop {
+                let mut line = String::new();
+                match reader.read_line(&mut line) {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {
+                        if lines_tx.send(line).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        let (stderr_tx, stderr_rx) = mpsc::channel();
+        thread::spawn(move || {
+            let mut text = String::new();
+            let _ = BufReader::new(stderr).read_to_string(&mut text);
+            let _ = stderr_tx.send(text);
+        });
+        Host {
+            child,
+            stdin,
+            lines,
+            stderr: stderr_rx,
+        }
+    }
+}
+
+/// A running `envhost serve`.
+pub struct Host {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    stderr: Receiver<String>,
+}
+
+impl Host {
+    pub fn builder() -> HostBuilder {
+        HostBuilder {
+            args: Vec::new(),
+            env: Vec::new(),
+            env_remove: Vec::new(),
+        }
+    }
+
+    pub fn start(project: &Path) -> Host {
+        Host::builder().start(project)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Writes raw bytes to the host's stdin.
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(bytes).expect("write to envhost");
+        stdin.flush().expect("flush to envhost");
+    }
+
+    /// Writes one JSON value as one line.
+    pub fn send(&mut self, value: &Value) {
+        let mut line = serde_json::to_vec(value).expect("serialise request");
+        line.push(b'\n');
+        self.send_raw(&line);
+    }
+
+    /// The next answer line, parsed; panics after [`ANSWER_DEADLINE`].
+    pub fn recv(&mut self) -> Value {
+        self.recv_within(ANSWER_DEADLINE)
+    }
+
+    pub fn recv_within(&mut self, deadline: Duration) -> Value {
+        match self.lines.recv_timeout(deadline) {
+            Ok(line) => serde_json::from_str(&line).unwrap_or_else(|e| {
+                panic!("envhost wrote a line that is not JSON ({e}): {line:?}")
+            }),
+            Err(_) => panic!(
+                "no answer from envhost within {deadline:?}; stderr so far unknown (host still running: {})",
+                self.is_running()
+            ),
+        }
+    }
+
+    /// Asserts that no answer arrives within `wait`.
+    pub fn expect_silence(&mut self, wait: Duration) {
+        if let Ok(line) = self.lines.recv_timeout(wait) {
+            panic!("expected no answer, got {line}");
+        }
+    }
+
+    /// Runs one command and returns its answer.
+    pub fn command(&mut self, environment: &str, command: &str) -> Reply {
+        self.send(&json!({"type": "command", "environment": environment, "command": command}));
+        Reply(self.recv())
+    }
+
+    /// Runs one command with a per-command timeout.
+    pub fn command_with_timeout(
+        &mut self,
+        environment: &str,
+        command: &str,
+        timeout_ms: u64,
+    ) -> Reply {
+        self.send(&json!({
+            "type": "command", "environment": environment, "command": command, "timeout_ms": timeout_ms
+        }));
+        Reply(self.recv())
+    }
+
+    /// The current screen.
+    pub fn screen(&mut self) -> Reply {
+        self.send(&json!({"type": "screen"}));
+        Reply(self.recv())
+    }
+
+    /// Closes stdin (end of input).
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Waits for the host to exit, failing the test after `limit`.
+    pub fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                panic!("envhost did not exit within {limit:?}");
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Closes stdin, waits for exit, and returns the exit status and stderr.
+    pub fn finish(mut self) -> (ExitStatus, String) {
+        self.close_stdin();
+        let status = self.wait_exit(Duration::from_secs(30));
+        let stderr = self
+            .stderr
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_default();
+        (status, stderr)
+    }
+
+    /// Sends a signal to the host process.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
+    /// Everything the host wrote to stderr; only after it exited.
+    pub fn stderr_after_exit(&mut self) -> String {
+        self.stderr
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.stdin = None;
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// One `{"type":"response"}` answer.
+#[derive(Debug, Clone)]
+pub struct Reply(pub Value);
+
+impl Reply {
+    pub fn kind(&self) -> &str {
+        self.0["type"].as_str().unwrap_or("")
+    }
+
+    pub fn output(&self) -> &str {
+        self.0["response"]["output"]
+            .as_str()
+            .unwrap_or_else(|| panic!("answer has no output: {}", self.0))
+    }
+
+    pub fn success(&self) -> bool {
+        self.0["response"]["success"]
+            .as_bool()
+            .unwrap_or_else(|| panic!("answer has no success flag: {}", self.0))
+    }
+
+    /// Asserts the command succeeded and returns its output.
+    pub fn ok(&self) -> &str {
+        assert!(self.success(), "command failed: {}", self.0);
+        self.output()
+    }
+
+    /// Asserts the command failed and returns its output.
+    pub fn failed(&self) -> &str {
+        assert!(
+            !self.success(),
+            "command unexpectedly succeeded: {}",
+            self.0
+        );
+        self.output()
+    }
+
+    /// One environment's screen content.
+    pub fn screen(&self, environment: &str) -> &str {
+        self.0["screen"][environment]["content"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no {environment} section on the screen: {}", self.0))
+    }
+
+    pub fn max_lines(&self, environment: &str) -> u64 {
+        self.0["screen"][environment]["max_lines"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no {environment} section on the screen: {}", self.0))
+    }
+
+    pub fn section_names(&self) -> Vec<String> {
+        self.0["screen"]
+            .as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Is a process alive (not a zombie)?
+pub fn process_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().next())
+                .unwrap_or("");
+            state != "Z" && state != "X"
+        }
+        Err(_) => false,
+    }
+}
+
+/// Waits until `pid` is gone, up to `limit`.
+pub fn wait_until_dead(pid: i32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if !process_alive(pid) {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    !process_alive(pid)
+}

@@ -1,0 +1,7 @@
+//! End-to-end tests: the real `envhost` binary, driven over NDJSON.
+//!
+//! One test binary with a module per area, so it links once. Every test
+//! starts its own host on its own temporary project.
+
+mod harness;
+mod protocol;
