@@ -85,13 +85,19 @@ pub fn lines_from(bytes: &[u8], from: usize, limit: usize) -> Vec<&[u8]> {
     let mut lines = Vec::new();
     let mut start = from;
     while lines.len() < limit && start < bytes.len() {
-        let (text_end, next) = match memchr::memchr(b'\n', &bytes[start..]) {
-            Some(offset) => (start + offset, start + offset + 1),
-            None => (bytes.len(), bytes.len()),
-        };
-        let text = &bytes[start..text_end];
-        lines.push(text.strip_suffix(b"\r").unwrap_or(text));
-        start = next;
+        match memchr::memchr(b'\n', &bytes[start..]) {
+            Some(offset) => {
+                // As in `split_lines`: a `\r` is part of the ending only
+                // when a `\n` follows it.
+                let text = &bytes[start..start + offset];
+                lines.push(text.strip_suffix(b"\r").unwrap_or(text));
+                start += offset + 1;
+            }
+            None => {
+                lines.push(&bytes[start..]);
+                start = bytes.len();
+            }
+        }
     }
     lines
 }
@@ -167,6 +173,8 @@ mod tests {
         let bytes = b"1\n2\r\n3\n4";
         assert_eq!(lines_from(bytes, 2, 2), vec![&b"2"[..], &b"3"[..]]);
         assert_eq!(lines_from(bytes, 0, 10).len(), 4);
+        assert_eq!(lines_from(b"a\r", 0, 1), vec![&b"a\r"[..]]);
+        assert_eq!(split_lines(b"a\r")[0].text, b"a\r");
         assert_eq!(offset_after_lines(bytes, 0, 2), 5);
         assert_eq!(offset_after_lines(bytes, 0, 9), bytes.len());
         assert_eq!(dominant_ending(b"a\r\nb\n"), b"\r\n");

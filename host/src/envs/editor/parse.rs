@@ -239,10 +239,10 @@ pub fn content_lines(body: Option<&str>) -> Vec<String> {
 fn take_word(text: &str) -> Option<(String, &str)> {
     let text = text.trim_start();
     let first = text.chars().next()?;
-    if first == '"' || first == '\'' {
-        if let Some(close) = text[1..].find(first) {
-            return Some((text[1..1 + close].to_owned(), &text[close + 2..]));
-        }
+    if (first == '"' || first == '\'')
+        && let Some(close) = text[1..].find(first)
+    {
+        return Some((text[1..1 + close].to_owned(), &text[close + 2..]));
     }
     let end = text.find(char::is_whitespace).unwrap_or(text.len());
     Some((text[..end].to_owned(), &text[end..]))

@@ -481,6 +481,73 @@ mod tests {
         assert_eq!(collected.files_with_matches, 3);
     }
 
+    fn small_project() -> (tempfile::TempDir, ProjectRoot) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        for n in 0..20 {
+            std::fs::write(root.join(format!("f{n}.txt")), "needle\n").unwrap();
+        }
+        (dir, ProjectRoot::new(root, false))
+    }
+
+    #[test]
+    fn a_passed_deadline_or_a_cancel_stops_the_search() {
+        let (_dir, root) = small_project();
+        let pattern = LinePattern::compile("needle").unwrap();
+        let query = Query {
+            pattern: &pattern,
+            globs: &[],
+        };
+        let complete = run(
+            &root,
+            &query,
+            Instant::now() + std::time::Duration::from_secs(60),
+            &CancelFlag::new(),
+        )
+        .unwrap();
+        assert_eq!((complete.total_matches, complete.stopped), (20, None));
+
+        let late = run(&root, &query, Instant::now(), &CancelFlag::new()).unwrap();
+        assert_eq!(late.stopped, Some(Stopped::Deadline));
+        assert!(
+            late.render("needle", &[])
+                .contains("[search stopped at the command's timeout")
+        );
+
+        let cancel = CancelFlag::new();
+        cancel.cancel();
+        let interrupted = run(
+            &root,
+            &query,
+            Instant::now() + std::time::Duration::from_secs(60),
+            &cancel,
+        )
+        .unwrap();
+        assert_eq!(interrupted.stopped, Some(Stopped::Cancelled));
+        assert_eq!(interrupted.total_matches, 0);
+    }
+
+    #[test]
+    fn globs_that_leave_the_project_are_refused() {
+        let (_dir, root) = small_project();
+        let pattern = LinePattern::compile("needle").unwrap();
+        for glob in ["../*.txt", "/etc/*"] {
+            let globs = [glob.to_owned()];
+            let query = Query {
+                pattern: &pattern,
+                globs: &globs,
+            };
+            let err = run(
+                &root,
+                &query,
+                Instant::now() + std::time::Duration::from_secs(60),
+                &CancelFlag::new(),
+            )
+            .unwrap_err();
+            assert!(err.contains("project"), "{err}");
+        }
+    }
+
     #[test]
     fn glob_folders() {
         assert_eq!(literal_folder("src/app/**/*.py"), "src/app");

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use super::files::{self, FileProblem};
+use super::files::{self, FileProblem, TextFile};
 use super::lines::{
     count_newlines, display, line_count, lines_from, offset_after_lines, searchable,
 };
@@ -285,23 +285,20 @@ impl ViewSet {
             return out;
         }
         // One read per file per screen, however many views show it.
-        let mut contents: HashMap<String, Result<(PathBuf, String, Vec<u8>), FileProblem>> =
-            HashMap::new();
+        let mut contents: HashMap<String, Result<TextFile, FileProblem>> = HashMap::new();
         let mut broken = Vec::new();
         for (position, view) in self.views.iter_mut().enumerate() {
             if position > 0 {
                 out.push('\n');
             }
             let content = contents.entry(view.written.clone()).or_insert_with(|| {
-                files::read_text(root, &view.written)
-                    .map(|file| (file.path.real, file.path.display, file.bytes))
-                    .map_err(|(_, problem)| problem)
+                files::read_text(root, &view.written).map_err(|(_, problem)| problem)
             });
             let bytes = match content {
-                Ok((real, display, bytes)) => {
-                    view.real = real.clone();
-                    view.display = display.clone();
-                    bytes
+                Ok(file) => {
+                    view.real = file.path.real.clone();
+                    view.display = file.path.display.clone();
+                    &file.bytes
                 }
                 Err(problem) => {
                     let _ = writeln!(out, "  [{}] {} {}", view.id, view.display, problem.marker());
