@@ -567,6 +567,18 @@ fn edits_keep_line_endings_final_newline_bytes_and_permissions() {
     let mode = std::fs::metadata(&script).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode, 0o754);
 
+    // Through a symlink: the target changes, the link stays a link.
+    std::os::unix::fs::symlink("crlf.txt", project.path().join("link.txt")).unwrap();
+    editor(&mut host, "view link.txt /^one$/ /^three$/").ok();
+    editor(&mut host, "edit link.txt 1-1\nONE").ok();
+    assert!(
+        std::fs::symlink_metadata(project.path().join("link.txt"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(project.read("crlf.txt").starts_with("ONE\r\nTWO\r\n"));
+
     // Deleting lines: an edit with no content lines.
     editor(&mut host, "edit run.sh 2-2\n").ok();
     assert_eq!(project.read("run.sh"), "#!/bin/sh\n# end\n");
