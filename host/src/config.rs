@@ -24,6 +24,9 @@ pub struct HostConfig {
     pub default_timeout: Duration,
     pub output: OutputLimits,
     pub secrets: SecretPolicy,
+    /// Let the editor open paths outside the project directory (`..`,
+    /// absolute paths, symlinks leading out). Off by default.
+    pub allow_outside_project: bool,
 }
 
 impl HostConfig {
@@ -34,6 +37,7 @@ impl HostConfig {
             project_dir,
             default_timeout: DEFAULT_TIMEOUT,
             secrets: SecretPolicy::default(),
+            allow_outside_project: false,
         }
     }
 }

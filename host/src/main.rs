@@ -67,6 +67,11 @@ struct SessionArgs {
     #[arg(long = "pass-env", value_name = "NAME")]
     pass_env: Vec<String>,
 
+    /// Let the editor open and write files outside the project directory
+    /// (paths with `..`, absolute paths, symlinks leading out).
+    #[arg(long)]
+    allow_outside_project: bool,
+
     /// Append every event (commands, durations, timeouts, failures) to FILE
     /// as JSON lines with UTC timestamps.
     #[arg(long, value_name = "FILE")]
@@ -104,6 +109,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<()> {
     config.default_timeout = args.timeout;
     config.output.cap_bytes = args.output_cap;
     config.secrets = SecretPolicy::new(args.pass_env);
+    config.allow_outside_project = args.allow_outside_project;
 
     // Before any child exists, so that nothing it starts can escape.
     reaper::install();
