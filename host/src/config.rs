@@ -24,6 +24,9 @@ pub struct HostConfig {
     pub default_timeout: Duration,
     pub output: OutputLimits,
     pub secrets: SecretPolicy,
+    /// The Python interpreter for the python environment (a path, or a
+    /// command name looked up on `PATH`); `None` means `python3` on `PATH`.
+    pub python: Option<PathBuf>,
 }
 
 impl HostConfig {
@@ -34,6 +37,7 @@ impl HostConfig {
             project_dir,
             default_timeout: DEFAULT_TIMEOUT,
             secrets: SecretPolicy::default(),
+            python: None,
         }
     }
 }

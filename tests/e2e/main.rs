@@ -5,3 +5,4 @@
 
 mod harness;
 mod protocol;
+mod python;

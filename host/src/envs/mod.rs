@@ -6,11 +6,34 @@
 //! and implements [`crate::environment::Environment`]; none of them knows
 //! about the protocol, the screen's assembly or the others.
 
+pub mod python;
+
 use crate::config::HostConfig;
+use crate::environment::{Environment, EnvironmentName};
 use crate::events::EnvironmentKind;
 use crate::orchestrator::Orchestrator;
 
 /// Registers every built-in environment.
 pub fn register_builtins(orchestrator: &mut Orchestrator, config: &HostConfig) {
-    let _ = (orchestrator, config, EnvironmentKind::Builtin);
+    let python = python::PythonEnvironment::new(config);
+    let detail = python.describe();
+    register_builtin(orchestrator, "python", Box::new(python), detail);
+}
+
+fn register_builtin(
+    orchestrator: &mut Orchestrator,
+    name: &str,
+    environment: Box<dyn Environment>,
+    detail: String,
+) {
+    let registered = EnvironmentName::new(name)
+        .map_err(|e| e.to_string())
+        .and_then(|name| {
+            orchestrator
+                .register(name, EnvironmentKind::Builtin, environment, Some(detail))
+                .map_err(|e| e.to_string())
+        });
+    if let Err(reason) = registered {
+        orchestrator.record_load_failure(name, &reason);
+    }
 }
