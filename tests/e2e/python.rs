@@ -551,6 +551,38 @@ fn without_python_the_section_says_so_commands_fail_and_the_host_keeps_serving()
 }
 
 #[test]
+fn an_interpreter_that_cannot_start_is_explained_and_retried() {
+    let project = Project::new();
+    let fake = project.write(
+        "fake-python",
+        "#!/bin/sh\necho 'this is not the python you need' >&2\nexit 1\n",
+    );
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("make the fake python executable");
+    let mut host = Host::builder()
+        .arg("--python")
+        .arg(fake.display().to_string())
+        .start(project.path());
+    let message = format!("{} exited with code 1 before it was ready.", fake.display());
+    for _ in 0..2 {
+        let reply = python(&mut host, "1 + 1");
+        assert_eq!(
+            reply.failed(),
+            format!(
+                "this is not the python you need\n[Python could not be started: {message} Its \
+                 output is above.]\n"
+            )
+        );
+        assert_eq!(
+            reply.screen("python"),
+            format!(
+                "Python REPL (could not start): {message} The next command tries again.\n\n{HELP}"
+            )
+        );
+    }
+}
+
+#[test]
 fn a_python_given_with_the_flag_is_used() {
     let project = Project::new();
     let real = python_path();
@@ -642,4 +674,28 @@ fn sigterm_to_the_host_interrupts_running_code_and_leaves_nothing_behind() {
     assert_eq!(status.code(), Some(0));
     assert!(wait_until_dead(pid, Duration::from_secs(10)));
     assert!(!process_alive(pid));
+}
+
+#[test]
+fn the_interpreter_dies_with_a_host_that_is_killed() {
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    let pid = pid_of_python(&mut host);
+    // Busy, so the driver cannot notice that its request pipe closed.
+    host.send(&json!({
+        "type": "command",
+        "environment": "python",
+        "command": "open('started', 'w').close()\nimport time\ntime.sleep(300)",
+    }));
+    let started = project.path().join("started");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !started.exists() {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    host.signal("KILL");
+    host.wait_exit(Duration::from_secs(30));
+    // No cleanup code ran in the host: only the parent-death signal can
+    // have ended the interpreter.
+    assert!(wait_until_dead(pid, Duration::from_secs(10)));
 }

@@ -159,11 +159,14 @@ impl PythonEnvironment {
                 Ok(())
             }
             Err(err) => {
-                let message = start_failure_message(&err);
+                let message = format!("{err}.");
                 self.state = State::StartFailed {
                     message: message.clone(),
                 };
-                Err(message)
+                Err(match err {
+                    StartError::EndedEarly { .. } => format!("{message} Its output is above."),
+                    _ => message,
+                })
             }
         }
     }
@@ -201,10 +204,17 @@ impl PythonEnvironment {
         let cause = why.describe();
         match finished {
             Some(Ok(Wait::Done(done))) => {
+                // Code blocked in os.system() does not see KeyboardInterrupt
+                // (system() ignores SIGINT); its child does, and the code
+                // may then simply finish.
+                let what = if done.succeeded() {
+                    "SIGINT was sent and the code then finished"
+                } else {
+                    "the code was interrupted (KeyboardInterrupt)"
+                };
                 self.absorb(command, done);
                 run.after(format!(
-                    "[{cause}: the code was interrupted (KeyboardInterrupt). Variables and \
-                     imports are kept.]"
+                    "[{cause}: {what}. Variables and imports are kept.]"
                 ));
                 return;
             }
@@ -416,13 +426,6 @@ impl PythonEnvironment {
         text.push('\n');
         text.push_str(HELP);
         text
-    }
-}
-
-fn start_failure_message(err: &StartError) -> String {
-    match err {
-        StartError::EndedEarly { .. } => format!("{err} (its output is above)."),
-        _ => format!("{err}."),
     }
 }
 
