@@ -670,7 +670,15 @@ pub fn find_interpreter(requested: Option<&Path>) -> Result<PathBuf, String> {
         }),
         Some(program) if program.components().count() > 1 || program.is_absolute() => {
             if is_executable_file(program) {
-                Ok(program.to_path_buf())
+                // Absolute (against envhost's directory, not the project's),
+                // but not canonical: a virtualenv's python is a symlink and
+                // must keep its path to find the environment.
+                std::path::absolute(program).map_err(|e| {
+                    format!(
+                        "{} (given with --python) cannot be used: {e}.",
+                        program.display()
+                    )
+                })
             } else if program.exists() {
                 Err(format!(
                     "{} (given with --python) is not an executable file.",
@@ -697,6 +705,7 @@ fn search_path(name: &str, path_var: &std::ffi::OsStr) -> Option<PathBuf> {
         .filter(|dir| !dir.as_os_str().is_empty())
         .map(|dir| dir.join(name))
         .find(|candidate| is_executable_file(candidate))
+        .and_then(|found| std::path::absolute(found).ok())
 }
 
 fn is_executable_file(path: &Path) -> bool {
