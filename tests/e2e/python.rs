@@ -350,7 +350,11 @@ fn a_timeout_interrupts_the_code_and_keeps_the_namespace() {
 #[test]
 fn an_interpreter_that_does_not_stop_is_restarted_and_the_loss_is_reported() {
     let project = Project::new();
-    let mut host = Host::start(project.path());
+    let transcript = project.path().join("session.jsonl");
+    let mut host = Host::builder()
+        .arg("--transcript")
+        .arg(transcript.display().to_string())
+        .start(project.path());
     python(&mut host, "x = 1").ok();
     let old_pid = pid_of_python(&mut host);
     // SIGINT ignored at the OS level: as unresponsive as code stuck in C.
@@ -386,6 +390,24 @@ fn an_interpreter_that_does_not_stop_is_restarted_and_the_loss_is_reported() {
         "already fresh: {output}"
     );
     assert_ne!(pid_of_python(&mut host), old_pid);
+
+    // The timeout and the restart are events in the transcript.
+    host.finish();
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(&transcript)
+        .expect("transcript")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    let find = |kind: &str, key: &str| {
+        events
+            .iter()
+            .find(|e| e["event"] == kind && e[key] == "python")
+            .unwrap_or_else(|| panic!("no {kind} event for python in {events:?}"))
+            .clone()
+    };
+    assert_eq!(find("command_timed_out", "environment")["after_ms"], 1000);
+    let restarted = find("environment_restarted", "name");
+    assert_eq!(restarted["lost"], "variables and imports");
 }
 
 #[test]

@@ -17,6 +17,8 @@ mod process;
 mod variables;
 
 use std::path::PathBuf;
+
+use nix::sys::signal::Signal;
 use std::time::{Duration, Instant};
 
 use crate::config::HostConfig;
@@ -26,7 +28,7 @@ use crate::environment::{
 };
 use crate::output::capture::{OutputCapture, OutputLimits};
 use crate::output::terminal::TerminalText;
-use crate::process::interrupt::{DEFAULT_LADDER, Escalation, escalate};
+use crate::process::interrupt::{DEFAULT_LADDER, Escalation, escalate, signal_group};
 
 use process::{Done, Ending, Interpreter, Launch, StartError, TalkError, Wait};
 use variables::{MAX_SHOWN, RecentVariables, Variable};
@@ -192,7 +194,7 @@ impl PythonEnvironment {
         let mut finished: Option<Result<Wait, TalkError>> = None;
         let escalation = escalate(
             &DEFAULT_LADDER,
-            |signal| crate::process::interrupt::signal_group(pid, signal),
+            |signal| signal_group(pid, signal),
             |grace| match interpreter.wait(Instant::now() + grace, None, &mut |b| run.feed(b)) {
                 Ok(Wait::Deadline) => false,
                 other => {
@@ -219,15 +221,14 @@ impl PythonEnvironment {
                 return;
             }
             Some(Ok(Wait::Ended(ending))) => {
-                let stopped_by = match escalation {
-                    Escalation::StoppedBy(signal) => format!(" and was ended with {signal}"),
-                    _ => String::new(),
+                let how = match escalation {
+                    Escalation::StoppedBy(signal) if signal != Signal::SIGINT => format!(
+                        "Python did not stop on KeyboardInterrupt and was ended with {signal}"
+                    ),
+                    // It ended by itself (e.g. SIGINT's default action).
+                    _ => format!("Python {}", ending.describe()),
                 };
-                run.after(format!(
-                    "[{cause}. Python did not stop on KeyboardInterrupt{stopped_by} ({}); its \
-                     {LOST} are lost.]",
-                    ending.describe()
-                ));
+                run.after(format!("[{cause}. {how}; its {LOST} are lost.]"));
             }
             Some(Err(err)) => {
                 interpreter.kill();
@@ -246,10 +247,7 @@ impl PythonEnvironment {
             }
         }
         run.incident(Incident::Restarted {
-            reason: format!(
-                "{} and python did not stop on KeyboardInterrupt",
-                why.event()
-            ),
+            reason: format!("{} and python did not come back", why.event()),
             lost: LOST.to_owned(),
         });
         self.reset_view();
