@@ -524,6 +524,17 @@ fn secrets_are_filtered_and_the_working_directory_starts_at_the_project() {
         "{}",
         reply.screen("python")
     );
+    // A directory name that is not UTF-8 is shown, not fatal.
+    let reply = python(&mut host, "os.makedirs(b'odd\\xff')\nos.chdir(b'odd\\xff')");
+    reply.ok();
+    assert!(
+        reply.screen("python").starts_with(&format!(
+            "Working directory: {}\n",
+            project.canonical().join("sub/odd?").display()
+        )),
+        "{}",
+        reply.screen("python")
+    );
 }
 
 #[test]

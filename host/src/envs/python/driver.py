@@ -32,7 +32,6 @@ sys.argv = [""]
 os.set_inheritable(REQUEST_FD, False)
 os.set_inheritable(REPLY_FD, False)
 requests = os.fdopen(REQUEST_FD, "rb")
-replies = os.fdopen(REPLY_FD, "wb")
 
 for _stream in (sys.stdout, sys.stderr):
     try:
@@ -90,9 +89,16 @@ for _name in __future__.all_feature_names:
 
 
 def reply(message):
-    data = json.dumps(message, ensure_ascii=False).encode("utf-8", "replace")
-    replies.write(data + b"\n")
-    replies.flush()
+    data = json.dumps(message)
+    if "\\ud" in data:
+        # Maybe a lone surrogate (an undecodable path under
+        # surrogateescape), which the host's JSON parser refuses: replace
+        # it. Rare, so the fast ASCII encoding above is tried first.
+        data = json.dumps(message, ensure_ascii=False)
+    message = memoryview(data.encode("utf-8", "replace") + b"\n")
+    while message:
+        # A signal can cut a write to a pipe short.
+        message = message[os.write(REPLY_FD, message) :]
 
 
 def strip_driver_frames(exc, seen=None):
