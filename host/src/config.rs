@@ -27,6 +27,9 @@ pub struct HostConfig {
     /// Let the editor open paths outside the project directory (`..`,
     /// absolute paths, symlinks leading out). Off by default.
     pub allow_outside_project: bool,
+    /// The Python interpreter for the python environment (a path, or a
+    /// command name looked up on `PATH`); `None` means `python3` on `PATH`.
+    pub python: Option<PathBuf>,
 }
 
 impl HostConfig {
@@ -38,6 +41,7 @@ impl HostConfig {
             default_timeout: DEFAULT_TIMEOUT,
             secrets: SecretPolicy::default(),
             allow_outside_project: false,
+            python: None,
         }
     }
 }

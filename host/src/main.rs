@@ -72,6 +72,11 @@ struct SessionArgs {
     #[arg(long)]
     allow_outside_project: bool,
 
+    /// The Python interpreter for the python environment: a path, or a
+    /// command name looked up on PATH [default: python3 on PATH].
+    #[arg(long, value_name = "PATH")]
+    python: Option<PathBuf>,
+
     /// Append every event (commands, durations, timeouts, failures) to FILE
     /// as JSON lines with UTC timestamps.
     #[arg(long, value_name = "FILE")]
@@ -110,6 +115,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<()> {
     config.output.cap_bytes = args.output_cap;
     config.secrets = SecretPolicy::new(args.pass_env);
     config.allow_outside_project = args.allow_outside_project;
+    config.python = args.python;
 
     // Before any child exists, so that nothing it starts can escape.
     reaper::install();

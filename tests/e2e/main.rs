@@ -6,3 +6,4 @@
 mod editor;
 mod harness;
 mod protocol;
+mod python;

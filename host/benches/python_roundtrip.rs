@@ -1,0 +1,247 @@
+//! Round trip of python code through envhost, beside the floor: a raw
+//! `python3` driven over pipes with a sentinel line.
+//!
+//! For each workload, the time from writing the request to having read the
+//! whole answer: for envhost the NDJSON response line *with the screen*, for
+//! the floor everything up to the sentinel. One run, both sides
+//! interleaved so that machine noise hits them alike; medians, p95 and the
+//! ratio of the medians are printed. Not a timed test: nothing is asserted.
+//!
+//! Run: `cargo bench --bench python_roundtrip` (add `--profile dev` for a
+//! quick check; the numbers that count come from the release profile).
+//! `ENVHOST_BENCH_ROUNDS` overrides the number of rounds per workload.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The floor: read one JSON-encoded piece of code per line, run it as the
+/// interactive interpreter would (the value of an expression is printed),
+/// then print a sentinel line.
+const FLOOR_PROGRAM: &str = r#"
+import json, sys
+namespace = {"__name__": "__main__"}
+for line in sys.stdin:
+    code = json.loads(line)
+    exec(compile(code, "<bench>", "single"), namespace)
+    sys.stdout.write("__SENTINEL_7f3a__\n")
+    sys.stdout.flush()
+"#;
+
+const SENTINEL: &str = "__SENTINEL_7f3a__";
+
+struct Workload {
+    code: &'static str,
+    rounds: usize,
+}
+
+const WORKLOADS: [Workload; 2] = [
+    Workload {
+        code: "x = 1",
+        rounds: 1000,
+    },
+    Workload {
+        code: "sum(range(10**6))",
+        rounds: 60,
+    },
+];
+
+struct Envhost {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    _project: tempfile::TempDir,
+}
+
+impl Envhost {
+    fn start() -> Envhost {
+        let project = tempfile::tempdir().expect("temporary project");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_envhost"))
+            .arg("serve")
+            .arg("--project")
+            .arg(project.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start envhost");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        Envhost {
+            child,
+            stdin,
+            stdout,
+            _project: project,
+        }
+    }
+
+    fn round_trip(&mut self, code: &str) -> (Duration, serde_json::Value) {
+        let mut request = serde_json::to_vec(&serde_json::json!({
+            "type": "command", "environment": "python", "command": code
+        }))
+        .expect("request");
+        request.push(b'\n');
+        let started = Instant::now();
+        self.stdin.write_all(&request).expect("write request");
+        self.stdin.flush().expect("flush");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("read answer");
+        let elapsed = started.elapsed();
+        let answer: serde_json::Value = serde_json::from_str(&line).expect("answer is JSON");
+        (elapsed, answer)
+    }
+
+    /// A `{"type":"screen"}` round trip: the protocol and screen cost
+    /// alone, with no python code run.
+    fn screen_round_trip(&mut self) -> Duration {
+        let started = Instant::now();
+        self.stdin
+            .write_all(b"{\"type\":\"screen\"}\n")
+            .expect("write request");
+        self.stdin.flush().expect("flush");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("read answer");
+        started.elapsed()
+    }
+
+    fn stop(mut self) {
+        drop(self.stdin);
+        let _ = self.child.wait();
+    }
+}
+
+struct Floor {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Floor {
+    fn start() -> Floor {
+        let mut child = Command::new("python3")
+            .args(["-u", "-c", FLOOR_PROGRAM])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start python3");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        Floor {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    fn round_trip(&mut self, code: &str) -> (Duration, String) {
+        let mut request = serde_json::to_vec(code).expect("request");
+        request.push(b'\n');
+        let started = Instant::now();
+        self.stdin.write_all(&request).expect("write code");
+        self.stdin.flush().expect("flush");
+        let mut output = String::new();
+        loop {
+            let mut line = String::new();
+            if self.stdout.read_line(&mut line).expect("read output") == 0 {
+                panic!("the floor python ended; output so far: {output}");
+            }
+            if line.trim_end() == SENTINEL {
+                break;
+            }
+            output.push_str(&line);
+        }
+        (started.elapsed(), output)
+    }
+
+    fn stop(mut self) {
+        drop(self.stdin);
+        let _ = self.child.wait();
+    }
+}
+
+fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
+    let index = ((sorted.len() as f64 - 1.0) * fraction).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+fn millis(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+fn main() {
+    let rounds_override: Option<usize> = std::env::var("ENVHOST_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let mut envhost = Envhost::start();
+    let mut floor = Floor::start();
+
+    // Warm up: starts envhost's interpreter, fills caches.
+    let (_, answer) = envhost.round_trip("import os");
+    assert_eq!(
+        answer["response"]["success"], true,
+        "envhost's python does not work: {answer}"
+    );
+    for _ in 0..5 {
+        envhost.round_trip("x = 1");
+        floor.round_trip("x = 1");
+    }
+
+    println!("python round trip: envhost (response + screen) vs raw python3 over pipes");
+    println!(
+        "{:<20} {:>7} {:>12} {:>12} {:>12} {:>12} {:>8} {:>8}",
+        "workload",
+        "rounds",
+        "envhost p50",
+        "envhost p95",
+        "floor p50",
+        "floor p95",
+        "p50 x",
+        "p95 x"
+    );
+    for workload in &WORKLOADS {
+        let rounds = rounds_override.unwrap_or(workload.rounds);
+        let mut host_times = Vec::with_capacity(rounds);
+        let mut floor_times = Vec::with_capacity(rounds);
+        for _ in 0..rounds {
+            let (elapsed, answer) = envhost.round_trip(workload.code);
+            assert_eq!(answer["response"]["success"], true, "{answer}");
+            host_times.push(elapsed);
+            let (elapsed, _) = floor.round_trip(workload.code);
+            floor_times.push(elapsed);
+        }
+        host_times.sort();
+        floor_times.sort();
+        let (host_p50, host_p95) = (percentile(&host_times, 0.5), percentile(&host_times, 0.95));
+        let (floor_p50, floor_p95) = (
+            percentile(&floor_times, 0.5),
+            percentile(&floor_times, 0.95),
+        );
+        println!(
+            "{:<20} {:>7} {:>10.3}ms {:>10.3}ms {:>10.3}ms {:>10.3}ms {:>7.2}x {:>7.2}x",
+            workload.code,
+            rounds,
+            millis(host_p50),
+            millis(host_p95),
+            millis(floor_p50),
+            millis(floor_p95),
+            millis(host_p50) / millis(floor_p50),
+            millis(host_p95) / millis(floor_p95),
+        );
+    }
+
+    // How much of envhost's time is the protocol and the screen alone.
+    let rounds = rounds_override.unwrap_or(1000);
+    let mut screen_times: Vec<Duration> =
+        (0..rounds).map(|_| envhost.screen_round_trip()).collect();
+    screen_times.sort();
+    println!(
+        "{:<20} {:>7} {:>10.3}ms {:>10.3}ms   (envhost screen request alone, no python)",
+        "screen only",
+        rounds,
+        millis(percentile(&screen_times, 0.5)),
+        millis(percentile(&screen_times, 0.95)),
+    );
+    envhost.stop();
+    floor.stop();
+}
