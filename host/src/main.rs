@@ -149,13 +149,11 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<()> {
     );
     envs::register_builtins(&mut orchestrator, &config);
 
-    let input = Box::new(BufReader::with_capacity(64 * 1024, io::stdin()));
     let reason = match mode {
         Mode::Serve => {
             let mut stdout = io::stdout().lock();
-            serve::run(
+            serve::run_stdin(
                 &mut orchestrator,
-                input,
                 &mut stdout,
                 &cancel,
                 DEFAULT_MAX_LINE_BYTES,
@@ -163,6 +161,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<()> {
             .describe()
         }
         Mode::Repl => {
+            let input = Box::new(BufReader::with_capacity(64 * 1024, io::stdin()));
             let mut stdout = io::stdout().lock();
             repl::run(&mut orchestrator, input, &mut stdout, &cancel)
         }

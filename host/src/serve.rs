@@ -1,28 +1,21 @@
 //! `envhost serve`: the NDJSON front end an agent talks to.
 //!
-//! It reads lines on a reader thread (at most one line ahead, so memory stays
-//! bounded however fast the agent writes), parses each with `protocol`,
-//! hands commands to the orchestrator and writes exactly one answer per
-//! non-blank line, in order. It stops on end of input, on SIGTERM / SIGINT /
-//! SIGHUP, or when its output is closed, and then shuts everything down.
-//! It must not know what any environment is.
+//! It reads stdin on the main thread, one line at a time and never more
+//! than one line's cap in memory, parses each with `protocol`, hands
+//! commands to the orchestrator and writes exactly one answer per non-blank
+//! line, in order. Reads wait on stdin and the signal self-pipe together, so
+//! SIGTERM / SIGINT / SIGHUP stop the server even while it waits for input,
+//! with no thread hand-off on the path of every command. It stops on end of
+//! input, a signal, or a closed output, and then shuts everything down. It
+//! must not know what any environment is.
 
-use std::io::{BufRead, Write};
-use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::thread;
+use std::io::{BufRead, BufReader, Write};
 
 use crate::environment::CancelFlag;
 use crate::events::Event;
 use crate::orchestrator::{CommandRequest, Orchestrator};
 use crate::protocol::{self, LineReader, Parsed, RawLine, Reply, Request};
-use crate::signals::{self, HostSignal};
-
-enum Input {
-    Line(RawLine),
-    End,
-    ReadFailed(std::io::Error),
-    Signal(HostSignal),
-}
+use crate::signals::{self, InterruptibleInput};
 
 /// Why the server stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,82 +37,68 @@ impl StopReason {
     }
 }
 
-/// Serves `input` until it ends or a signal arrives. The caller shuts the
+/// Serves stdin until it ends or a signal arrives. The caller shuts the
 /// orchestrator down afterwards.
-pub fn run(
+pub fn run_stdin(
     orchestrator: &mut Orchestrator,
-    input: Box<dyn BufRead + Send>,
     output: &mut dyn Write,
     cancel: &CancelFlag,
     max_line_bytes: usize,
 ) -> StopReason {
-    // A rendezvous-sized channel: the reader is at most one line ahead.
-    let (sender, receiver) = mpsc::sync_channel::<Input>(1);
-    let (signal_sender, signal_receiver) = mpsc::channel::<Input>();
-    let deliver = move |signal| signal_sender.send(Input::Signal(signal)).is_ok();
-    if let Err(err) = signals::watch(cancel.clone(), deliver) {
-        eprintln!("envhost: cannot watch for signals ({err}); stop the host by closing its input");
+    match InterruptibleInput::new(std::io::stdin(), cancel) {
+        Ok(input) => run(
+            orchestrator,
+            BufReader::with_capacity(64 * 1024, input),
+            output,
+            cancel,
+            max_line_bytes,
+        ),
+        Err(err) => {
+            eprintln!(
+                "envhost: cannot watch for signals ({err}); stop the host by closing its input"
+            );
+            run(
+                orchestrator,
+                BufReader::with_capacity(64 * 1024, std::io::stdin()),
+                output,
+                cancel,
+                max_line_bytes,
+            )
+        }
     }
-    spawn_reader(input, max_line_bytes, sender);
+}
+
+/// Serves `input` until it ends, a signal arrives (the cancel flag is set)
+/// or `output` is closed.
+pub fn run(
+    orchestrator: &mut Orchestrator,
+    input: impl BufRead,
+    output: &mut dyn Write,
+    cancel: &CancelFlag,
+    max_line_bytes: usize,
+) -> StopReason {
+    let mut reader = LineReader::new(input, max_line_bytes);
     loop {
-        let next = next_input(&receiver, &signal_receiver);
-        if let Some(signal) = pending_signal(&signal_receiver, cancel) {
-            return StopReason::Signal(signal.name());
+        let next = reader.next_line();
+        // A signal during the last command, or while lines were buffered:
+        // stop before starting anything new.
+        if cancel.is_cancelled() {
+            return StopReason::Signal(match next.as_ref().err().and_then(signals::signal_of) {
+                Some(signal) => signal.name(),
+                None => "a signal",
+            });
         }
         let raw = match next {
-            Input::Line(raw) => raw,
-            Input::End => return StopReason::EndOfInput,
-            Input::ReadFailed(err) => return StopReason::InputFailed(err.to_string()),
-            Input::Signal(signal) => return StopReason::Signal(signal.name()),
+            Ok(Some(raw)) => raw,
+            Ok(None) => return StopReason::EndOfInput,
+            Err(err) => match signals::signal_of(&err) {
+                Some(signal) => return StopReason::Signal(signal.name()),
+                None => return StopReason::InputFailed(err.to_string()),
+            },
         };
         if let Err(err) = answer(orchestrator, &raw, output, max_line_bytes) {
             return StopReason::OutputClosed(err.to_string());
         }
-    }
-}
-
-/// Waits for a line or a signal, whichever comes first.
-fn next_input(lines: &Receiver<Input>, signals: &Receiver<Input>) -> Input {
-    loop {
-        if let Ok(signal) = signals.try_recv() {
-            return signal;
-        }
-        match lines.recv_timeout(std::time::Duration::from_millis(50)) {
-            Ok(input) => return input,
-            Err(mpsc::RecvTimeoutError::Timeout) => continue,
-            Err(mpsc::RecvTimeoutError::Disconnected) => return Input::End,
-        }
-    }
-}
-
-/// A signal that arrived while a command was running.
-fn pending_signal(signals: &Receiver<Input>, cancel: &CancelFlag) -> Option<HostSignal> {
-    match signals.try_recv() {
-        Ok(Input::Signal(signal)) => Some(signal),
-        _ if cancel.is_cancelled() => Some(HostSignal::Terminate),
-        _ => None,
-    }
-}
-
-fn spawn_reader(input: Box<dyn BufRead + Send>, max_line_bytes: usize, sender: SyncSender<Input>) {
-    let spawned = thread::Builder::new()
-        .name("envhost-stdin".into())
-        .spawn(move || {
-            let mut reader = LineReader::new(input, max_line_bytes);
-            loop {
-                let message = match reader.next_line() {
-                    Ok(Some(raw)) => Input::Line(raw),
-                    Ok(None) => Input::End,
-                    Err(err) => Input::ReadFailed(err),
-                };
-                let last = !matches!(message, Input::Line(_));
-                if sender.send(message).is_err() || last {
-                    return;
-                }
-            }
-        });
-    if let Err(err) = spawned {
-        eprintln!("envhost: cannot start the input reader: {err}");
     }
 }
 
