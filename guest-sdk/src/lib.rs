@@ -104,9 +104,19 @@ pub mod __private {
 #[macro_export]
 macro_rules! export {
     ($plugin:ty) => {
+        // Only a WebAssembly build exports the component's functions (their
+        // names, `envhost:environment/environment@0.1.0#describe`, are not
+        // valid native symbol names); a native build, for unit tests and
+        // lints, only checks that the type can be exported.
+        #[cfg(target_family = "wasm")]
         const _: () = {
             type __EnvhostPlugin = $crate::__private::Adapter<$plugin>;
     $crate::__private::export_plugin!(__EnvhostPlugin with_types_in $crate::__private);
+        };
+        #[cfg(not(target_family = "wasm"))]
+        const _: () = {
+            fn exportable<P: $crate::Plugin + ::core::default::Default>() {}
+            let _ = exportable::<$plugin>;
         };
     };
 }

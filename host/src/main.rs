@@ -19,7 +19,7 @@ use envhost::events::transcript::TranscriptObserver;
 use envhost::events::{Event, EventBus};
 use envhost::orchestrator::{Orchestrator, OrchestratorSettings};
 use envhost::output::capture::DEFAULT_CAP_BYTES;
-use envhost::plugin::{self, CodeCache, LogSink, PluginSettings, StderrSink};
+use envhost::plugin::{self, CodeCache, DiscardSink, LogSink, PluginSettings, StderrSink};
 use envhost::process::reaper;
 use envhost::process::secrets::SecretPolicy;
 use envhost::protocol::DEFAULT_MAX_LINE_BYTES;
@@ -189,7 +189,12 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<()> {
         cancel.clone(),
     );
     envs::register_builtins(&mut orchestrator, &config);
-    let log: Arc<dyn LogSink> = Arc::new(StderrSink);
+    // Plugins' own output goes to stderr only where someone reads it: an
+    // agent may never drain stderr, and a full pipe would block the host.
+    let log: Arc<dyn LogSink> = match mode {
+        Mode::Serve if !args.verbose => Arc::new(DiscardSink),
+        _ => Arc::new(StderrSink),
+    };
     plugin::load_project_plugins(
         &mut orchestrator,
         &project,

@@ -4,4 +4,5 @@
 //! starts its own host on its own temporary project.
 
 mod harness;
+mod plugins;
 mod protocol;

@@ -8,8 +8,8 @@ wasmtime::component::bindgen!({
     path: "../wit",
 });
 
-pub use envhost::environment::logging::Level;
-pub use exports::envhost::environment::environment::{
+pub use self::envhost::environment::logging::Level;
+pub use self::exports::envhost::environment::environment::{
     CommandResponse, CommandSpec, Description, ScreenSection,
 };
 

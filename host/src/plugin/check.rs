@@ -61,7 +61,7 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
             };
         }
     };
-    let loaded = loader::load(&sandbox, &settings.cache, &candidate, &*log);
+    let loaded = loader::load(&sandbox, &settings.cache, &candidate);
     let mut text = String::new();
     match loaded {
         Err(refusal) => {
@@ -196,7 +196,11 @@ fn screen_preview(loaded: LoadedPlugin, sandbox: &Arc<Sandbox>, log: &Arc<dyn Lo
         Ok(section) => {
             let content = crate::screen::truncate_lines(&section.content, section.max_lines);
             for line in content.lines() {
-                text.push_str(&format!("  | {line}\n"));
+                if line.is_empty() {
+                    text.push_str("  |\n");
+                } else {
+                    text.push_str(&format!("  | {line}\n"));
+                }
             }
             text.push_str(&format!("  (max_lines {})\n", section.max_lines));
         }

@@ -127,9 +127,7 @@ impl PluginEnvironment {
             return "The host is shutting down.".to_owned();
         }
         match self.restart() {
-            Ok(()) => format!(
-                "Its state was lost: the host restarted the plugin, and the next command runs in a fresh instance."
-            ),
+            Ok(()) => "Its state was lost: the host restarted the plugin, and the next command runs in a fresh instance.".to_owned(),
             Err(again) => format!(
                 "Its state was lost, and restarting it failed too ({}); the host will try again at the next command.",
                 again.cause
@@ -181,10 +179,10 @@ impl Environment for PluginEnvironment {
         command: &str,
         context: &CommandContext,
     ) -> Result<CommandResponse, EnvironmentError> {
-        if let Some(help) = &mut self.help {
-            if let Err(unknown) = help.route(command) {
-                return Ok(CommandResponse::failure(unknown.to_string()));
-            }
+        if let Some(help) = &mut self.help
+            && let Err(unknown) = help.route(command)
+        {
+            return Ok(CommandResponse::failure(unknown.to_string()));
         }
         let told = self.untold_restart.take();
         let sandbox = Arc::clone(&self.sandbox);

@@ -11,7 +11,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use wasmtime::Trap;
+use wasmtime::{Trap, WasmBacktrace};
 
 use super::sandbox::{Interrupted, MemoryLimitExceeded, TableLimitExceeded};
 use super::{format_bytes, format_duration};
@@ -112,7 +112,11 @@ pub fn classify(error: &wasmtime::Error, stderr: &str) -> CallFailure {
             trap: table.to_string(),
         }
     } else if let Some(trap) = error.downcast_ref::<Trap>() {
-        classify_trap(*trap, stderr)
+        if *trap == Trap::MemoryOutOfBounds && is_deep_recursion(error) {
+            FailureCause::StackOverflow
+        } else {
+            classify_trap(*trap, stderr)
+        }
     } else {
         FailureCause::Other {
             message: detail.clone(),
@@ -144,6 +148,25 @@ fn classify_trap(trap: Trap, stderr: &str) -> FailureCause {
                 .to_owned(),
         },
     }
+}
+
+/// Whether the trap's wasm backtrace is one or two functions calling
+/// themselves over and over. Rust keeps large stack frames in linear memory
+/// (a "shadow stack" below the data); overflowing it is an out-of-bounds
+/// access, not wasmtime's stack-exhausted trap, and the backtrace is what
+/// tells the two bugs apart.
+fn is_deep_recursion(error: &wasmtime::Error) -> bool {
+    let Some(backtrace) = error.downcast_ref::<WasmBacktrace>() else {
+        return false;
+    };
+    let frames = backtrace.frames();
+    if frames.len() < 16 {
+        return false;
+    }
+    let mut functions: Vec<u32> = frames.iter().map(|f| f.func_index()).collect();
+    functions.sort_unstable();
+    functions.dedup();
+    functions.len() <= 2
 }
 
 /// The message and location of a Rust panic printed on stderr:

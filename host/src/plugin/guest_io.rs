@@ -96,7 +96,17 @@ pub trait LogSink: Send + Sync {
     fn line(&self, line: &str);
 }
 
-/// The default sink: the host's stderr, one write per line.
+/// Drops every line: `envhost serve` without `-v`, where nobody may be
+/// reading stderr and a chatty plugin must not fill the pipe and block the
+/// host. (A failed call's stderr still reaches the agent in the response.)
+pub struct DiscardSink;
+
+impl LogSink for DiscardSink {
+    fn line(&self, _: &str) {}
+}
+
+/// The host's stderr, one write per line: `envhost repl`, `envhost check`,
+/// and `envhost serve -v`.
 pub struct StderrSink;
 
 impl LogSink for StderrSink {

@@ -20,7 +20,7 @@ use wasmtime::component::Component;
 
 use super::bindings::PluginPre;
 use super::cache::{CacheOutcome, CodeCache, content_sha256};
-use super::guest_io::{CallOutput, LogSink};
+use super::guest_io::CallOutput;
 use super::instance::LiveInstance;
 use super::sandbox::{HostState, Sandbox};
 use super::validate::{self, CheckedDescription, Refusal};
@@ -145,12 +145,12 @@ pub struct LoadedPlugin {
     pub start_output: CallOutput,
 }
 
-/// Loads one plugin, or says why not.
+/// Loads one plugin, or says why not. A slow first compile and a cache
+/// that cannot be written are said on stderr.
 pub fn load(
     sandbox: &Sandbox,
     cache: &CodeCache,
     candidate: &Candidate,
-    log: &dyn LogSink,
 ) -> Result<LoadedPlugin, Refusal> {
     let name = candidate.name.as_str();
     let path = &candidate.path;
@@ -159,10 +159,10 @@ pub fn load(
     validate::check_header(&bytes).map_err(refuse)?;
     let sha256 = content_sha256(&bytes);
     if bytes.len() > 1 << 20 && !cache.has_entry(sandbox.engine(), &sha256) {
-        log.line(&format!(
+        eprintln!(
             "envhost: compiling plugin {name} ({}); this happens once, the result is cached",
             super::format_bytes(bytes.len() as u64)
-        ));
+        );
     }
     let compiled = cache
         .load_or_compile(sandbox.engine(), &bytes, &sha256)
@@ -171,9 +171,9 @@ pub fn load(
             refuse(problem).with_detail(detail)
         })?;
     if let CacheOutcome::Compiled { saved: Err(why) } = &compiled.outcome {
-        log.line(&format!(
+        eprintln!(
             "envhost: plugin {name}: the compiled code was not cached ({why}); the next start compiles it again"
-        ));
+        );
     }
     let component = compiled.component;
     let checked = link_and_start(sandbox, &component, name)
@@ -255,17 +255,13 @@ pub fn load_all(
     sandbox: &Sandbox,
     cache: &CodeCache,
     candidates: &[Candidate],
-    log: &dyn LogSink,
 ) -> Vec<Result<LoadedPlugin, Refusal>> {
     let workers = std::thread::available_parallelism()
         .map(usize::from)
         .unwrap_or(1)
         .min(candidates.len());
     if workers <= 1 {
-        return candidates
-            .iter()
-            .map(|c| load(sandbox, cache, c, log))
-            .collect();
+        return candidates.iter().map(|c| load(sandbox, cache, c)).collect();
     }
     let next = Mutex::new(0usize);
     let results: Mutex<Vec<Option<Result<LoadedPlugin, Refusal>>>> =
@@ -283,7 +279,7 @@ pub fn load_all(
                     let Some(candidate) = candidates.get(index) else {
                         return;
                     };
-                    let loaded = load(sandbox, cache, candidate, log);
+                    let loaded = load(sandbox, cache, candidate);
                     results.lock().unwrap_or_else(|p| p.into_inner())[index] = Some(loaded);
                 }
             });

@@ -46,7 +46,7 @@ use crate::output::capture::OutputLimits;
 
 pub use cache::CodeCache;
 pub use environment::{PluginEnvironment, PluginParts};
-pub use guest_io::{LogSink, StderrSink};
+pub use guest_io::{DiscardSink, LogSink, StderrSink};
 pub use sandbox::{DEFAULT_MEMORY_LIMIT, Sandbox, SandboxError};
 pub use validate::Refusal;
 
@@ -86,9 +86,10 @@ pub fn plugin_dir(project_dir: &Path) -> PathBuf {
 }
 
 /// Loads `<project>/env/*.wasm` into the orchestrator. Refused plugins go
-/// to stderr (through `log`), to an `environment_failed` event, and to the
+/// to stderr, to an `environment_failed` event, and to the
 /// [`REFUSED_SECTION`] of the screen; every other environment still loads.
-/// With no `*.wasm` files, no engine is even built.
+/// With no `*.wasm` files, no engine is even built. `log` receives what the
+/// plugins write (stdout, stderr, log lines) from then on.
 pub fn load_project_plugins(
     orchestrator: &mut Orchestrator,
     project_dir: &Path,
@@ -113,8 +114,7 @@ pub fn load_project_plugins(
             }
             Ok(sandbox) => {
                 let sandbox = Arc::new(sandbox);
-                let results =
-                    loader::load_all(&sandbox, &settings.cache, &discovery.candidates, &*log);
+                let results = loader::load_all(&sandbox, &settings.cache, &discovery.candidates);
                 for result in results {
                     match result {
                         Ok(loaded) => {
@@ -153,9 +153,10 @@ pub fn load_project_plugins(
             }
         }
     }
+    report.refused.sort_by(|a, b| a.file.cmp(&b.file));
     for refusal in &report.refused {
         let sentence = refusal.sentence(Some(project_dir));
-        log.line(&format!("envhost: {sentence}"));
+        eprintln!("envhost: {sentence}");
         orchestrator.record_load_failure(&refusal.plugin, &sentence);
     }
     if !report.refused.is_empty() {

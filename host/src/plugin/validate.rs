@@ -231,7 +231,7 @@ pub fn export_problem(
     };
     (
         format!(
-            "it does not export `{EXPORTED_INTERFACE}`, the interface every plugin exports (world `{WORLD}`); {found}. Is it a component for another world, such as a command-line program? {BUILD_HINT}"
+            "it does not export `{EXPORTED_INTERFACE}`, the interface every plugin exports (world `{WORLD}`); {found}. Is it a component for another world, such as a command-line program? To make a plugin, {BUILD_HINT}"
         ),
         detail,
     )
@@ -287,10 +287,10 @@ pub fn instantiate_problem(
 fn expected_records(signature: &str) -> String {
     let mut parts = Vec::new();
     for record in ["command-response", "screen-section", "description"] {
-        if signature.contains(record) {
-            if let Some(fields) = bindings::record_fields(record) {
-                parts.push(format!("{record} is `record {{ {fields} }}`"));
-            }
+        if signature.contains(record)
+            && let Some(fields) = bindings::record_fields(record)
+        {
+            parts.push(format!("{record} is `record {{ {fields} }}`"));
         }
     }
     if parts.is_empty() {
