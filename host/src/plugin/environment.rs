@@ -121,11 +121,9 @@ impl PluginEnvironment {
         })
     }
 
-    /// After a failed call: a fresh instance and the words for the agent.
-    fn recover(&mut self, failure: &CallFailure) -> String {
-        if failure.cause == FailureCause::Cancelled {
-            return "The host is shutting down.".to_owned();
-        }
+    /// After a failed call: a fresh instance (a failed call leaves the old
+    /// one unusable, whatever the cause) and the words for the agent.
+    fn recover(&mut self) -> String {
         match self.restart() {
             Ok(()) => "Its state was lost: the host restarted the plugin, and the next command runs in a fresh instance.".to_owned(),
             Err(again) => format!(
@@ -152,7 +150,7 @@ impl PluginEnvironment {
                 last_lines(stderr, 10)
             ));
         }
-        let recovery = self.recover(&failure);
+        let recovery = self.recover();
         text.push('\n');
         text.push_str(&recovery);
         let mut response = CommandResponse::failure(text).with_incident(Incident::Trapped {
@@ -163,13 +161,10 @@ impl PluginEnvironment {
                 after: context.timeout,
             });
         }
-        if failure.cause != FailureCause::Cancelled {
-            response = response.with_incident(Incident::Restarted {
-                reason: failure.cause.short(),
-                lost: LOST.to_owned(),
-            });
-        }
-        response
+        response.with_incident(Incident::Restarted {
+            reason: failure.cause.short(),
+            lost: LOST.to_owned(),
+        })
     }
 }
 
@@ -255,20 +250,18 @@ impl Environment for PluginEnvironment {
                 })
             }
             Err(failure) => {
-                let cause = failure.cause.clone();
-                let recovery = self.recover(&failure);
-                if cause != FailureCause::Cancelled {
-                    self.untold_restart = Some((
-                        format!(
-                            "(Note: the {} plugin failed while drawing its screen: {cause}. {recovery})",
-                            self.name
-                        ),
-                        Incident::Restarted {
-                            reason: format!("screen failed: {}", cause.short()),
-                            lost: LOST.to_owned(),
-                        },
-                    ));
-                }
+                let cause = failure.cause;
+                let recovery = self.recover();
+                self.untold_restart = Some((
+                    format!(
+                        "(Note: the {} plugin failed while drawing its screen: {cause}. {recovery})",
+                        self.name
+                    ),
+                    Incident::Restarted {
+                        reason: format!("screen failed: {}", cause.short()),
+                        lost: LOST.to_owned(),
+                    },
+                ));
                 Err(EnvironmentError::Failed(format!(
                     "the plugin failed while drawing its screen: {cause}. {recovery}"
                 )))

@@ -21,7 +21,8 @@ use super::{format_bytes, format_duration};
 pub enum FailureCause {
     /// The call ran past its time limit (an endless loop, or slow work).
     TimedOut { limit: Duration },
-    /// The host was asked to stop while the call ran.
+    /// The host was interrupted while the call ran (SIGTERM, or Ctrl-C in
+    /// the REPL).
     Cancelled,
     /// The plugin tried to use more memory than allowed.
     OutOfMemory { desired: usize, limit: usize },
@@ -56,7 +57,7 @@ impl FailureCause {
             FailureCause::TimedOut { limit } => {
                 format!("timed out after {}", format_duration(*limit))
             }
-            FailureCause::Cancelled => "interrupted by host shutdown".to_owned(),
+            FailureCause::Cancelled => "interrupted".to_owned(),
             FailureCause::OutOfMemory { .. } => "out of memory".to_owned(),
             FailureCause::Panicked { message } => format!("panic: {message}"),
             FailureCause::StackOverflow => "stack overflow".to_owned(),
@@ -74,9 +75,10 @@ impl fmt::Display for FailureCause {
                 "it ran past its time limit of {} and was stopped (an endless loop, or work too slow for one command; a longer `timeout_ms` allows more)",
                 format_duration(*limit)
             ),
-            FailureCause::Cancelled => {
-                write!(f, "it was stopped because the host is shutting down")
-            }
+            FailureCause::Cancelled => write!(
+                f,
+                "it was interrupted (the host was asked to stop: Ctrl-C, or a signal)"
+            ),
             FailureCause::OutOfMemory { desired, limit } => write!(
                 f,
                 "it ran out of memory: it tried to grow its memory to {}, over its limit of {}",

@@ -17,9 +17,13 @@ use super::guest_io::{CallOutput, GuestOutput};
 use super::sandbox::{HostState, Sandbox};
 use crate::environment::CancelFlag;
 
-/// Time a plugin gets to instantiate, describe itself, draw its screen or
-/// shut down. These must be quick; commands get the command's timeout.
+/// Time a plugin gets to instantiate, describe itself or draw its screen.
+/// These must be quick; commands get the command's timeout.
 pub const QUICK_CALL_LIMIT: Duration = Duration::from_secs(5);
+
+/// Time a plugin gets to shut down: the host is stopping, and every
+/// plugin's shutdown runs in turn.
+pub const SHUTDOWN_LIMIT: Duration = Duration::from_secs(1);
 
 /// A call's result and what the plugin said during it.
 pub struct Called<T> {
@@ -99,7 +103,7 @@ impl LiveInstance {
     }
 
     pub fn shutdown(&mut self, sandbox: &Sandbox) -> Called<()> {
-        self.call(sandbox, QUICK_CALL_LIMIT, None, |plugin, store| {
+        self.call(sandbox, SHUTDOWN_LIMIT, None, |plugin, store| {
             plugin
                 .envhost_environment_environment()
                 .call_shutdown(store)

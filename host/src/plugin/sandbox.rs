@@ -193,7 +193,7 @@ impl CallBudget {
 pub enum Interrupted {
     #[error("the call ran past its time limit of {}", crate::plugin::format_duration(*limit))]
     TimedOut { limit: Duration },
-    #[error("the host is shutting down")]
+    #[error("the host was interrupted")]
     Cancelled,
 }
 
