@@ -135,12 +135,11 @@ impl PluginEnvironment {
 
     fn failure_response(
         &mut self,
-        during: &str,
         failure: CallFailure,
         context: &CommandContext,
     ) -> CommandResponse {
         let mut text = format!(
-            "The {} plugin stopped {during}: {}.",
+            "The {} plugin stopped during this command: {}.",
             self.name, failure.cause
         );
         let stderr = failure.stderr.trim();
@@ -209,7 +208,7 @@ impl Environment for PluginEnvironment {
                         }
                         response
                     }
-                    Err(failure) => self.failure_response("during this command", failure, context),
+                    Err(failure) => self.failure_response(failure, context),
                 }
             }
         };

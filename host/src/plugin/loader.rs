@@ -8,8 +8,9 @@
 //! imports, instantiate (signature mismatches only show there), call
 //! `describe` and check it — so that `envhost check` and start-up give the
 //! same verdict. Plugins load in parallel (compiling is the slow part).
-//! This module decides the order of those steps; `validate` words the
-//! refusals and `cache` keeps the compiled code.
+//! This module decides the order of those steps; it must not word refusals
+//! (`validate` does), keep compiled code (`cache`) or register environments
+//! (the caller does).
 
 use std::fs;
 use std::path::{Path, PathBuf};

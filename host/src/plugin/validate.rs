@@ -278,10 +278,8 @@ pub fn instantiate_problem(
             detail,
         );
     }
-    (
-        format!("it failed to start (instantiation failed): {detail}"),
-        String::new(),
-    )
+    let cause = super::failure::classify(err, "").cause;
+    (format!("it failed to start: {cause}"), detail)
 }
 
 fn expected_records(signature: &str) -> String {
