@@ -21,6 +21,7 @@
 //! - [`events`]: the event bus and its observers (transcript, console).
 //! - [`help`]: seed 001's progressive help, shared by the editor and plugins.
 //! - [`envs`]: the built-in environments.
+//! - [`plugin`]: ad-hoc environments as sandboxed WebAssembly components.
 //! - [`process`], [`output`]: child processes and their output, shared by
 //!   the environments that run programs.
 //! - [`serve`], [`repl`], [`signals`]: the front ends.
@@ -32,6 +33,7 @@ pub mod events;
 pub mod help;
 pub mod orchestrator;
 pub mod output;
+pub mod plugin;
 pub mod process;
 pub mod protocol;
 pub mod repl;

@@ -3,9 +3,10 @@
 //! everything down. Errors here are `anyhow` and end the process with a
 //! message; everything below is typed.
 
-use std::io::{self, BufReader};
+use std::io::{self, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -18,6 +19,7 @@ use envhost::events::transcript::TranscriptObserver;
 use envhost::events::{Event, EventBus};
 use envhost::orchestrator::{Orchestrator, OrchestratorSettings};
 use envhost::output::capture::DEFAULT_CAP_BYTES;
+use envhost::plugin::{self, CodeCache, DiscardSink, LogSink, PluginSettings, StderrSink};
 use envhost::process::reaper;
 use envhost::process::secrets::SecretPolicy;
 use envhost::protocol::DEFAULT_MAX_LINE_BYTES;
@@ -41,6 +43,53 @@ enum Command {
     Serve(SessionArgs),
     /// Try the environments by hand: `ENV: command` lines, readable output.
     Repl(SessionArgs),
+    /// Check plugins (.wasm files) exactly as the host would load them, and
+    /// show what they offer; exits non-zero if any would be refused.
+    Check(CheckArgs),
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    /// The plugin files, e.g. env/timer.wasm.
+    #[arg(value_name = "FILE.wasm", required = true)]
+    files: Vec<PathBuf>,
+
+    #[command(flatten)]
+    plugins: PluginArgs,
+}
+
+#[derive(Args)]
+struct PluginArgs {
+    /// Where compiled plugin code is kept between starts (default:
+    /// $XDG_CACHE_HOME/envhost/plugins or ~/.cache/envhost/plugins).
+    #[arg(long, value_name = "DIR", conflicts_with = "no_plugin_cache")]
+    plugin_cache: Option<PathBuf>,
+
+    /// Compile plugins at every start instead of caching their code.
+    #[arg(long)]
+    no_plugin_cache: bool,
+
+    /// Memory each plugin instance may use (e.g. 64MiB, 1GiB); a plugin
+    /// that grows past it traps and is restarted.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size,
+          default_value_t = plugin::DEFAULT_MEMORY_LIMIT)]
+    plugin_memory: usize,
+}
+
+impl PluginArgs {
+    fn settings(&self) -> PluginSettings {
+        let cache = if self.no_plugin_cache {
+            CodeCache::Disabled
+        } else if let Some(dir) = &self.plugin_cache {
+            CodeCache::Directory(dir.clone())
+        } else {
+            PluginSettings::default().cache
+        };
+        PluginSettings {
+            cache,
+            memory_limit: self.plugin_memory,
+        }
+    }
 }
 
 #[derive(Args)]
@@ -85,6 +134,9 @@ struct SessionArgs {
     /// Describe the session on stderr as it happens.
     #[arg(short, long)]
     verbose: bool,
+
+    #[command(flatten)]
+    plugins: PluginArgs,
 }
 
 #[derive(Clone, Copy)]
@@ -98,6 +150,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => run_session(Mode::Serve, args),
         Command::Repl(args) => run_session(Mode::Repl, args),
+        Command::Check(args) => run_check(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -148,6 +201,20 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<()> {
         cancel.clone(),
     );
     envs::register_builtins(&mut orchestrator, &config);
+    // Plugins' own output goes to stderr only where someone reads it: an
+    // agent may never drain stderr, and a full pipe would block the host.
+    let log: Arc<dyn LogSink> = match mode {
+        Mode::Serve if !args.verbose => Arc::new(DiscardSink),
+        _ => Arc::new(StderrSink),
+    };
+    plugin::load_project_plugins(
+        &mut orchestrator,
+        &project,
+        &args.plugins.settings(),
+        &config.output,
+        &cancel,
+        log,
+    );
 
     let reason = match mode {
         Mode::Serve => {
@@ -173,6 +240,34 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<()> {
             "envhost: {} process(es) could not be stopped: {:?}",
             report.survivors.len(),
             report.survivors
+        );
+    }
+    Ok(())
+}
+
+/// `envhost check`: one report per file on stdout; failure if any file
+/// would be refused.
+fn run_check(args: CheckArgs) -> anyhow::Result<()> {
+    let settings = args.plugins.settings();
+    let log: Arc<dyn LogSink> = Arc::new(StderrSink);
+    let mut refused = 0;
+    let mut stdout = io::stdout().lock();
+    for (index, file) in args.files.iter().enumerate() {
+        let report = plugin::check::check_file(file, &settings, Arc::clone(&log));
+        if index > 0 {
+            writeln!(stdout)?;
+        }
+        stdout.write_all(report.text.as_bytes())?;
+        stdout.flush()?;
+        if !report.ok {
+            refused += 1;
+        }
+    }
+    if refused > 0 {
+        bail!(
+            "{refused} of {} plugin file{} would be refused",
+            args.files.len(),
+            if args.files.len() == 1 { "" } else { "s" }
         );
     }
     Ok(())

@@ -5,5 +5,6 @@
 
 mod editor;
 mod harness;
+mod plugins;
 mod protocol;
 mod python;

@@ -1,0 +1,131 @@
+//! Write envhost environments ("plugins") in Rust.
+//!
+//! A plugin is a WebAssembly component that the envhost host loads from
+//! `<project>/env/NAME.wasm`: the agent sends it commands and sees its
+//! screen section after every command. This crate hides the component
+//! plumbing (the WIT world `envhost:environment/plugin` in `wit/`, the
+//! bindings, the exported functions, the single plugin instance) behind two
+//! traits and one macro.
+//!
+//! **Declarative style** (seed 001's `DeclarativeEnvironment`): list your
+//! commands with a signature, a description and an example; each one is a
+//! method. The host routes by the first word, answers unknown commands
+//! itself, and shows LONG help for commands the agent has not used yet and
+//! SHORT help for those it has, under your state text.
+//!
+//! ```
+//! use envhost_sdk::{Call, Command, Declarative, Result};
+//!
+//! #[derive(Default)]
+//! struct Counter {
+//!     count: u64,
+//! }
+//!
+//! impl Declarative for Counter {
+//!     const SUMMARY: &'static str = "A counter that only goes up";
+//!     const COMMANDS: &'static [Command<Self>] = &[
+//!         Command::new("add <n>", Self::add)
+//!             .description("Add n to the counter.")
+//!             .example("add 3"),
+//!     ];
+//!
+//!     fn state(&self) -> String {
+//!         format!("Count: {}", self.count)
+//!     }
+//! }
+//!
+//! impl Counter {
+//!     fn add(&mut self, call: &Call) -> Result<String> {
+//!         let n: u64 = call.args.parse()?;
+//!         self.count += n;
+//!         Ok(format!("Count is now {}", self.count))
+//!     }
+//! }
+//!
+//! envhost_sdk::export!(Counter);
+//! # fn main() {}
+//! ```
+//!
+//! **Manual style**: implement [`Plugin`] yourself to handle any text and own
+//! the whole screen section (or describe commands and still handle them
+//! yourself).
+//!
+//! Build with `cargo build --target wasm32-wasip2 --release` (a `cdylib`
+//! crate); the result is a component. `envhost check NAME.wasm` says whether
+//! the host accepts it and shows the screen it would get.
+//!
+//! What a plugin can use: memory (bounded by the host), clocks, random
+//! numbers, [`log`] lines for its author. What it cannot: files, the
+//! network, environment variables, processes — the host's sandbox denies
+//! them, and the calls fail with an error the plugin can report. A panic
+//! ends the call: the agent is told, and the host starts a fresh instance
+//! (the state is lost).
+
+// The generated export macro names this crate by its public name, also from
+// inside the crate.
+extern crate self as envhost_sdk;
+
+mod declarative;
+pub mod log;
+mod plugin;
+mod runtime;
+
+pub use declarative::{Call, Command, Declarative};
+pub use plugin::{CommandSpec, Description, Error, Plugin, Response, Result, Screen};
+
+/// The most commonly used items, for `use envhost_sdk::prelude::*`.
+pub mod prelude {
+    pub use crate::{
+        Call, Command, CommandSpec, Declarative, Description, Error, Plugin, Response, Result,
+        Screen, fail,
+    };
+}
+
+/// Not public API: what [`export!`] expands to needs these.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::runtime::Adapter;
+
+    wit_bindgen::generate!({
+        world: "plugin",
+        path: "../wit",
+        pub_export_macro: true,
+        export_macro_name: "export_plugin",
+        default_bindings_module: "envhost_sdk::__private",
+    });
+}
+
+/// Exports a [`Plugin`] (or a [`Declarative`] environment, which is one) as
+/// the component's environment. The type must implement `Default`: the
+/// host creates one instance when it loads the plugin, and a fresh one after
+/// a trap.
+///
+/// Use it once, at the root of a `cdylib` crate.
+#[macro_export]
+macro_rules! export {
+    ($plugin:ty) => {
+        // Only a WebAssembly build exports the component's functions (their
+        // names, `envhost:environment/environment@0.1.0#describe`, are not
+        // valid native symbol names); a native build, for unit tests and
+        // lints, only checks that the type can be exported.
+        #[cfg(target_family = "wasm")]
+        const _: () = {
+            type __EnvhostPlugin = $crate::__private::Adapter<$plugin>;
+    $crate::__private::export_plugin!(__EnvhostPlugin with_types_in $crate::__private);
+        };
+        #[cfg(not(target_family = "wasm"))]
+        const _: () = {
+            fn exportable<P: $crate::Plugin + ::core::default::Default>() {}
+            let _ = exportable::<$plugin>;
+        };
+    };
+}
+
+/// Returns early from a command handler with an error message:
+/// `fail!("no such item: {name}")`.
+#[macro_export]
+macro_rules! fail {
+    ($($message:tt)+) => {
+        return ::core::result::Result::Err($crate::Error::new(::std::format!($($message)+)))
+    };
+}

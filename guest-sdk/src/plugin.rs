@@ -1,0 +1,166 @@
+//! The manual style: the [`Plugin`] trait and the values that cross the
+//! host boundary, as plain Rust types (the generated bindings stay inside
+//! the crate).
+
+use std::fmt;
+
+/// An environment with full control: it handles any command text and
+/// produces its own screen.
+///
+/// If [`describe`](Plugin::describe) lists commands, the host still routes
+/// by first word (only those commands reach [`handle`](Plugin::handle)) and
+/// renders their help under your screen content; if it lists none, the
+/// section is yours alone.
+pub trait Plugin: 'static {
+    /// What the environment is, and its commands (if any). Called once per
+    /// instance, before any other method.
+    fn describe(&self) -> Description;
+
+    /// Runs one command.
+    fn handle(&mut self, command: &str) -> Response;
+
+    /// The screen section, called after every command to any environment:
+    /// keep it cheap.
+    fn screen(&mut self) -> Screen;
+
+    /// Called once when the host stops.
+    fn shutdown(&mut self) {}
+}
+
+/// What a plugin is: one line, and the commands it understands.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Description {
+    /// One line: what this environment is for.
+    pub summary: String,
+    /// Empty for a plugin that owns its whole screen.
+    pub commands: Vec<CommandSpec>,
+}
+
+impl Description {
+    pub fn new(summary: impl Into<String>) -> Self {
+        Description {
+            summary: summary.into(),
+            commands: Vec::new(),
+        }
+    }
+
+    pub fn command(mut self, spec: CommandSpec) -> Self {
+        self.commands.push(spec);
+        self
+    }
+}
+
+/// One command, for the host's progressive help (seed 001).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CommandSpec {
+    /// `view <file> /<start>/ /<end>/ [label]`: the first word is the name.
+    pub signature: String,
+    /// Shown in LONG help; may span several lines.
+    pub description: String,
+    /// Shown in SHORT help; defaults to the description's first line.
+    pub summary: Option<String>,
+    /// A raw command; the host wraps it in a fence. May be empty.
+    pub example: String,
+    /// Simple commands always get SHORT help.
+    pub simple: bool,
+}
+
+impl CommandSpec {
+    pub fn new(signature: impl Into<String>, description: impl Into<String>) -> Self {
+        CommandSpec {
+            signature: signature.into(),
+            description: description.into(),
+            ..CommandSpec::default()
+        }
+    }
+
+    pub fn example(mut self, example: impl Into<String>) -> Self {
+        self.example = example.into();
+        self
+    }
+
+    pub fn summary(mut self, summary: impl Into<String>) -> Self {
+        self.summary = Some(summary.into());
+        self
+    }
+
+    pub fn simple(mut self) -> Self {
+        self.simple = true;
+        self
+    }
+}
+
+/// The result of one command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    pub output: String,
+    pub success: bool,
+}
+
+impl Response {
+    pub fn ok(output: impl Into<String>) -> Self {
+        Response {
+            output: output.into(),
+            success: true,
+        }
+    }
+
+    /// A failed command; say what went wrong and how to recover.
+    pub fn fail(output: impl Into<String>) -> Self {
+        Response {
+            output: output.into(),
+            success: false,
+        }
+    }
+}
+
+/// The plugin's screen section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Screen {
+    pub content: String,
+    /// The host cuts `content` to this many lines.
+    pub max_lines: u32,
+}
+
+impl Screen {
+    /// Seed 000's default of 50 lines.
+    pub const DEFAULT_MAX_LINES: u32 = 50;
+
+    pub fn new(content: impl Into<String>) -> Self {
+        Screen {
+            content: content.into(),
+            max_lines: Self::DEFAULT_MAX_LINES,
+        }
+    }
+
+    pub fn max_lines(mut self, max_lines: u32) -> Self {
+        self.max_lines = max_lines;
+        self
+    }
+}
+
+/// A failed command's message. Anything that can be displayed converts
+/// into it, so `?` works on parse errors, I/O errors and the like.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error(String);
+
+impl Error {
+    pub fn new(message: impl Into<String>) -> Self {
+        Error(message.into())
+    }
+
+    pub fn message(&self) -> &str {
+        &self.0
+    }
+}
+
+// No `Display` for `Error` itself: that is what keeps this blanket
+// conversion coherent (as with `anyhow::Error`).
+impl<E: fmt::Display> From<E> for Error {
+    fn from(err: E) -> Self {
+        Error(err.to_string())
+    }
+}
+
+/// What a command handler returns: the output, or why it failed.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

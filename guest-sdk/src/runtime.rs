@@ -1,0 +1,66 @@
+//! The component's one plugin instance, and the glue between the generated
+//! bindings and the [`Plugin`] trait. Nothing here is public API.
+
+use std::cell::RefCell;
+use std::marker::PhantomData;
+
+use crate::__private::exports::envhost::environment::environment as wit;
+use crate::plugin::{Description, Plugin};
+
+thread_local! {
+    // A component instance is single-threaded and holds one plugin; the
+    // host makes a new component instance (fresh memory, so a fresh
+    // `None` here) after a trap.
+    static INSTANCE: RefCell<Option<Box<dyn Plugin>>> = const { RefCell::new(None) };
+}
+
+/// Implements the generated `Guest` trait for plugin type `P`; the
+/// [`export!`](crate::export) macro names it.
+pub struct Adapter<P>(PhantomData<P>);
+
+fn with_plugin<P: Plugin + Default, R>(f: impl FnOnce(&mut dyn Plugin) -> R) -> R {
+    INSTANCE.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let plugin = slot.get_or_insert_with(|| Box::new(P::default()));
+        f(plugin.as_mut())
+    })
+}
+
+impl<P: Plugin + Default> wit::Guest for Adapter<P> {
+    fn describe() -> wit::Description {
+        let Description { summary, commands } = with_plugin::<P, _>(|p| p.describe());
+        wit::Description {
+            summary,
+            commands: commands
+                .into_iter()
+                .map(|c| wit::CommandSpec {
+                    signature: c.signature,
+                    description: c.description,
+                    summary: c.summary,
+                    example: c.example,
+                    simple: c.simple,
+                })
+                .collect(),
+        }
+    }
+
+    fn handle_command(command: String) -> wit::CommandResponse {
+        let response = with_plugin::<P, _>(|p| p.handle(&command));
+        wit::CommandResponse {
+            output: response.output,
+            success: response.success,
+        }
+    }
+
+    fn get_screen() -> wit::ScreenSection {
+        let screen = with_plugin::<P, _>(|p| p.screen());
+        wit::ScreenSection {
+            content: screen.content,
+            max_lines: screen.max_lines,
+        }
+    }
+
+    fn shutdown() {
+        with_plugin::<P, _>(|p| p.shutdown());
+    }
+}

@@ -1,0 +1,333 @@
+//! Plugin performance, in one run (not a test: it prints numbers).
+//!
+//! - Host start with 0, 1 and 20 plugins, cold (empty compiled-code cache)
+//!   and warm (cached): the real `envhost serve`, from spawn to its answer
+//!   to the first `{"type":"screen"}`. The 20 plugins are 20 distinct
+//!   components (the timer with a different custom section each), so the
+//!   cold start really compiles 20 times.
+//! - Per-call cost of `handle-command` on the timer: the raw wasmtime call
+//!   (generated bindings, nothing else) beside the whole host path
+//!   (`PluginEnvironment::handle_command`: help routing, time limit, output
+//!   capture), and the difference, which is the host's overhead.
+//! - Screen cost with 20 plugins (`Orchestrator::screen`, help rendering
+//!   included).
+//!
+//! Needs the guests built: `scripts/build-plugins`. Validate with
+//! `cargo bench --profile dev --bench plugins`; real numbers come from the
+//! release profile (`cargo bench --bench plugins`).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use envhost::environment::{CancelFlag, CommandContext, Environment};
+use envhost::events::EventBus;
+use envhost::orchestrator::{Orchestrator, OrchestratorSettings};
+use envhost::output::capture::OutputLimits;
+use envhost::plugin::bindings::PluginPre;
+use envhost::plugin::cache::{CodeCache, content_sha256};
+use envhost::plugin::loader::{self, Candidate};
+use envhost::plugin::{
+    DEFAULT_MEMORY_LIMIT, DiscardSink, PluginEnvironment, PluginParts, PluginSettings, Sandbox,
+};
+
+const START_RUNS: usize = 5;
+const CALLS: usize = 100_000;
+const SCREENS: usize = 2_000;
+
+fn main() {
+    let timer = timer_wasm();
+    let bytes = std::fs::read(&timer).expect("read timer.wasm");
+    println!("envhost plugin bench ({} profile)", profile());
+    println!(
+        "timer.wasm: {} bytes; {} runs per start measurement (median, min)",
+        bytes.len(),
+        START_RUNS
+    );
+    println!();
+    println!(
+        "{:<44} {:>12} {:>12}",
+        "host start (spawn → first screen)", "median", "min"
+    );
+    for count in [0usize, 1, 20] {
+        let (cold, warm) = start_times(&bytes, count);
+        println!(
+            "{:<44} {:>12} {:>12}",
+            format!("  {count} plugins, cold cache"),
+            ms(median(&cold)),
+            ms(min(&cold))
+        );
+        println!(
+            "{:<44} {:>12} {:>12}",
+            format!("  {count} plugins, warm cache"),
+            ms(median(&warm)),
+            ms(min(&warm))
+        );
+    }
+    println!();
+    calls(&bytes);
+    println!();
+    screens(&bytes);
+}
+
+fn profile() -> &'static str {
+    if cfg!(debug_assertions) {
+        "dev (validation only)"
+    } else {
+        "release"
+    }
+}
+
+fn timer_wasm() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let path = target.join("wasm32-wasip2/wasm-release/timer.wasm");
+    if !path.is_file() {
+        eprintln!(
+            "{} is missing: run `scripts/build-plugins` first (it builds the plugins).",
+            path.display()
+        );
+        std::process::exit(2);
+    }
+    path
+}
+
+/// The timer with a custom section naming `index`: a distinct component
+/// (distinct hash, distinct cache entry) that behaves the same.
+fn variant(bytes: &[u8], index: usize) -> Vec<u8> {
+    let name = b"envhost-bench";
+    let payload = format!("variant {index}");
+    let mut body = Vec::new();
+    leb128(&mut body, name.len() as u64);
+    body.extend_from_slice(name);
+    body.extend_from_slice(payload.as_bytes());
+    let mut out = bytes.to_vec();
+    out.push(0); // custom section
+    leb128(&mut out, body.len() as u64);
+    out.extend_from_slice(&body);
+    out
+}
+
+fn leb128(out: &mut Vec<u8>, mut value: u64) {
+    loop {
+        let byte = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+fn project_with(bytes: &[u8], count: usize) -> tempfile::TempDir {
+    let project = tempfile::tempdir().expect("project");
+    std::fs::create_dir_all(project.path().join("env")).expect("env/");
+    for index in 0..count {
+        std::fs::write(
+            project.path().join(format!("env/timer{index}.wasm")),
+            variant(bytes, index),
+        )
+        .expect("write plugin");
+    }
+    project
+}
+
+/// Cold and warm start times for `count` plugins.
+fn start_times(bytes: &[u8], count: usize) -> (Vec<Duration>, Vec<Duration>) {
+    let project = project_with(bytes, count);
+    let mut cold = Vec::new();
+    let mut warm = Vec::new();
+    for _ in 0..START_RUNS {
+        let cache = tempfile::tempdir().expect("cache");
+        cold.push(start_once(project.path(), cache.path(), count));
+        warm.push(start_once(project.path(), cache.path(), count));
+    }
+    (cold, warm)
+}
+
+fn start_once(project: &Path, cache: &Path, count: usize) -> Duration {
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_envhost"))
+        .arg("serve")
+        .arg("--project")
+        .arg(project)
+        .arg("--plugin-cache")
+        .arg(cache)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start envhost");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(b"{\"type\":\"screen\"}\n").expect("write");
+    stdin.flush().expect("flush");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the screen");
+    let took = started.elapsed();
+    let sections = line.matches("\"max_lines\"").count();
+    assert!(
+        sections >= count,
+        "expected {count} plugin sections: {line}"
+    );
+    drop(stdin);
+    let _ = child.wait();
+    took
+}
+
+fn calls(bytes: &[u8]) {
+    let sandbox = Arc::new(Sandbox::new(DEFAULT_MEMORY_LIMIT).expect("sandbox"));
+    let cache = CodeCache::Disabled;
+    let sha = content_sha256(bytes);
+    let compiled = cache
+        .load_or_compile(sandbox.engine(), bytes, &sha)
+        .expect("compile timer");
+
+    // The raw call: generated bindings on a store, nothing of the host's.
+    let mut store = sandbox.new_store(envhost::plugin::guest_io::GuestOutput::new());
+    let pre = PluginPre::new(
+        sandbox
+            .linker()
+            .instantiate_pre(&compiled.component)
+            .expect("link"),
+    )
+    .expect("exports");
+    let plugin = pre.instantiate(&mut store).expect("instantiate");
+    let exports = plugin.envhost_environment_environment();
+    exports.call_describe(&mut store).expect("describe");
+    let raw = per_call(|| {
+        exports
+            .call_handle_command(&mut store, "reset")
+            .expect("raw call");
+    });
+    let raw_screen = per_call(|| {
+        exports.call_get_screen(&mut store).expect("raw screen");
+    });
+
+    // The host's path: a loaded PluginEnvironment, as the orchestrator
+    // calls it.
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("timer.wasm");
+    std::fs::write(&path, bytes).expect("write");
+    let candidate = Candidate {
+        name: envhost::environment::EnvironmentName::new("timer").expect("name"),
+        path,
+    };
+    let loaded = loader::load(&sandbox, &CodeCache::Disabled, &candidate).expect("load");
+    let mut environment = PluginEnvironment::new(PluginParts {
+        name: "timer".into(),
+        sandbox: Arc::clone(&sandbox),
+        pre: loaded.pre,
+        instance: loaded.instance,
+        commands: loaded.description.commands,
+        output_limits: OutputLimits::for_project(dir.path()),
+        log: Arc::new(DiscardSink),
+        cancel: CancelFlag::new(),
+    });
+    let context = CommandContext::new(Duration::from_secs(120), CancelFlag::new());
+    let hosted = per_call(|| {
+        let response = environment
+            .handle_command("reset", &context)
+            .expect("host call");
+        assert!(response.success);
+    });
+    let hosted_screen = per_call(|| {
+        environment.screen().expect("screen");
+    });
+
+    println!("{:<44} {:>12}", "per call (timer, 100k calls)", "ns/call");
+    println!(
+        "{:<44} {:>12.0}",
+        "  handle-command, raw wasmtime call", raw
+    );
+    println!(
+        "{:<44} {:>12.0}",
+        "  handle-command, through the host", hosted
+    );
+    println!(
+        "{:<44} {:>12.0}   (target < 5000 ns; ratio host/raw {:.2})",
+        "  host overhead",
+        hosted - raw,
+        hosted / raw
+    );
+    println!(
+        "{:<44} {:>12.0}",
+        "  get-screen, raw wasmtime call", raw_screen
+    );
+    println!(
+        "{:<44} {:>12.0}",
+        "  screen, through the host (help rendered)", hosted_screen
+    );
+}
+
+fn per_call(mut f: impl FnMut()) -> f64 {
+    for _ in 0..1_000 {
+        f();
+    }
+    let started = Instant::now();
+    for _ in 0..CALLS {
+        f();
+    }
+    started.elapsed().as_nanos() as f64 / CALLS as f64
+}
+
+fn screens(bytes: &[u8]) {
+    let project = project_with(bytes, 20);
+    let mut orchestrator = Orchestrator::new(
+        OrchestratorSettings {
+            default_timeout: Duration::from_secs(120),
+        },
+        EventBus::new(),
+        CancelFlag::new(),
+    );
+    let settings = PluginSettings {
+        cache: CodeCache::Disabled,
+        memory_limit: DEFAULT_MEMORY_LIMIT,
+    };
+    let report = envhost::plugin::load_project_plugins(
+        &mut orchestrator,
+        project.path(),
+        &settings,
+        &OutputLimits::for_project(project.path()),
+        &CancelFlag::new(),
+        Arc::new(DiscardSink),
+    );
+    assert_eq!(report.loaded.len(), 20, "{:?}", report.refused);
+    for _ in 0..100 {
+        orchestrator.screen();
+    }
+    let started = Instant::now();
+    for _ in 0..SCREENS {
+        let screen = orchestrator.screen();
+        assert_eq!(screen.len(), 20);
+    }
+    let per_screen = started.elapsed() / SCREENS as u32;
+    println!("{:<44} {:>12}", "screen with 20 plugins", "µs/screen");
+    println!(
+        "{:<44} {:>12.1}",
+        "  Orchestrator::screen (20 timer sections)",
+        per_screen.as_secs_f64() * 1e6
+    );
+}
+
+fn median(samples: &[Duration]) -> Duration {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    sorted[sorted.len() / 2]
+}
+
+fn min(samples: &[Duration]) -> Duration {
+    samples.iter().copied().min().unwrap_or_default()
+}
+
+fn ms(duration: Duration) -> String {
+    format!("{:.1} ms", duration.as_secs_f64() * 1000.0)
+}

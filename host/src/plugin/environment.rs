@@ -1,0 +1,332 @@
+//! A loaded plugin as an [`Environment`]: help, routing, bounded output, and
+//! recovery from traps.
+//!
+//! A plugin that describes commands gets seed 001's progressive help from
+//! `help.rs`, exactly like the editor: the host routes by first word
+//! (answering unknown words itself, without calling the plugin), tracks
+//! which commands were used, and renders the help under the plugin's own
+//! state text. A plugin that describes none owns its whole section.
+//!
+//! A call that fails (trap, panic, time limit, memory limit) poisons the
+//! instance; this module drops it, instantiates a fresh one from the kept
+//! `PluginPre`, and says in the response that the state was lost. A screen
+//! that fails shows an error in this section only, and the next response
+//! says the state was lost. This module must not know about the protocol or
+//! other environments.
+
+use std::sync::Arc;
+
+use super::bindings::PluginPre;
+use super::failure::{CallFailure, FailureCause};
+use super::guest_io::{CallOutput, LogSink};
+use super::instance::{LiveInstance, start_described};
+use super::sandbox::{HostState, Sandbox};
+use crate::environment::{
+    CancelFlag, CommandContext, CommandResponse, Environment, EnvironmentError, Incident,
+    ScreenSection,
+};
+use crate::help::{CommandHelp, CommandSpec};
+use crate::output::capture::{OutputCapture, OutputLimits};
+use crate::screen::truncate_lines;
+
+/// Largest screen content taken from a plugin, in bytes; the rest is cut
+/// with a marker (lines are cut to `max_lines` afterwards, by the screen).
+pub const SCREEN_BYTES_LIMIT: usize = 64 * 1024;
+
+/// What a restart loses, for the agent and the record.
+const LOST: &str = "all of the plugin's in-memory state";
+
+/// Everything a plugin environment needs besides its instance.
+pub struct PluginParts {
+    pub name: String,
+    pub sandbox: Arc<Sandbox>,
+    pub pre: PluginPre<HostState>,
+    pub instance: LiveInstance,
+    pub commands: Vec<CommandSpec>,
+    pub output_limits: OutputLimits,
+    pub log: Arc<dyn LogSink>,
+    /// The host's cancellation, watched during screen calls.
+    pub cancel: CancelFlag,
+}
+
+pub struct PluginEnvironment {
+    name: String,
+    sandbox: Arc<Sandbox>,
+    pre: PluginPre<HostState>,
+    /// `None` after a failure whose restart failed too; retried on the next
+    /// call.
+    instance: Option<LiveInstance>,
+    help: Option<CommandHelp>,
+    output_limits: OutputLimits,
+    log: Arc<dyn LogSink>,
+    cancel: CancelFlag,
+    /// A restart the agent has not been told about yet (after a failed
+    /// screen), with its incident.
+    untold_restart: Option<(String, Incident)>,
+}
+
+impl PluginEnvironment {
+    pub fn new(parts: PluginParts) -> Self {
+        let help = if parts.commands.is_empty() {
+            None
+        } else {
+            // Checked at load time (`validate::check_description`), so this
+            // cannot fail; a plugin whose help cannot be built was refused.
+            CommandHelp::new(&parts.name, parts.commands).ok()
+        };
+        PluginEnvironment {
+            name: parts.name,
+            sandbox: parts.sandbox,
+            pre: parts.pre,
+            instance: Some(parts.instance),
+            help,
+            output_limits: parts.output_limits,
+            log: parts.log,
+            cancel: parts.cancel,
+            untold_restart: None,
+        }
+    }
+
+    /// Whether the host renders this plugin's help (it described commands).
+    pub fn is_declarative(&self) -> bool {
+        self.help.is_some()
+    }
+
+    fn forward(&self, output: &CallOutput) {
+        for line in output.log_lines(&self.name) {
+            self.log.line(&line);
+        }
+    }
+
+    /// A fresh, described instance, or why not.
+    fn restart(&mut self) -> Result<(), CallFailure> {
+        self.instance = None;
+        let (instance, _, output) = start_described(&self.sandbox, &self.pre)?;
+        self.forward(&output);
+        self.instance = Some(instance);
+        Ok(())
+    }
+
+    /// The instance, restarting it first if an earlier restart failed.
+    fn instance(&mut self) -> Result<&mut LiveInstance, CallFailure> {
+        if self.instance.is_none() {
+            self.restart()?;
+        }
+        self.instance.as_mut().ok_or_else(|| CallFailure {
+            cause: FailureCause::Other {
+                message: "the plugin has no running instance".into(),
+            },
+            detail: String::new(),
+            stderr: String::new(),
+        })
+    }
+
+    /// After a failed call: a fresh instance (a failed call leaves the old
+    /// one unusable, whatever the cause) and the words for the agent.
+    fn recover(&mut self) -> String {
+        match self.restart() {
+            Ok(()) => "Its state was lost: the host restarted the plugin, and the next command runs in a fresh instance.".to_owned(),
+            Err(again) => format!(
+                "Its state was lost, and restarting it failed too ({}); the host will try again at the next command.",
+                again.cause
+            ),
+        }
+    }
+
+    fn failure_response(
+        &mut self,
+        failure: CallFailure,
+        context: &CommandContext,
+    ) -> CommandResponse {
+        let mut text = format!(
+            "The {} plugin stopped during this command: {}.",
+            self.name, failure.cause
+        );
+        let stderr = failure.stderr.trim();
+        if !stderr.is_empty() && !matches!(failure.cause, FailureCause::Panicked { .. }) {
+            text.push_str(&format!(
+                "\nIt wrote to stderr before it stopped:\n{}",
+                last_lines(stderr, 10)
+            ));
+        }
+        let recovery = self.recover();
+        text.push('\n');
+        text.push_str(&recovery);
+        let mut response = CommandResponse::failure(text).with_incident(Incident::Trapped {
+            cause: failure.cause.short(),
+        });
+        if failure.cause.is_timeout() {
+            response = response.with_incident(Incident::TimedOut {
+                after: context.timeout,
+            });
+        }
+        response.with_incident(Incident::Restarted {
+            reason: failure.cause.short(),
+            lost: LOST.to_owned(),
+        })
+    }
+}
+
+impl Environment for PluginEnvironment {
+    fn handle_command(
+        &mut self,
+        command: &str,
+        context: &CommandContext,
+    ) -> Result<CommandResponse, EnvironmentError> {
+        if let Some(help) = &mut self.help
+            && let Err(unknown) = help.route(command)
+        {
+            return Ok(CommandResponse::failure(unknown.to_string()));
+        }
+        let told = self.untold_restart.take();
+        let sandbox = Arc::clone(&self.sandbox);
+        let mut response = match self.instance() {
+            Err(failure) => {
+                let text = format!(
+                    "The {} plugin is not running and could not be restarted: {}. The host will try again at the next command.",
+                    self.name, failure.cause
+                );
+                CommandResponse::failure(text)
+            }
+            Ok(instance) => {
+                let called =
+                    instance.handle_command(&sandbox, command, context.timeout, &context.cancel);
+                self.forward(&called.output);
+                match called.result {
+                    Ok(answer) => {
+                        let mut capture = OutputCapture::new(&self.output_limits, &self.name);
+                        capture.push(&answer.output);
+                        let captured = capture.finish();
+                        let incident = captured.incident();
+                        let mut response = CommandResponse {
+                            output: captured.text,
+                            success: answer.success,
+                            incidents: Vec::new(),
+                        };
+                        if let Some(incident) = incident {
+                            response = response.with_incident(incident);
+                        }
+                        response
+                    }
+                    Err(failure) => self.failure_response(failure, context),
+                }
+            }
+        };
+        if let Some((note, incident)) = told {
+            response.output = format!("{note}\n\n{}", response.output);
+            response.incidents.insert(0, incident);
+        }
+        Ok(response)
+    }
+
+    fn screen(&mut self) -> Result<ScreenSection, EnvironmentError> {
+        let cancel = self.cancel.clone();
+        let sandbox = Arc::clone(&self.sandbox);
+        let called = match self.instance() {
+            Ok(instance) => instance.screen(&sandbox, &cancel),
+            Err(failure) => {
+                return Err(EnvironmentError::Failed(format!(
+                    "the plugin is not running and could not be restarted: {}",
+                    failure.cause
+                )));
+            }
+        };
+        self.forward(&called.output);
+        match called.result {
+            Ok(section) => {
+                let content = cap_bytes(&section.content, SCREEN_BYTES_LIMIT);
+                let max_lines = usize::try_from(section.max_lines.max(1)).unwrap_or(usize::MAX);
+                Ok(match &self.help {
+                    None => ScreenSection::with_max_lines(content, max_lines),
+                    Some(help) => {
+                        // The plugin's max_lines bounds its state; the help
+                        // under it is the host's and is always shown whole.
+                        let state = truncate_lines(&content, max_lines);
+                        let whole = help.screen_with_state(&state);
+                        let lines = whole.lines().count().max(1);
+                        ScreenSection::with_max_lines(whole, lines)
+                    }
+                })
+            }
+            Err(failure) => {
+                let cause = failure.cause;
+                let recovery = self.recover();
+                self.untold_restart = Some((
+                    format!(
+                        "(Note: the {} plugin failed while drawing its screen: {cause}. {recovery})",
+                        self.name
+                    ),
+                    Incident::Restarted {
+                        reason: format!("screen failed: {}", cause.short()),
+                        lost: LOST.to_owned(),
+                    },
+                ));
+                Err(EnvironmentError::Failed(format!(
+                    "the plugin failed while drawing its screen: {cause}. {recovery}"
+                )))
+            }
+        }
+    }
+
+    fn shutdown(&mut self) {
+        let sandbox = Arc::clone(&self.sandbox);
+        if let Some(instance) = self.instance.as_mut() {
+            let called = instance.shutdown(&sandbox);
+            self.forward(&called.output);
+            if let Err(failure) = called.result {
+                self.log.line(&format!(
+                    "[plugin {}] shutdown failed: {}",
+                    self.name, failure.cause
+                ));
+            }
+        }
+        self.instance = None;
+    }
+}
+
+/// `text` cut to at most `limit` bytes on a character boundary, with a
+/// marker line when cut.
+fn cap_bytes(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_owned();
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n[... screen content cut: {} more bytes]",
+        &text[..end],
+        text.len() - end
+    )
+}
+
+fn last_lines(text: &str, count: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.len().saturating_sub(count);
+    lines[start..]
+        .iter()
+        .map(|line| format!("  {line}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_screen_bytes_on_character_boundaries() {
+        assert_eq!(cap_bytes("short", 10), "short");
+        let capped = cap_bytes("ééééé", 3);
+        assert!(
+            capped.starts_with("é\n[... screen content cut: 8 more bytes]"),
+            "{capped}"
+        );
+    }
+
+    #[test]
+    fn keeps_the_last_lines_of_stderr() {
+        assert_eq!(last_lines("a\nb\nc", 2), "  b\n  c");
+    }
+}
