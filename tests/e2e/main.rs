@@ -3,5 +3,6 @@
 //! One test binary with a module per area, so it links once. Every test
 //! starts its own host on its own temporary project.
 
+mod bash;
 mod harness;
 mod protocol;

@@ -7,6 +7,7 @@
 //! started outlives it ([`reaper`]). It must not know about any particular
 //! environment, the protocol or the screen.
 
+pub mod input_wait;
 pub mod interrupt;
 pub mod procfs;
 pub mod reaper;
