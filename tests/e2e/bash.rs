@@ -499,6 +499,7 @@ fn a_gigabyte_of_output_is_capped_saved_and_leaves_memory_bounded() {
     let size = std::fs::metadata(saved).expect("the saved output").len();
     assert_eq!(size, gigabyte + "done\n".len() as u64);
     let peak = host_peak_memory_kib(&host);
+    eprintln!("1 GB of output: host peak memory {before} KiB before, {peak} KiB after");
     assert!(
         peak < before + 64 * 1024,
         "host peak memory grew from {before} KiB to {peak} KiB"

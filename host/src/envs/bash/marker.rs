@@ -111,13 +111,20 @@ impl MarkerFormat {
         format!("\x1b]{OSC_NUMBER};{};", self.token).into_bytes()
     }
 
+    /// The bytes a report starts with.
+    fn begin(&self) -> Vec<u8> {
+        let mut begin = self.prefix();
+        begin.extend_from_slice(b"B;");
+        begin
+    }
+
     /// The complete bytes of a report, as the shell prints it.
     #[cfg(test)]
     pub fn render(&self, report: &PromptReport) -> Vec<u8> {
         let prefix = self.prefix();
-        let mut bytes = prefix.clone();
+        let mut bytes = self.begin();
         bytes.extend_from_slice(
-            format!("B;{};{};{}\x07", report.seq, report.exit_code, report.flags).as_bytes(),
+            format!("{};{};{}\x07", report.seq, report.exit_code, report.flags).as_bytes(),
         );
         bytes.extend_from_slice(report.cwd.as_os_str().as_encoded_bytes());
         bytes.extend_from_slice(&prefix);
@@ -137,17 +144,23 @@ pub enum Scanned {
 }
 
 enum State {
-    /// Ordinary output; `held` is a possible start of a frame cut off at the
-    /// end of the last chunk.
+    /// Ordinary output; `held` is a possible start of a report cut off at
+    /// the end of the last chunk.
     Text { held: Vec<u8> },
-    /// Inside a report, after its first prefix.
+    /// Inside a report, after its begin frame; `searched` bytes of `body`
+    /// hold no frame.
     Report { body: Vec<u8>, searched: usize },
 }
 
 /// Splits terminal bytes into output and prompt reports, across chunk
 /// boundaries, in memory bounded by [`MAX_REPORT_BYTES`].
+///
+/// A report runs from its begin frame to the first end frame. A begin frame
+/// inside a report means the first was not a real report (a stray or
+/// replayed fragment): it is released as output and the new one is read
+/// instead, so no fragment can swallow the real report that follows it.
 pub struct MarkerScanner {
-    prefix: Vec<u8>,
+    begin: Vec<u8>,
     jobs_frame: Vec<u8>,
     end_frame: Vec<u8>,
     state: State,
@@ -155,13 +168,12 @@ pub struct MarkerScanner {
 
 impl MarkerScanner {
     pub fn new(format: &MarkerFormat) -> Self {
-        let prefix = format.prefix();
-        let mut jobs_frame = prefix.clone();
+        let mut jobs_frame = format.prefix();
         jobs_frame.extend_from_slice(b"J\x07");
-        let mut end_frame = prefix.clone();
+        let mut end_frame = format.prefix();
         end_frame.extend_from_slice(b"E\x07");
         MarkerScanner {
-            prefix,
+            begin: format.begin(),
             jobs_frame,
             end_frame,
             state: State::Text { held: Vec::new() },
@@ -196,25 +208,39 @@ impl MarkerScanner {
             }
             State::Report { body, searched } => {
                 body.extend_from_slice(input);
-                let start = searched.saturating_sub(self.end_frame.len());
-                match find(&body[start..], &self.end_frame) {
-                    Some(at) => {
-                        let end = start + at;
-                        let mut body = std::mem::take(body);
+                let overlap = self.end_frame.len().max(self.begin.len());
+                let start = searched.saturating_sub(overlap);
+                let end = find(&body[start..], &self.end_frame).map(|at| start + at);
+                let again = find(&body[start..], &self.begin).map(|at| start + at);
+                let mut body = std::mem::take(body);
+                match (end, again) {
+                    (_, Some(again)) if end.is_none_or(|end| again < end) => {
+                        let mut fragment = self.begin.clone();
+                        fragment.extend_from_slice(&body[..again]);
+                        push_output(out, &fragment);
+                        body.drain(..again + self.begin.len());
+                        self.state = State::Report {
+                            body: Vec::new(),
+                            searched: 0,
+                        };
+                        Some(body)
+                    }
+                    (Some(end), _) => {
                         self.state = State::Text { held: Vec::new() };
                         self.finish_report(&body[..end], out);
                         body.drain(..end + self.end_frame.len());
                         Some(body)
                     }
-                    None if body.len() > MAX_REPORT_BYTES => {
-                        let mut raw = self.prefix.clone();
-                        raw.append(body);
+                    (None, _) if body.len() > MAX_REPORT_BYTES => {
+                        let mut raw = self.begin.clone();
+                        raw.append(&mut body);
                         self.state = State::Text { held: Vec::new() };
                         push_output(out, &raw);
                         None
                     }
-                    None => {
-                        *searched = body.len();
+                    (None, _) => {
+                        let searched = body.len();
+                        self.state = State::Report { body, searched };
                         None
                     }
                 }
@@ -222,24 +248,24 @@ impl MarkerScanner {
         }
     }
 
-    /// Scans text for a frame start. Emits the output before it. Returns
-    /// the index just past the prefix when a report starts (the state is
+    /// Scans text for a begin frame. Emits the output before it. Returns
+    /// the index just past the frame when a report starts (the state is
     /// then `Report`), or `None` when the input is used up.
     fn scan_text(&mut self, input: &[u8], out: &mut Vec<Scanned>) -> Option<usize> {
         let mut from = 0;
         while let Some(offset) = input[from..].iter().position(|&b| b == ESC) {
             let at = from + offset;
             let candidate = &input[at..];
-            if candidate.len() >= self.prefix.len() {
-                if candidate.starts_with(&self.prefix) {
+            if candidate.len() >= self.begin.len() {
+                if candidate.starts_with(&self.begin) {
                     push_output(out, &input[..at]);
                     self.state = State::Report {
                         body: Vec::new(),
                         searched: 0,
                     };
-                    return Some(at + self.prefix.len());
+                    return Some(at + self.begin.len());
                 }
-            } else if self.prefix.starts_with(candidate) {
+            } else if self.begin.starts_with(candidate) {
                 push_output(out, &input[..at]);
                 self.state = State::Text {
                     held: candidate.to_vec(),
@@ -257,7 +283,7 @@ impl MarkerScanner {
             Some(report) => out.push(Scanned::Prompt(report)),
             None => {
                 // Not a report after all (a forgery or a garbled one): show it.
-                let mut raw = self.prefix.clone();
+                let mut raw = self.begin.clone();
                 raw.extend_from_slice(body);
                 raw.extend_from_slice(&self.end_frame);
                 push_output(out, &raw);
@@ -265,13 +291,13 @@ impl MarkerScanner {
         }
     }
 
-    /// Bytes held back as a possible frame start or an unfinished report,
+    /// Bytes held back as a possible report start or an unfinished report,
     /// released as output (when the stream ends).
     pub fn flush(&mut self, out: &mut Vec<Scanned>) {
         match std::mem::replace(&mut self.state, State::Text { held: Vec::new() }) {
             State::Text { held } => push_output(out, &held),
             State::Report { body, .. } => {
-                let mut raw = self.prefix.clone();
+                let mut raw = self.begin.clone();
                 raw.extend_from_slice(&body);
                 push_output(out, &raw);
             }
@@ -290,9 +316,8 @@ fn push_output(out: &mut Vec<Scanned>, bytes: &[u8]) {
     }
 }
 
-/// `B;<seq>;<status>;<flags>BEL<pwd><jobs frame><jobs>`
+/// `<seq>;<status>;<flags>BEL<pwd><jobs frame><jobs>` (after `…;B;`).
 fn parse_report(body: &[u8], jobs_frame: &[u8]) -> Option<PromptReport> {
-    let body = body.strip_prefix(b"B;")?;
     let header_end = body.iter().position(|&b| b == BEL)?;
     let header = std::str::from_utf8(&body[..header_end]).ok()?;
     let mut fields = header.splitn(3, ';');
@@ -396,18 +421,45 @@ mod tests {
     #[test]
     fn a_malformed_report_is_shown_not_swallowed() {
         let format = MarkerFormat::new("0123abcd");
-        let mut stream = format.prefix();
-        stream.extend_from_slice(b"B;not-a-number;0;x\x07/\x1b]6973;0123abcd;E\x07");
+        let mut stream = format.begin();
+        stream.extend_from_slice(b"not-a-number;0;x\x07/\x1b]6973;0123abcd;E\x07");
         let scanned = scan_in_pieces(&stream, 3);
         assert_eq!(scanned, vec![Scanned::Output(stream.clone())]);
+    }
+
+    #[test]
+    fn fragments_cannot_swallow_the_real_report() {
+        let format = MarkerFormat::new("0123abcd");
+        let real = format.render(&report(7));
+        // An unfinished report, a stray end frame alone, a stray jobs frame.
+        let mut fragment = format.begin();
+        fragment.extend_from_slice(b"6;0;x\x07/old");
+        let mut stray = format.prefix();
+        stray.extend_from_slice(b"E\x07 ");
+        let mut jobs = format.prefix();
+        jobs.extend_from_slice(b"J\x07 ");
+        for noise in [fragment, stray, jobs] {
+            let mut stream = noise.clone();
+            stream.extend_from_slice(b"text ");
+            stream.extend_from_slice(&real);
+            for piece in 1..stream.len() {
+                let mut expected_output = noise.clone();
+                expected_output.extend_from_slice(b"text ");
+                assert_eq!(
+                    scan_in_pieces(&stream, piece),
+                    vec![Scanned::Output(expected_output), Scanned::Prompt(report(7))],
+                    "piece size {piece}"
+                );
+            }
+        }
     }
 
     #[test]
     fn an_unfinished_report_is_released_on_flush() {
         let format = MarkerFormat::new("0123abcd");
         let mut stream = b"x".to_vec();
-        stream.extend(format.prefix());
-        stream.extend_from_slice(b"B;1;0;");
+        stream.extend(format.begin());
+        stream.extend_from_slice(b"1;0;");
         assert_eq!(
             scan_in_pieces(&stream, 4),
             vec![Scanned::Output(stream.clone())]

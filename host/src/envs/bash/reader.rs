@@ -1,25 +1,31 @@
-//! The thread that reads the shell's terminal.
+//! Reading the shell's terminal, at all times.
 //!
 //! Someone must read the PTY at all times: a background job that writes to
 //! the terminal between two commands (a server's log, `[1]+ Done`) would
-//! otherwise block once the kernel's buffer is full. [`PtyReader`] runs one
-//! thread per shell that reads the master side, splits the bytes into output
-//! and prompt reports ([`MarkerScanner`]) and queues them for the command
-//! loop.
+//! otherwise block once the kernel's buffer is full. Whoever reads splits
+//! the bytes into output and prompt reports with the one [`MarkerScanner`].
 //!
-//! Memory is bounded in both modes. While a command runs (*busy*), the queue
-//! holds at most [`BUSY_LIMIT`] bytes of output and the thread stops reading
-//! until the command loop catches up, so a command printing gigabytes is
-//! slowed to the host's pace instead of filling its memory. Between commands
-//! (*idle*) only the newest [`IDLE_LIMIT`] bytes are kept and the rest is
-//! counted as dropped; prompt reports are always kept.
+//! Two readers take turns, so that a command's round trip costs no thread
+//! hand-over:
+//!
+//! - while a command runs (*busy*), the command loop reads the PTY itself,
+//!   in [`PtyReader::next_events`], only as fast as it handles the output:
+//!   a command printing gigabytes is slowed to the host's pace instead of
+//!   filling its memory;
+//! - between commands (*idle*), a thread reads and queues what comes, keeping
+//!   only the newest [`IDLE_LIMIT`] bytes of output (the rest is counted as
+//!   dropped) and every prompt report.
+//!
+//! The right to read is a mutex around the PTY and the scanner. The thread
+//! holds it only while it polls (200 ms at most) and a pipe wakes it when a
+//! command begins, so the hand-over is immediate and never reorders output.
 //!
 //! This module does not interpret output or decide anything about commands.
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{ErrorKind, Read};
-use std::os::fd::{AsFd, OwnedFd};
+use std::io::{ErrorKind, PipeReader, PipeWriter, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::Duration;
@@ -28,14 +34,11 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use super::marker::{MarkerScanner, PromptReport, Scanned};
 
-/// Output queued while a command runs before the reader waits.
-pub const BUSY_LIMIT: usize = 1 << 20;
-
 /// Background output kept between commands.
 pub const IDLE_LIMIT: usize = 64 * 1024;
 
-/// How often the thread looks at its stop flag while the terminal is quiet.
-const STOP_CHECK: u16 = 200;
+/// Longest the idle thread polls before looking at its instructions again.
+const IDLE_POLL_MS: u16 = 200;
 
 const READ_SIZE: usize = 64 * 1024;
 
@@ -49,6 +52,7 @@ pub enum ReaderEvent {
     Closed,
 }
 
+/// What the idle thread read, for the next command.
 #[derive(Default)]
 struct Queue {
     events: VecDeque<ReaderEvent>,
@@ -64,9 +68,7 @@ impl Queue {
             self.output_bytes += bytes.len();
         }
         self.events.push_back(event);
-        if !self.busy {
-            self.trim_to_idle_limit();
-        }
+        self.trim_to_idle_limit();
     }
 
     /// Drops the oldest output beyond [`IDLE_LIMIT`]; reports stay.
@@ -102,18 +104,64 @@ impl Queue {
     }
 }
 
+/// The PTY and the scanner: whoever holds this reads.
+struct ReadSide {
+    master: File,
+    scanner: MarkerScanner,
+    buffer: Vec<u8>,
+    closed: bool,
+}
+
+impl ReadSide {
+    /// Reads once (the PTY must be readable or hung up) and scans.
+    fn read_into(&mut self, events: &mut Vec<ReaderEvent>) {
+        let mut scanned = Vec::new();
+        match self.master.read(&mut self.buffer) {
+            Ok(0) => self.close(&mut scanned),
+            Ok(count) => self.scanner.feed(&self.buffer[..count], &mut scanned),
+            Err(err) if matches!(err.kind(), ErrorKind::Interrupted | ErrorKind::WouldBlock) => {}
+            // EIO: every slave descriptor is closed.
+            Err(_) => self.close(&mut scanned),
+        }
+        events.extend(scanned.into_iter().map(|piece| match piece {
+            Scanned::Output(bytes) => ReaderEvent::Output(bytes),
+            Scanned::Prompt(report) => ReaderEvent::Prompt(report),
+        }));
+        if self.closed {
+            events.push(ReaderEvent::Closed);
+        }
+    }
+
+    fn close(&mut self, scanned: &mut Vec<Scanned>) {
+        self.scanner.flush(scanned);
+        self.closed = true;
+    }
+}
+
 struct Shared {
     queue: Mutex<Queue>,
-    /// Signalled when an event is queued.
-    readable: Condvar,
-    /// Signalled when the command loop took events or the mode changed.
-    room: Condvar,
+    /// Signalled when the mode changes or the reader must stop.
+    mode: Condvar,
+    side: Mutex<ReadSide>,
+    /// A byte here interrupts the idle thread's poll.
+    wake_reader: PipeReader,
+    wake_writer: PipeWriter,
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Queue> {
-        // The queue stays consistent if a holder panicked (single pushes).
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        // Both locks guard state that single operations keep consistent, so
+        // a holder's panic leaves them usable.
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn side(&self) -> MutexGuard<'_, ReadSide> {
+        self.side.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wake(&self) {
+        // A full pipe already holds a wake-up.
+        let _ = (&self.wake_writer).write(&[1]);
     }
 }
 
@@ -125,70 +173,79 @@ pub struct IdleBacklog {
     pub dropped_bytes: u64,
 }
 
-/// The reading thread of one shell's terminal. Stops when dropped.
+/// The reading of one shell's terminal. Stops when dropped.
 pub struct PtyReader {
     shared: Arc<Shared>,
 }
 
 impl PtyReader {
-    /// Starts reading `master` (a duplicate of the PTY's master side), in
-    /// busy mode: the shell's start-up is the first thing waited for.
+    /// Starts with `master` (a duplicate of the PTY's master side), in busy
+    /// mode: the shell's start-up is the first thing waited for.
     pub fn start(master: OwnedFd, scanner: MarkerScanner) -> std::io::Result<PtyReader> {
+        let (wake_reader, wake_writer) = std::io::pipe()?;
+        // Wake-ups must never block the command loop (one byte is enough).
+        nix::fcntl::fcntl(
+            wake_writer.as_raw_fd(),
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        )?;
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue {
                 busy: true,
                 ..Queue::default()
             }),
-            readable: Condvar::new(),
-            room: Condvar::new(),
+            mode: Condvar::new(),
+            side: Mutex::new(ReadSide {
+                master: File::from(master),
+                scanner,
+                buffer: vec![0; READ_SIZE],
+                closed: false,
+            }),
+            wake_reader,
+            wake_writer,
         });
         let thread_shared = Arc::clone(&shared);
         thread::Builder::new()
             .name("envhost-bash-pty".into())
-            .spawn(move || read_loop(File::from(master), scanner, &thread_shared))?;
+            .spawn(move || idle_loop(&thread_shared))?;
         Ok(PtyReader { shared })
     }
 
     /// Switches to busy mode and hands over what arrived since the last
     /// command.
     pub fn begin_command(&self) -> IdleBacklog {
-        let mut queue = self.shared.lock();
+        let mut queue = self.shared.queue();
         queue.busy = true;
         let dropped_bytes = std::mem::take(&mut queue.dropped_bytes);
         let events = queue.take_all();
         drop(queue);
-        self.shared.room.notify_all();
+        self.shared.wake();
         IdleBacklog {
             events,
             dropped_bytes,
         }
     }
 
-    /// Switches to idle mode: from now on old output is dropped, not waited
-    /// for.
+    /// Back to idle mode: the thread reads until the next command.
     pub fn end_command(&self) {
-        let mut queue = self.shared.lock();
-        queue.busy = false;
-        queue.trim_to_idle_limit();
-        drop(queue);
-        self.shared.room.notify_all();
+        self.shared.queue().busy = false;
+        self.shared.mode.notify_all();
     }
 
-    /// Everything queued, waiting up to `timeout` for at least one event.
+    /// Busy mode: what the terminal has, waiting up to `timeout` for
+    /// something. Empty when nothing came (or the terminal is closed).
     pub fn next_events(&self, timeout: Duration) -> Vec<ReaderEvent> {
-        let mut queue = self.shared.lock();
-        if queue.events.is_empty() && !timeout.is_zero() {
-            queue = self
-                .shared
-                .readable
-                .wait_timeout_while(queue, timeout, |q| q.events.is_empty())
-                .map(|(guard, _)| guard)
-                .unwrap_or_else(|p| p.into_inner().0);
+        // Waits at most one idle poll for the thread to let go.
+        let mut side = self.shared.side();
+        // What the thread read before it let go comes first.
+        let mut events = self.shared.queue().take_all();
+        if !events.is_empty() || side.closed {
+            return events;
         }
-        let events = queue.take_all();
-        drop(queue);
-        if !events.is_empty() {
-            self.shared.room.notify_all();
+        let millis = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+        let mut fds = [PollFd::new(side.master.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(millis)) {
+            Ok(ready) if ready > 0 => side.read_into(&mut events),
+            _ => {} // timed out or interrupted: the caller looks again
         }
         events
     }
@@ -196,71 +253,58 @@ impl PtyReader {
 
 impl Drop for PtyReader {
     fn drop(&mut self) {
-        self.shared.lock().stop = true;
-        self.shared.room.notify_all();
+        self.shared.queue().stop = true;
+        self.shared.mode.notify_all();
+        self.shared.wake();
     }
 }
 
-fn read_loop(mut master: File, mut scanner: MarkerScanner, shared: &Shared) {
-    let mut buffer = vec![0u8; READ_SIZE];
-    let mut scanned = Vec::new();
+/// The thread: reads while no command runs.
+fn idle_loop(shared: &Shared) {
+    let mut scratch = [0u8; 64];
     loop {
-        if shared.lock().stop {
+        {
+            let mut queue = shared.queue();
+            while queue.busy && !queue.stop {
+                queue = shared
+                    .mode
+                    .wait(queue)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+            }
+            if queue.stop {
+                return;
+            }
+        }
+        let mut side = shared.side();
+        if side.closed {
             return;
         }
-        let mut fds = [PollFd::new(master.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::from(STOP_CHECK)) {
-            Ok(0) => continue,
-            Ok(_) => {}
+        let mut fds = [
+            PollFd::new(side.master.as_fd(), PollFlags::POLLIN),
+            PollFd::new(shared.wake_reader.as_fd(), PollFlags::POLLIN),
+        ];
+        let ready = match poll(&mut fds, PollTimeout::from(IDLE_POLL_MS)) {
+            Ok(ready) => ready,
             Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => break,
-        }
-        let count = match master.read(&mut buffer) {
-            Ok(0) => break,
-            Ok(count) => count,
-            Err(err) if err.kind() == ErrorKind::Interrupted => continue,
-            Err(err) if err.kind() == ErrorKind::WouldBlock => continue,
-            // EIO: every slave descriptor is closed.
-            Err(_) => break,
+            Err(_) => return,
         };
-        scanner.feed(&buffer[..count], &mut scanned);
-        if !deliver(shared, &mut scanned) {
-            return;
+        if ready == 0 {
+            continue;
+        }
+        let terminal_ready = fds[0].any().unwrap_or(false);
+        if fds[1].any().unwrap_or(false) {
+            let _ = (&shared.wake_reader).read(&mut scratch);
+        }
+        if !terminal_ready || shared.queue().busy {
+            continue; // a command began: its loop reads from now on
+        }
+        let mut events = Vec::new();
+        side.read_into(&mut events);
+        let mut queue = shared.queue();
+        for event in events {
+            queue.push(event);
         }
     }
-    scanner.flush(&mut scanned);
-    deliver(shared, &mut scanned);
-    let mut queue = shared.lock();
-    queue.push(ReaderEvent::Closed);
-    drop(queue);
-    shared.readable.notify_all();
-}
-
-/// Queues scanned pieces, waiting for room while a command runs. `false`
-/// when asked to stop.
-fn deliver(shared: &Shared, scanned: &mut Vec<Scanned>) -> bool {
-    if scanned.is_empty() {
-        return true;
-    }
-    let mut queue = shared.lock();
-    while queue.busy && queue.output_bytes > BUSY_LIMIT && !queue.stop {
-        queue = shared
-            .room
-            .wait(queue)
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-    }
-    if queue.stop {
-        return false;
-    }
-    for piece in scanned.drain(..) {
-        queue.push(match piece {
-            Scanned::Output(bytes) => ReaderEvent::Output(bytes),
-            Scanned::Prompt(report) => ReaderEvent::Prompt(report),
-        });
-    }
-    drop(queue);
-    shared.readable.notify_all();
-    true
 }
 
 #[cfg(test)]
@@ -268,7 +312,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn idle_mode_keeps_the_newest_output_and_every_report() {
+    fn idle_queue_keeps_the_newest_output_and_every_report() {
         let mut queue = Queue::default();
         let report = PromptReport {
             seq: 1,
@@ -286,16 +330,5 @@ mod tests {
         assert_eq!(events.len(), 3);
         assert_eq!(events[1], ReaderEvent::Prompt(report));
         assert_eq!(events[2], ReaderEvent::Output(vec![b'b'; 100]));
-    }
-
-    #[test]
-    fn busy_mode_keeps_everything() {
-        let mut queue = Queue {
-            busy: true,
-            ..Queue::default()
-        };
-        queue.push(ReaderEvent::Output(vec![0; IDLE_LIMIT * 2]));
-        assert_eq!(queue.output_bytes, IDLE_LIMIT * 2);
-        assert_eq!(queue.dropped_bytes, 0);
     }
 }

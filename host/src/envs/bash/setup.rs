@@ -114,16 +114,26 @@ impl SessionFiles {
         &self.format
     }
 
-    /// Replaces the command file's content with `text`.
+    /// Puts `text` (which holds no NUL) at the start of the command file,
+    /// ended by a NUL: the shell's `read -d ''` stops there, so the file is
+    /// never truncated (truncating costs a file-system transaction).
     pub fn write_command(&mut self, text: &str) -> io::Result<()> {
         use std::os::unix::fs::FileExt;
-        self.command_file.set_len(0)?;
-        self.command_file.write_all_at(text.as_bytes(), 0)
+        let mut bytes = Vec::with_capacity(text.len() + 1);
+        bytes.extend_from_slice(text.as_bytes());
+        bytes.push(0);
+        self.command_file.write_all_at(&bytes, 0)
     }
 
-    /// The line typed into the terminal to run command number `seq`.
-    pub fn trigger_line(seq: u64) -> String {
-        format!("{{ __envhost_load {seq}; }} 2>/dev/null; eval \"$__envhost_cmd\"\n")
+    /// The line typed into the terminal to run command number `seq`. When
+    /// `set -x` is on, the plumbing is hidden from the trace; otherwise the
+    /// redirection is skipped (it costs a few system calls per command).
+    pub fn trigger_line(seq: u64, xtrace: bool) -> String {
+        if xtrace {
+            format!("{{ __envhost_load {seq}; }} 2>/dev/null; eval \"$__envhost_cmd\"\n")
+        } else {
+            format!("__envhost_load {seq}; eval \"$__envhost_cmd\"\n")
+        }
     }
 
     #[cfg(test)]
@@ -159,10 +169,11 @@ fn shell_quote(path: &Path) -> String {
     format!("'{}'", text.replace('\'', "'\\''"))
 }
 
-/// The rc file. See the module docs and [`MarkerFormat`]. Plumbing runs in
-/// `{ …; } 2>/dev/null` so that `set -x` does not trace it, `$?` is carried
-/// over from one command to the next, and `set -e` in a command does not
-/// make the plumbing itself end the shell.
+/// The set-up script. See the module docs and [`MarkerFormat`]. Plumbing
+/// runs in `{ …; } 2>/dev/null` so that `set -x` does not trace it, `$?` is
+/// carried over from one command to the next, and `set -e` in a command
+/// does not make the plumbing itself end the shell. Without jobs (`\j`, the
+/// prompt escape for their number, is 0) the report is a single write.
 fn init_script(command_file: &Path, format: &MarkerFormat) -> String {
     format!(
         r#"# envhost bash set-up, sourced by the host's first line (no rc file runs)
@@ -180,9 +191,14 @@ __envhost_load() {{
   if [[ $- == *x* ]]; then set +x; __envhost_cmd="set -x; $__envhost_cmd"; fi
   [[ $- == *e* ]] || return "$__envhost_last"
 }}
+__envhost_jobs='\j'
 __envhost_prompt() {{
   __envhost_last=$?
-  {{ printf '{head}' "$__envhost_seq" "$__envhost_last" "$-" "$PWD"; jobs -l; printf '{end}'; }} > /dev/tty
+  if [[ ${{__envhost_jobs@P}} == 0 ]]; then
+    printf '{head}{end}' "$__envhost_seq" "$__envhost_last" "$-" "$PWD" > /dev/tty
+  else
+    {{ printf '{head}' "$__envhost_seq" "$__envhost_last" "$-" "$PWD"; jobs -l; printf '{end}'; }} > /dev/tty
+  fi
   unset __envhost_cmd
 }}
 PROMPT_COMMAND='{{ __envhost_prompt; }} 2>/dev/null'
@@ -242,7 +258,8 @@ mod tests {
         assert_eq!(mode & 0o777, 0o700);
         files.write_command("echo a long first command").unwrap();
         files.write_command("ls").unwrap();
-        assert_eq!(fs::read_to_string(files.command_path()).unwrap(), "ls");
+        let content = fs::read(files.command_path()).unwrap();
+        assert!(content.starts_with(b"ls\0"), "{content:?}");
         let init = fs::read_to_string(&files.init).unwrap();
         assert!(init.contains("PROMPT_COMMAND="));
         assert!(

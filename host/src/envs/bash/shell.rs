@@ -209,6 +209,10 @@ pub struct Shell {
     seq: u64,
     /// A command that was abandoned and whose prompt has not come yet.
     pending: Option<u64>,
+    /// `set -x` was on at the last prompt.
+    xtrace: bool,
+    /// The shell itself got SIGINT during an interruption.
+    interrupted_shell: Cell<bool>,
     exit: Cell<Option<ShellExit>>,
     terminated: bool,
 }
@@ -282,6 +286,8 @@ impl Shell {
             reader,
             seq: 0,
             pending: None,
+            xtrace: false,
+            interrupted_shell: Cell::new(false),
             exit: Cell::new(None),
             terminated: false,
         };
@@ -380,9 +386,15 @@ impl Shell {
                 report: None,
                 exit: Some(exit),
             },
-            _ => self.stop(leftover, StopCause::Leftover, sink),
+            _ => {
+                let run = self.stop(leftover, StopCause::Leftover, sink);
+                self.pending = None;
+                self.absorb_interrupt(leftover, run, sink)
+            }
         };
-        self.pending = None;
+        if run.report.is_some() || run.exit.is_some() {
+            self.pending = None;
+        }
         self.reader.end_command();
         Some(run)
     }
@@ -404,7 +416,7 @@ impl Shell {
         set_terminal_mode(self.terminal.as_fd())?;
         let typed = self
             .terminal
-            .write_all(SessionFiles::trigger_line(seq).as_bytes());
+            .write_all(SessionFiles::trigger_line(seq, self.xtrace).as_bytes());
         let started = Instant::now();
         let awaited = match typed {
             Ok(()) => {
@@ -431,15 +443,22 @@ impl Shell {
                 report: None,
                 exit: Some(exit),
             },
-            Awaited::Deadline => self.stop(seq, StopCause::Timeout(context.timeout), sink),
+            Awaited::Deadline => {
+                let run = self.stop(seq, StopCause::Timeout(context.timeout), sink);
+                self.absorb_interrupt(seq, run, sink)
+            }
             Awaited::WaitingForInput(reader) => {
                 let after = started.elapsed();
-                self.stop(seq, StopCause::WaitingForInput { reader, after }, sink)
+                let run = self.stop(seq, StopCause::WaitingForInput { reader, after }, sink);
+                self.absorb_interrupt(seq, run, sink)
             }
             Awaited::Cancelled => self.stop_after_cancel(seq, sink),
         };
         if run.ending == Ending::Abandoned {
             self.pending = Some(seq);
+        }
+        if let Some(report) = &run.report {
+            self.xtrace = report.flags.contains('x');
         }
         self.reader.end_command();
         Ok(run)
@@ -514,10 +533,12 @@ impl Shell {
         }
     }
 
-    /// Sends `signal` to the terminal's foreground job. When that job is not
-    /// the shell itself, the shell also gets SIGINT: bash then abandons the
-    /// rest of the command list (a loop, `a; b; c`) once the job ends, even
-    /// if the job ignored SIGINT and was ended by a later signal.
+    /// Sends `signal` to the terminal's foreground job, as Ctrl-C does for
+    /// SIGINT. A job that ignores SIGINT and dies of a later signal would
+    /// let bash go on with the rest of its command list (a loop, `a; b`),
+    /// so for the later signals the shell itself gets SIGINT first: bash
+    /// then abandons the list when the job ends. (First, so that bash has
+    /// taken it before it can see the job end.)
     fn signal_foreground(&self, signal: Signal) -> bool {
         if self.exited().is_some() {
             return false;
@@ -528,9 +549,44 @@ impl Shell {
         if foreground <= 1 || foreground == self.pid {
             return kill(Pid::from_raw(self.pid), signal).is_ok();
         }
-        let delivered = interrupt::signal_group(foreground, signal);
-        let _ = kill(Pid::from_raw(self.pid), Signal::SIGINT);
-        delivered
+        if signal != Signal::SIGINT && kill(Pid::from_raw(self.pid), Signal::SIGINT).is_ok() {
+            self.interrupted_shell.set(true);
+        }
+        interrupt::signal_group(foreground, signal)
+    }
+
+    /// After the shell itself got SIGINT: bash may keep that interrupt
+    /// pending and act on it at its next read, throwing away the start of
+    /// the next command. An empty line now takes it (either way bash prints
+    /// one more prompt), so the next command starts clean.
+    fn absorb_interrupt(&mut self, seq: u64, run: Run, sink: &mut dyn FnMut(&[u8])) -> Run {
+        if !self.interrupted_shell.replace(false) || run.report.is_none() {
+            return run;
+        }
+        if (&self.terminal).write_all(b"\n").is_err() {
+            return run;
+        }
+        let watch = Watch {
+            until: Instant::now() + CANCEL_GRACE,
+            cancel: None,
+            detect_input: false,
+        };
+        match self.await_prompt(seq, &watch, sink) {
+            Awaited::Prompt(report) => Run {
+                report: Some(report),
+                ..run
+            },
+            Awaited::Exited(exit) => Run {
+                report: None,
+                exit: Some(exit),
+                ..run
+            },
+            _ => {
+                // Not back yet: the next command settles it first.
+                self.pending = Some(seq);
+                run
+            }
+        }
     }
 
     /// The foreground job's process blocked reading the terminal, if any.
