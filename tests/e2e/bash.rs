@@ -440,6 +440,14 @@ fn a_shell_killed_from_outside_is_replaced_at_the_next_command() {
     )
     .expect("kill the shell");
     assert!(wait_until_dead(shell, Duration::from_secs(10)));
+    let screen = host.screen();
+    assert!(
+        screen.screen("bash").contains(
+            "The shell was killed by SIGKILL; a fresh shell starts in this directory with the next command."
+        ),
+        "{}",
+        screen.0
+    );
     let reply = bash(&mut host, "echo alive");
     let output = reply.ok();
     assert!(
@@ -547,4 +555,22 @@ fn sigterm_to_the_host_during_a_command_stops_everything_promptly() {
     let status = host.wait_exit(Duration::from_secs(30));
     assert!(status.success(), "{status:?}");
     assert!(wait_until_dead(job, Duration::from_secs(10)));
+}
+
+#[test]
+fn without_bash_the_error_is_clear_and_the_host_keeps_serving() {
+    let project = Project::new();
+    let mut host = Host::builder()
+        .env("PATH", "/nonexistent-envhost-path")
+        .start(project.path());
+    let reply = bash(&mut host, "echo hi");
+    let output = reply.failed();
+    assert!(
+        output.contains("Environment error in bash: bash cannot be run"),
+        "{output}"
+    );
+    assert!(output.contains("PATH"), "{output}");
+    assert_eq!(host.screen().kind(), "screen");
+    let (status, _) = host.finish();
+    assert!(status.success());
 }

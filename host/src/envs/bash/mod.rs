@@ -51,6 +51,9 @@ pub use self::setup::TERM;
 /// What a restart loses, in the words the agent reads.
 const LOST_STATE: &str = "shell variables, functions, aliases and background jobs";
 
+/// How to run a program that wants input, when nobody can type.
+const GIVE_INPUT: &str = "Give input another way: a pipe or here-string (printf 'y\\n' | cmd, cmd <<< text), a file or </dev/null, or the program's non-interactive options.";
+
 /// The persistent bash environment.
 pub struct BashEnvironment {
     project_dir: PathBuf,
@@ -194,13 +197,13 @@ impl BashEnvironment {
         }
         if let Ending::Stopped { cause, escalation } = &run.ending {
             output.note(describe_stop(cause, *escalation, run.report.is_some()));
-            if let StopCause::Timeout(after) = cause {
-                output.incident(Incident::TimedOut { after: *after });
+            if let StopCause::Timeout { limit, .. } = cause {
+                output.incident(Incident::TimedOut { after: *limit });
             }
         }
         if run.ending == Ending::Abandoned {
             output.note(
-                "Interrupted: the host is stopping. The command did not end within a second of SIGINT."
+                "Interrupted on request (the host got SIGINT or SIGTERM). The command had not ended a second after SIGINT; the next command stops it first."
                     .into(),
             );
         }
@@ -275,17 +278,26 @@ fn describe_stop(cause: &StopCause, escalation: Escalation, kept_state: bool) ->
         ""
     };
     match cause {
-        StopCause::Timeout(limit) => format!(
-            "The command was still running after {} (its timeout), so {how}.{kept}",
-            humantime::format_duration(*limit)
-        ),
+        StopCause::Timeout { limit, reading } => {
+            let mut sentence = format!(
+                "The command was still running after {} (its timeout), so {how}.{kept}",
+                humantime::format_duration(*limit)
+            );
+            if let Some(reader) = reading {
+                sentence.push_str(&format!(
+                    " It was waiting for input from the terminal ({} is reading it). {GIVE_INPUT}",
+                    reader.name
+                ));
+            }
+            sentence
+        }
         StopCause::WaitingForInput { reader, after } => format!(
-            "The command was waiting for input from the terminal ({} is reading it), which nobody can type into here, so after {} {how}.{kept} Give input another way: a pipe or here-string (printf 'y\\n' | cmd, cmd <<< text), a file or </dev/null, or the program's non-interactive options.",
+            "The command was waiting for input from the terminal ({} is reading it), which nobody can type into here, so after {} {how}.{kept} {GIVE_INPUT}",
             reader.name,
             humantime::format_duration(Duration::from_millis(after.as_millis() as u64))
         ),
         StopCause::Cancelled => {
-            format!("Interrupted because the host is stopping: {how}.{kept}")
+            format!("Interrupted on request (the host got SIGINT or SIGTERM): {how}.{kept}")
         }
         StopCause::Leftover => {
             format!("The previous command was still running when this one came, so {how}.{kept}")
@@ -387,6 +399,18 @@ impl Environment for BashEnvironment {
     }
 
     fn screen(&mut self) -> Result<ScreenSection, EnvironmentError> {
+        // Killed from outside since the last command: say so already (one
+        // non-blocking waitpid; the replacement starts with the next command).
+        if self.status.ended.is_none()
+            && let Some(exit) = self.shell.as_ref().and_then(Shell::exited)
+        {
+            let mut status = self.status.clone();
+            status.jobs.clear();
+            status.ended = Some(format!(
+                "The shell {exit}; a fresh shell starts in this directory with the next command."
+            ));
+            return Ok(ScreenSection::new(status.render()));
+        }
         Ok(ScreenSection::new(self.status.render()))
     }
 

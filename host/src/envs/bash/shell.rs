@@ -101,7 +101,12 @@ impl fmt::Display for ShellExit {
 /// Why a command was interrupted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StopCause {
-    Timeout(Duration),
+    /// Past the timeout; `reading` is set when the job was (also) found
+    /// waiting for terminal input at that moment.
+    Timeout {
+        limit: Duration,
+        reading: Option<TerminalReader>,
+    },
     WaitingForInput {
         reader: TerminalReader,
         after: Duration,
@@ -260,9 +265,15 @@ impl Shell {
         }
         command.cwd(cwd.as_os_str());
         let slave = pair.slave;
-        let (child, managed) =
-            reaper::spawn_managed(|| slave.spawn_command(command), |c| c.process_id())
-                .map_err(|e| StartError::NotRunnable(format!("{e:#}")))?;
+        let (child, managed) = reaper::spawn_managed(
+            || slave.spawn_command(command),
+            |c| c.process_id(),
+        )
+        .map_err(|e| {
+            StartError::NotRunnable(format!(
+                "{e:#}. Install bash or make it reachable through the PATH envhost runs with"
+            ))
+        })?;
         // The host must not hold the slave side: its jobs are the holders.
         drop(slave);
         let pid = child
@@ -444,7 +455,11 @@ impl Shell {
                 exit: Some(exit),
             },
             Awaited::Deadline => {
-                let run = self.stop(seq, StopCause::Timeout(context.timeout), sink);
+                let cause = StopCause::Timeout {
+                    limit: context.timeout,
+                    reading: self.input_waiter(),
+                };
+                let run = self.stop(seq, cause, sink);
                 self.absorb_interrupt(seq, run, sink)
             }
             Awaited::WaitingForInput(reader) => {
@@ -615,6 +630,7 @@ impl Shell {
         // Seen waiting for input at the last look, with no output since.
         let mut suspect = false;
         let mut closed = false;
+        let mut next_exit_check = Instant::now();
         loop {
             let now = Instant::now();
             let mut wake = watch.until.min(now + POLL_INTERVAL);
@@ -642,9 +658,13 @@ impl Shell {
             if let Some(report) = prompt {
                 return Awaited::Prompt(report);
             }
-            if let Some(exit) = self.exited() {
-                self.collect_final_output(closed, sink);
-                return Awaited::Exited(exit);
+            // A system call: not for every chunk of a flood of output.
+            if closed || Instant::now() >= next_exit_check {
+                next_exit_check = Instant::now() + POLL_INTERVAL;
+                if let Some(exit) = self.exited() {
+                    self.collect_final_output(closed, sink);
+                    return Awaited::Exited(exit);
+                }
             }
             if watch.cancel.is_some_and(CancelFlag::is_cancelled) {
                 return Awaited::Cancelled;
