@@ -211,6 +211,11 @@ echo after-the-replay"#;
         reply.0
     );
     assert_eq!(bash(&mut host, "echo next").ok(), "next\n");
+
+    // The plumbing cannot be replaced by accident.
+    let reply = bash(&mut host, "PROMPT_COMMAND='echo hook'; echo went-on");
+    assert!(reply.output().contains("readonly variable"), "{}", reply.0);
+    assert_eq!(bash(&mut host, "echo still-fine").ok(), "still-fine\n");
     host.finish();
 }
 

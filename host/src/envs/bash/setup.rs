@@ -173,7 +173,9 @@ fn shell_quote(path: &Path) -> String {
 /// runs in `{ …; } 2>/dev/null` so that `set -x` does not trace it, `$?` is
 /// carried over from one command to the next, and `set -e` in a command
 /// does not make the plumbing itself end the shell. Without jobs (`\j`, the
-/// prompt escape for their number, is 0) the report is a single write.
+/// prompt escape for their number, is 0) the report is a single write. The
+/// plumbing is read-only: a command that sets `PROMPT_COMMAND` gets bash's
+/// "readonly variable" error instead of silently breaking the session.
 fn init_script(command_file: &Path, format: &MarkerFormat) -> String {
     format!(
         r#"# envhost bash set-up, sourced by the host's first line (no rc file runs)
@@ -202,6 +204,8 @@ __envhost_prompt() {{
   unset __envhost_cmd
 }}
 PROMPT_COMMAND='{{ __envhost_prompt; }} 2>/dev/null'
+readonly PROMPT_COMMAND __envhost_jobs
+readonly -f __envhost_load __envhost_prompt
 "#,
         command = shell_quote(command_file),
         head = format.head_format(),
