@@ -9,10 +9,11 @@
 //! lists what an epoll instance watches. From those this module decides
 //! whether a group of processes is idle and waiting on the terminal.
 //!
-//! Deliberately conservative: a process also waiting on a socket (`ssh` with
-//! a remote command, a server) is not "waiting for input", and anything that
-//! cannot be read (permissions, a process that just exited) counts as "not
-//! waiting". Read-only: nothing here signals or waits.
+//! Deliberately conservative: a group with any thread running, or any
+//! thread waiting on a socket (`ssh` with a remote command, a server that
+//! also reads commands from stdin), is not "waiting for input", and anything
+//! that cannot be read (permissions, a process that just exited) counts as
+//! "not waiting". Read-only: nothing here signals or waits.
 
 use std::fs;
 use std::os::unix::fs::FileExt;
@@ -41,7 +42,10 @@ enum Descriptor {
 enum ThreadWait {
     /// Running, in uninterruptible sleep, or unreadable: busy as far as we know.
     Busy,
-    /// Blocked on something that is not terminal input.
+    /// Blocked on a socket (among other things, maybe): it has work coming
+    /// from elsewhere than the terminal.
+    Network,
+    /// Blocked on something that is neither the terminal nor the network.
     Elsewhere,
     /// Blocked until the terminal has input.
     Terminal,
@@ -49,13 +53,13 @@ enum ThreadWait {
 
 /// Looks at `pids` (a terminal's foreground process group). Returns the
 /// process waiting for input from `terminal` (the slave side's path, e.g.
-/// `/dev/pts/3`) when no process of the group is busy and at least one is
-/// blocked reading the terminal.
+/// `/dev/pts/3`) when no thread of the group is busy or on the network and
+/// at least one is blocked reading the terminal.
 pub fn waiting_for_terminal(pids: &[i32], terminal: &Path) -> Option<TerminalReader> {
     let mut reader = None;
     for &pid in pids {
         match process_wait(pid, terminal) {
-            ThreadWait::Busy => return None,
+            ThreadWait::Busy | ThreadWait::Network => return None,
             ThreadWait::Elsewhere => {}
             ThreadWait::Terminal => {
                 if reader.is_none() {
@@ -76,8 +80,8 @@ fn command_name(pid: i32) -> String {
         .unwrap_or_else(|_| format!("pid {pid}"))
 }
 
-/// A process waits on the terminal when none of its threads is busy and
-/// one of them is blocked on terminal input.
+/// A process waits on the terminal when none of its threads is busy or on
+/// the network and one of them is blocked on terminal input.
 fn process_wait(pid: i32, terminal: &Path) -> ThreadWait {
     let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
         return ThreadWait::Elsewhere; // gone: it is not holding anything up
@@ -92,7 +96,7 @@ fn process_wait(pid: i32, terminal: &Path) -> ThreadWait {
             continue;
         };
         match thread_wait(pid, tid, terminal) {
-            ThreadWait::Busy => return ThreadWait::Busy,
+            wait @ (ThreadWait::Busy | ThreadWait::Network) => return wait,
             ThreadWait::Terminal => result = ThreadWait::Terminal,
             ThreadWait::Elsewhere => {}
         }
@@ -126,13 +130,16 @@ fn thread_wait(pid: i32, tid: i32, terminal: &Path) -> ThreadWait {
         CallKind::Poll => poll_fds(pid, call.args[0], call.args[1]),
         CallKind::Select => select_fds(pid, call.args[0], call.args[1]),
         CallKind::EpollWait => epoll_fds(pid, call.args[0] as i32),
+        CallKind::Network => return ThreadWait::Network,
         CallKind::Other => return ThreadWait::Elsewhere,
     };
     let kinds: Vec<Descriptor> = watched
         .iter()
         .map(|&fd| describe_fd(pid, fd, terminal))
         .collect();
-    if kinds.contains(&Descriptor::Terminal) && !kinds.contains(&Descriptor::Socket) {
+    if kinds.contains(&Descriptor::Socket) {
+        ThreadWait::Network
+    } else if kinds.contains(&Descriptor::Terminal) {
         ThreadWait::Terminal
     } else {
         ThreadWait::Elsewhere
@@ -162,6 +169,8 @@ enum CallKind {
     Select,
     /// `epoll_wait(epfd, …)` and friends.
     EpollWait,
+    /// `accept`, `connect`, `recvfrom`, `recvmsg`: blocked on a socket.
+    Network,
     Other,
 }
 
@@ -193,6 +202,18 @@ impl Syscall {
         }
         if n == libc::SYS_epoll_pwait || n == libc::SYS_epoll_pwait2 {
             return CallKind::EpollWait;
+        }
+        if [
+            libc::SYS_accept,
+            libc::SYS_accept4,
+            libc::SYS_connect,
+            libc::SYS_recvfrom,
+            libc::SYS_recvmsg,
+            libc::SYS_recvmmsg,
+        ]
+        .contains(&n)
+        {
+            return CallKind::Network;
         }
         #[cfg(target_arch = "x86_64")]
         {
@@ -380,6 +401,40 @@ mod tests {
         }));
         finish(reader);
         finish(busy);
+    }
+
+    #[test]
+    fn a_program_also_serving_the_network_is_not_waiting() {
+        // One thread reads stdin, another waits for connections.
+        let child = spawn(
+            "python3",
+            &[
+                "-c",
+                "import socket, sys, threading\n\
+                 s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n\
+                 threading.Thread(target=s.accept, daemon=True).start()\n\
+                 print('ready', flush=True); sys.stdin.readline()",
+            ],
+        );
+        let identity = stdin_identity(&child);
+        let pid = child.id() as i32;
+        // Wait until one thread blocks in read and the other in accept.
+        let calls = || -> Vec<i64> {
+            fs::read_dir(format!("/proc/{pid}/task"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|t| fs::read_to_string(t.path().join("syscall")).ok())
+                .filter_map(|s| Syscall::parse(&s).map(|call| call.number))
+                .collect()
+        };
+        assert!(eventually(|| {
+            let calls = calls();
+            calls.contains(&libc::SYS_read)
+                && (calls.contains(&libc::SYS_accept4) || calls.contains(&libc::SYS_accept))
+        }));
+        assert_eq!(waiting_for_terminal(&[pid], &identity), None);
+        finish(child);
     }
 
     #[test]

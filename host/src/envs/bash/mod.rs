@@ -14,9 +14,10 @@
 //! live in the submodules:
 //!
 //! - [`shell`]: one bash process, its PTY, running and interrupting commands;
-//! - [`setup`]: its private files (rc file, command file) and environment;
+//! - [`setup`]: its private files (set-up script, command file) and its
+//!   environment variables;
 //! - [`marker`]: the prompt report that ends a command;
-//! - [`reader`]: the thread reading the terminal;
+//! - [`reader`]: reading the terminal, during and between commands;
 //! - [`jobs`], [`screen`]: the job table and the screen text.
 
 mod jobs;
@@ -45,8 +46,6 @@ use self::marker::{PromptReport, new_token};
 use self::screen::ShellStatus;
 use self::setup::{SessionFiles, shell_environment};
 use self::shell::{Ending, Run, Shell, ShellExit, StartError, StopCause};
-
-pub use self::setup::TERM;
 
 /// What a restart loses, in the words the agent reads.
 const LOST_STATE: &str = "shell variables, functions, aliases and background jobs";
