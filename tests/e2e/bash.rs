@@ -261,7 +261,8 @@ fn a_timeout_escalates_past_a_job_that_ignores_sigint() {
     let project = Project::new();
     let mut host = Host::start(project.path());
     bash(&mut host, "export KEEP=yes").ok();
-    let stubborn = "for i in 1 2 3; do python3 -c 'import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print(\"started\", flush=True); time.sleep(100)'; echo \"loop went on $i\"; done";
+    // `sleep` inherits the ignored SIGINT.
+    let stubborn = "for i in 1 2 3; do sh -c \"trap '' INT; exec sleep 100\"; echo \"loop went on $i\"; done";
     let reply = bash_within(&mut host, stubborn, 1000);
     let output = reply.failed();
     assert!(
