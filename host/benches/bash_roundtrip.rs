@@ -4,15 +4,18 @@
 //! `envhost serve` (request line in, response line with the screen out) and
 //! the same command sent to a plain `bash --norc --noprofile` over pipes
 //! followed by a sentinel echo (the cheapest possible way to know a command
-//! ended), and prints medians, p95 and their ratio. Then it times 100 MB of
-//! output through envhost (and through the raw pipe) and reports the host's
-//! peak memory (VmHWM).
+//! ended: the floor), and prints medians, p95 and their ratio. For context
+//! it also times a bare bash in a pseudo-terminal whose `PROMPT_COMMAND`
+//! prints a fixed marker (no envhost at all): the cost of the terminal
+//! itself, which on a loaded machine grows with the kernel's work queue
+//! latency. Then it times 100 MB of output through envhost (and through the
+//! raw pipe) and reports the host's peak memory (VmHWM).
 //!
 //! `cargo bench --bench bash_roundtrip` (add `--profile dev` for a quick
 //! check; the numbers that count are from the release profile).
 //! `ENVHOST_BENCH_ITERATIONS` sets the iterations per command (default 2000).
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -141,6 +144,76 @@ impl RawBash {
     }
 }
 
+/// bash in a pseudo-terminal, echo off, a marker printed before each prompt.
+struct RawPty {
+    _child: Box<dyn portable_pty::Child + Send + Sync>,
+    writer: Box<dyn Write + Send>,
+    reader: Box<dyn std::io::Read + Send>,
+    pending: Vec<u8>,
+}
+
+const PTY_MARKER: &[u8] = b"\x1b]6973;floor\x07";
+
+impl RawPty {
+    fn start() -> RawPty {
+        use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows: 40,
+                cols: 120,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("openpty");
+        if let Some(fd) = pair.master.as_raw_fd() {
+            // SAFETY: the master is alive for this call.
+            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+            let mut mode = nix::sys::termios::tcgetattr(fd).expect("tcgetattr");
+            mode.local_flags.remove(nix::sys::termios::LocalFlags::ECHO);
+            nix::sys::termios::tcsetattr(fd, nix::sys::termios::SetArg::TCSANOW, &mode)
+                .expect("tcsetattr");
+        }
+        let mut command = CommandBuilder::new("bash");
+        command.args(["--norc", "--noprofile", "--noediting", "-i"]);
+        command.env("PS1", "");
+        command.env("PROMPT_COMMAND", "printf '\\e]6973;floor\\a'");
+        let child = pair.slave.spawn_command(command).expect("spawn bash");
+        let reader = pair.master.try_clone_reader().expect("reader");
+        let writer = pair.master.take_writer().expect("writer");
+        std::mem::forget(pair.master); // kept open for the bench's lifetime
+        let mut pty = RawPty {
+            _child: child,
+            writer,
+            reader,
+            pending: Vec::new(),
+        };
+        pty.wait_marker();
+        pty
+    }
+
+    fn wait_marker(&mut self) {
+        let mut buffer = [0u8; 65536];
+        loop {
+            if let Some(at) = self
+                .pending
+                .windows(PTY_MARKER.len())
+                .position(|w| w == PTY_MARKER)
+            {
+                self.pending.drain(..at + PTY_MARKER.len());
+                return;
+            }
+            let count = self.reader.read(&mut buffer).expect("read pty");
+            assert!(count > 0, "the pty closed");
+            self.pending.extend_from_slice(&buffer[..count]);
+        }
+    }
+
+    fn run(&mut self, command: &str) {
+        writeln!(self.writer, "{command}").expect("write");
+        self.wait_marker();
+    }
+}
+
 struct Stats {
     median: Duration,
     p95: Duration,
@@ -170,21 +243,32 @@ fn main() {
     let project = tempfile::tempdir().expect("project dir");
     let mut envhost = Envhost::start(project.path());
     let mut raw = RawBash::start();
+    let mut pty = RawPty::start();
     for _ in 0..WARM_UP {
         envhost.run("true");
         raw.run("true");
+        pty.run("true");
     }
 
     println!("bash round trip, {n} iterations each (median / p95, microseconds)");
     println!(
-        "{:<14} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9}",
-        "command", "envhost p50", "envhost p95", "floor p50", "floor p95", "ratio p50", "ratio p95"
+        "{:<12} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>11} {:>11}",
+        "command",
+        "envhost p50",
+        "envhost p95",
+        "floor p50",
+        "floor p95",
+        "ratio p50",
+        "ratio p95",
+        "bare pty p50",
+        "bare pty p95"
     );
     let mut response_bytes = 0;
     for command in ["true", "echo hello"] {
         let mut through_host = Vec::with_capacity(n);
         let mut through_pipe = Vec::with_capacity(n);
-        // Interleaved, so that machine noise hits both alike.
+        let mut through_pty = Vec::with_capacity(n);
+        // Interleaved, so that machine noise hits all alike.
         for _ in 0..n {
             let started = Instant::now();
             response_bytes = envhost.run(command);
@@ -192,11 +276,15 @@ fn main() {
             let started = Instant::now();
             raw.run(command);
             through_pipe.push(started.elapsed());
+            let started = Instant::now();
+            pty.run(command);
+            through_pty.push(started.elapsed());
         }
         let host = stats(through_host);
         let pipe = stats(through_pipe);
+        let bare = stats(through_pty);
         println!(
-            "{:<14} {:>12.1} {:>12.1} {:>12.1} {:>12.1} {:>8.2}x {:>8.2}x",
+            "{:<12} {:>11.1} {:>11.1} {:>9.1} {:>9.1} {:>8.2}x {:>8.2}x {:>11.1} {:>11.1}",
             command,
             micros(host.median),
             micros(host.p95),
@@ -204,6 +292,8 @@ fn main() {
             micros(pipe.p95),
             micros(host.median) / micros(pipe.median),
             micros(host.p95) / micros(pipe.p95),
+            micros(bare.median),
+            micros(bare.p95),
         );
     }
     println!("(an envhost response line, screen included, is {response_bytes} bytes)");

@@ -143,6 +143,16 @@ fn any_bash_command_works() {
     bash(&mut host, &many).ok();
     assert_eq!(bash(&mut host, "echo $v0 $v4999").ok(), "0 4999\n");
 
+    // Every byte a command may hold arrives as it was sent, whether the
+    // command is short (typed inline) or long (through a file).
+    let tricky = "tab\there, bang!! !$ !-1, quotes ' \" `, backslash \\ \\n \\x41, dollar $HOME ${x}, \u{e9}\u{20ac}\u{1d11e}, controls \u{1}\u{2}\u{1b}[31m \u{7f} \u{4} \u{3} \u{15} \u{17} \u{16} \r end";
+    for padding in [0, 5000] {
+        let content = format!("{}{tricky}", "p".repeat(padding));
+        let command = format!("cat > tricky.txt <<'EOF'\n{content}\nEOF");
+        bash(&mut host, &command).ok();
+        assert_eq!(project.read("tricky.txt"), format!("{content}\n"));
+    }
+
     // Incomplete input is a syntax error at once, not a PS2 wait.
     let reply = bash_within(&mut host, "echo \"unterminated", NEVER_MS);
     assert!(reply.failed().contains("unexpected EOF"), "{}", reply.0);
@@ -262,7 +272,8 @@ fn a_timeout_escalates_past_a_job_that_ignores_sigint() {
     let mut host = Host::start(project.path());
     bash(&mut host, "export KEEP=yes").ok();
     // `sleep` inherits the ignored SIGINT.
-    let stubborn = "for i in 1 2 3; do sh -c \"trap '' INT; exec sleep 100\"; echo \"loop went on $i\"; done";
+    let stubborn =
+        "for i in 1 2 3; do sh -c \"trap '' INT; exec sleep 100\"; echo \"loop went on $i\"; done";
     let reply = bash_within(&mut host, stubborn, 1000);
     let output = reply.failed();
     assert!(

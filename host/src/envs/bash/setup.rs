@@ -8,13 +8,14 @@
 //!   empty `PS1`/`PS2` and the `PROMPT_COMMAND` that prints the prompt
 //!   report ([`super::marker`]); its prompt report number 0 says the shell
 //!   is ready.
-//! - `command`, the text of the command being run. The host writes the
-//!   command there and types only a short fixed line into the terminal,
-//!   which reads the file and `eval`s it. A terminal in canonical mode
-//!   truncates input lines at 4095 bytes and a partial construct would leave
-//!   bash waiting at `PS2`; through the file, any text of any length arrives
-//!   whole, and a syntax error is reported at once. The command still runs
-//!   with the terminal as its stdin, stdout and stderr.
+//! - `command`, the text of a long command. The host never types a
+//!   command as such: a terminal in canonical mode truncates input lines at
+//!   4095 bytes and a partial construct would leave bash waiting at `PS2`.
+//!   It types one line that hands the text to `eval`: a short command
+//!   inside that line as an escaped `$'…'` string, a long one through this
+//!   file. Either way any text arrives whole, a syntax error is reported at
+//!   once, and the command runs with the terminal as its stdin, stdout and
+//!   stderr.
 //! - `no-editor`, a script set as `EDITOR`/`VISUAL`/`GIT_EDITOR` that fails
 //!   at once with a sentence saying what to do instead.
 //!
@@ -114,26 +115,37 @@ impl SessionFiles {
         &self.format
     }
 
+    /// The line to type into the terminal to run `text` as command number
+    /// `seq`. A short command travels in the line itself, quoted as
+    /// `$'…'` with every control character escaped (so the line is one
+    /// line, well under the terminal's 4095-byte limit, and nothing in it
+    /// is special to the terminal); a longer one goes through the command
+    /// file. When `set -x` is on, the plumbing is hidden from the trace;
+    /// otherwise the redirection is skipped (it costs system calls).
+    pub fn command_line(&mut self, seq: u64, xtrace: bool, text: &str) -> io::Result<String> {
+        let load = match ansi_c_quote(text, MAX_INLINE_COMMAND) {
+            Some(quoted) => format!("__envhost_load {seq} {quoted}"),
+            None => {
+                self.write_command(text)?;
+                format!("__envhost_load {seq}")
+            }
+        };
+        Ok(if xtrace {
+            format!("{{ {load}; }} 2>/dev/null; eval \"$__envhost_cmd\"\n")
+        } else {
+            format!("{load}; eval \"$__envhost_cmd\"\n")
+        })
+    }
+
     /// Puts `text` (which holds no NUL) at the start of the command file,
     /// ended by a NUL: the shell's `read -d ''` stops there, so the file is
     /// never truncated (truncating costs a file-system transaction).
-    pub fn write_command(&mut self, text: &str) -> io::Result<()> {
+    fn write_command(&mut self, text: &str) -> io::Result<()> {
         use std::os::unix::fs::FileExt;
         let mut bytes = Vec::with_capacity(text.len() + 1);
         bytes.extend_from_slice(text.as_bytes());
         bytes.push(0);
         self.command_file.write_all_at(&bytes, 0)
-    }
-
-    /// The line typed into the terminal to run command number `seq`. When
-    /// `set -x` is on, the plumbing is hidden from the trace; otherwise the
-    /// redirection is skipped (it costs a few system calls per command).
-    pub fn trigger_line(seq: u64, xtrace: bool) -> String {
-        if xtrace {
-            format!("{{ __envhost_load {seq}; }} 2>/dev/null; eval \"$__envhost_cmd\"\n")
-        } else {
-            format!("__envhost_load {seq}; eval \"$__envhost_cmd\"\n")
-        }
     }
 
     #[cfg(test)]
@@ -163,6 +175,34 @@ echo \"envhost: no interactive editor here: nobody can type into it. Give the te
 exit 1
 ";
 
+/// Longest quoted command typed inline; longer ones use the command file.
+const MAX_INLINE_COMMAND: usize = 3000;
+
+/// `text` as a bash `$'…'` string with `\`, `'` and every control byte
+/// escaped, if that is at most `limit` bytes long.
+fn ansi_c_quote(text: &str, limit: usize) -> Option<String> {
+    if text.len() + 3 > limit {
+        return None;
+    }
+    let mut quoted = String::with_capacity(text.len() + 8);
+    quoted.push_str("$'");
+    for c in text.chars() {
+        match c {
+            '\\' => quoted.push_str("\\\\"),
+            '\'' => quoted.push_str("\\'"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                quoted.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c => quoted.push(c),
+        }
+        if quoted.len() + 1 > limit {
+            return None;
+        }
+    }
+    quoted.push('\'');
+    Some(quoted)
+}
+
 /// Single-quotes `path` for bash.
 fn shell_quote(path: &Path) -> String {
     let text = path.to_string_lossy();
@@ -184,11 +224,15 @@ export -n PS1
 PS2=''
 PS4='+ '
 unset PS0 HISTFILE
-set +o history
+set +o history +o histexpand
 __envhost_seq=0
 __envhost_last=0
 __envhost_load() {{
-  IFS= read -r -d '' __envhost_cmd < {command} || :
+  if (( $# > 1 )); then
+    __envhost_cmd=$2
+  else
+    IFS= read -r -d '' __envhost_cmd < {command} || :
+  fi
   __envhost_seq=$1
   if [[ $- == *x* ]]; then set +x; __envhost_cmd="set -x; $__envhost_cmd"; fi
   [[ $- == *e* ]] || return "$__envhost_last"
@@ -260,10 +304,20 @@ mod tests {
         let dir = files.dir.clone();
         let mode = fs::metadata(&dir).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
-        files.write_command("echo a long first command").unwrap();
-        files.write_command("ls").unwrap();
+        let long = "x".repeat(MAX_INLINE_COMMAND);
+        let line = files.command_line(7, false, &long).unwrap();
+        assert_eq!(line, "__envhost_load 7; eval \"$__envhost_cmd\"\n");
+        files
+            .command_line(8, false, &"y".repeat(MAX_INLINE_COMMAND * 2))
+            .unwrap();
+        files.command_line(9, false, &long).unwrap();
         let content = fs::read(files.command_path()).unwrap();
-        assert!(content.starts_with(b"ls\0"), "{content:?}");
+        assert!(content.starts_with(format!("{long}\0").as_bytes()));
+        let line = files.command_line(10, true, "ls").unwrap();
+        assert_eq!(
+            line,
+            "{ __envhost_load 10 $'ls'; } 2>/dev/null; eval \"$__envhost_cmd\"\n"
+        );
         let init = fs::read_to_string(&files.init).unwrap();
         assert!(init.contains("PROMPT_COMMAND="));
         assert!(
@@ -272,6 +326,14 @@ mod tests {
         );
         drop(files);
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn inline_commands_are_one_line_without_terminal_controls() {
+        let quoted = ansi_c_quote("a'b\\c\nd\te\u{7f}\u{3}é", 100).unwrap();
+        assert_eq!(quoted, r"$'a\'b\\c\x0ad\x09e\x7f\x03é'");
+        assert!(quoted.bytes().all(|b| b >= 0x20 && b != 0x7f));
+        assert_eq!(ansi_c_quote(&"\n".repeat(30), 100), None);
     }
 
     #[test]

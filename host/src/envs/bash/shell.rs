@@ -421,13 +421,11 @@ impl Shell {
         self.take_backlog(sink);
         self.seq += 1;
         let seq = self.seq;
-        files.write_command(command)?;
+        let line = files.command_line(seq, self.xtrace, command)?;
         // A program may have turned echo back on (and exited normally, so
         // bash kept that state): the line typed next must not be echoed.
         set_terminal_mode(self.terminal.as_fd())?;
-        let typed = self
-            .terminal
-            .write_all(SessionFiles::trigger_line(seq, self.xtrace).as_bytes());
+        let typed = self.terminal.write_all(line.as_bytes());
         let started = Instant::now();
         let awaited = match typed {
             Ok(()) => {
