@@ -421,11 +421,15 @@ impl Shell {
         self.take_backlog(sink);
         self.seq += 1;
         let seq = self.seq;
-        let line = files.command_line(seq, self.xtrace, command)?;
-        // A program may have turned echo back on (and exited normally, so
-        // bash kept that state): the line typed next must not be echoed.
-        set_terminal_mode(self.terminal.as_fd())?;
-        let typed = self.terminal.write_all(line.as_bytes());
+        let typed = files
+            .command_line(seq, self.xtrace, command)
+            .and_then(|line| {
+                // A program may have turned echo back on (and exited
+                // normally, so bash kept that state): the line typed next
+                // must not be echoed.
+                set_terminal_mode(self.terminal.as_fd())?;
+                self.terminal.write_all(line.as_bytes())
+            });
         let started = Instant::now();
         let awaited = match typed {
             Ok(()) => {
@@ -438,7 +442,10 @@ impl Shell {
             }
             Err(err) => match self.exited() {
                 Some(exit) => Awaited::Exited(exit),
-                None => return Err(err),
+                None => {
+                    self.reader.end_command();
+                    return Err(err);
+                }
             },
         };
         let run = match awaited {
