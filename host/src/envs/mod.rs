@@ -7,6 +7,7 @@
 //! none of them knows about the protocol, the screen's assembly or the
 //! others.
 
+pub mod bash;
 pub mod editor;
 pub mod python;
 
@@ -17,6 +18,9 @@ use crate::orchestrator::Orchestrator;
 
 /// Registers every built-in environment.
 pub fn register_builtins(orchestrator: &mut Orchestrator, config: &HostConfig) {
+    let bash = bash::BashEnvironment::new(config);
+    register_builtin(orchestrator, "bash", Ok(Box::new(bash)), None);
+
     let python = python::PythonEnvironment::new(config);
     let detail = python.describe();
     register_builtin(orchestrator, "python", Ok(Box::new(python)), Some(detail));

@@ -1,12 +1,15 @@
 //! Child-process plumbing shared by the environments that run programs
 //! (bash, python, and the interactive programs plugins may start).
 //!
-//! It owns three mechanisms, one per submodule: which variables a child may
+//! It owns these mechanisms, one per submodule: which variables a child may
 //! see ([`secrets`]), how a running job is interrupted with escalating
-//! signals ([`interrupt`]), and how the host guarantees that no process it
-//! started outlives it ([`reaper`]). It must not know about any particular
-//! environment, the protocol or the screen.
+//! signals ([`interrupt`]), how the host guarantees that no process it
+//! started outlives it ([`reaper`]), and whether a job is blocked waiting
+//! for terminal input ([`input_wait`]), read from the process table
+//! ([`procfs`]). It must not know about any particular environment, the
+//! protocol or the screen.
 
+pub mod input_wait;
 pub mod interrupt;
 pub mod procfs;
 pub mod reaper;

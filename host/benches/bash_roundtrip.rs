@@ -1,0 +1,327 @@
+//! Bash round trip: envhost against the floor of a raw bash over pipes.
+//!
+//! For `true` and `echo hello`, it times the full NDJSON round trip through
+//! `envhost serve` (request line in, response line with the screen out) and
+//! the same command sent to a plain `bash --norc --noprofile` over pipes
+//! followed by a sentinel echo (the cheapest possible way to know a command
+//! ended: the floor), and prints medians, p95 and their ratio. For context
+//! it also times a bare bash in a pseudo-terminal whose `PROMPT_COMMAND`
+//! prints a fixed marker (no envhost at all): the cost of the terminal
+//! itself, which on a loaded machine grows with the kernel's work queue
+//! latency. Then it times 100 MB of output through envhost (and through the
+//! raw pipe) and reports the host's peak memory (VmHWM).
+//!
+//! `cargo bench --bench bash_roundtrip` (add `--profile dev` for a quick
+//! check; the numbers that count are from the release profile).
+//! `ENVHOST_BENCH_ITERATIONS` sets the iterations per command (default 2000).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const WARM_UP: usize = 100;
+const BIG_OUTPUT_BYTES: u64 = 100_000_000;
+
+fn iterations() -> usize {
+    std::env::var("ENVHOST_BENCH_ITERATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000)
+}
+
+struct Envhost {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    line: String,
+}
+
+impl Envhost {
+    fn start(project: &std::path::Path) -> Envhost {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_envhost"))
+            .args(["serve", "--project"])
+            .arg(project)
+            .args(["--output-cap", "128KiB"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start envhost");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        Envhost {
+            child,
+            stdin,
+            stdout,
+            line: String::new(),
+        }
+    }
+
+    /// One round trip; returns the response line's length.
+    fn run(&mut self, command: &str) -> usize {
+        let request =
+            serde_json::json!({"type": "command", "environment": "bash", "command": command});
+        let mut bytes = serde_json::to_vec(&request).expect("json");
+        bytes.push(b'\n');
+        self.stdin.write_all(&bytes).expect("write request");
+        self.stdin.flush().expect("flush");
+        self.line.clear();
+        self.stdout
+            .read_line(&mut self.line)
+            .expect("read response");
+        assert!(
+            self.line.contains("\"success\":true"),
+            "command failed: {}",
+            self.line
+        );
+        self.line.len()
+    }
+
+    fn peak_memory_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("host status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM")
+    }
+
+    fn stop(mut self) {
+        drop(self.stdin);
+        let _ = self.child.wait();
+    }
+}
+
+/// bash over pipes, a sentinel echo after each command.
+struct RawBash {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    sequence: u64,
+    line: String,
+}
+
+impl RawBash {
+    fn start() -> RawBash {
+        let mut child = Command::new("bash")
+            .args(["--norc", "--noprofile"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start bash");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        RawBash {
+            child,
+            stdin,
+            stdout,
+            sequence: 0,
+            line: String::new(),
+        }
+    }
+
+    fn run(&mut self, command: &str) -> u64 {
+        self.sequence += 1;
+        let sentinel = format!("__SENTINEL_{}__", self.sequence);
+        writeln!(self.stdin, "{command}\necho {sentinel} $?").expect("write");
+        self.stdin.flush().expect("flush");
+        let mut bytes = 0;
+        loop {
+            self.line.clear();
+            let read = self.stdout.read_line(&mut self.line).expect("read");
+            assert!(read > 0, "bash ended");
+            if self.line.starts_with(&sentinel) {
+                return bytes;
+            }
+            bytes += read as u64;
+        }
+    }
+
+    fn stop(mut self) {
+        drop(self.stdin);
+        let _ = self.child.wait();
+    }
+}
+
+/// bash in a pseudo-terminal, echo off, a marker printed before each prompt.
+struct RawPty {
+    _child: Box<dyn portable_pty::Child + Send + Sync>,
+    writer: Box<dyn Write + Send>,
+    reader: Box<dyn std::io::Read + Send>,
+    pending: Vec<u8>,
+}
+
+const PTY_MARKER: &[u8] = b"\x1b]6973;floor\x07";
+
+impl RawPty {
+    fn start() -> RawPty {
+        use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows: 40,
+                cols: 120,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("openpty");
+        if let Some(fd) = pair.master.as_raw_fd() {
+            // SAFETY: the master is alive for this call.
+            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+            let mut mode = nix::sys::termios::tcgetattr(fd).expect("tcgetattr");
+            mode.local_flags.remove(nix::sys::termios::LocalFlags::ECHO);
+            nix::sys::termios::tcsetattr(fd, nix::sys::termios::SetArg::TCSANOW, &mode)
+                .expect("tcsetattr");
+        }
+        let mut command = CommandBuilder::new("bash");
+        command.args(["--norc", "--noprofile", "--noediting", "-i"]);
+        command.env("PS1", "");
+        command.env("PROMPT_COMMAND", "printf '\\e]6973;floor\\a'");
+        let child = pair.slave.spawn_command(command).expect("spawn bash");
+        let reader = pair.master.try_clone_reader().expect("reader");
+        let writer = pair.master.take_writer().expect("writer");
+        std::mem::forget(pair.master); // kept open for the bench's lifetime
+        let mut pty = RawPty {
+            _child: child,
+            writer,
+            reader,
+            pending: Vec::new(),
+        };
+        pty.wait_marker();
+        pty
+    }
+
+    fn wait_marker(&mut self) {
+        let mut buffer = [0u8; 65536];
+        loop {
+            if let Some(at) = self
+                .pending
+                .windows(PTY_MARKER.len())
+                .position(|w| w == PTY_MARKER)
+            {
+                self.pending.drain(..at + PTY_MARKER.len());
+                return;
+            }
+            let count = self.reader.read(&mut buffer).expect("read pty");
+            assert!(count > 0, "the pty closed");
+            self.pending.extend_from_slice(&buffer[..count]);
+        }
+    }
+
+    fn run(&mut self, command: &str) {
+        writeln!(self.writer, "{command}").expect("write");
+        self.wait_marker();
+    }
+}
+
+struct Stats {
+    median: Duration,
+    p95: Duration,
+}
+
+fn stats(mut samples: Vec<Duration>) -> Stats {
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+    Stats {
+        median: at(0.5),
+        p95: at(0.95),
+    }
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing
+    // useful either way: always run, quickly when only checked.
+    let quick = std::env::args().any(|a| a == "--test" || a == "--list");
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let n = if quick { 50 } else { iterations() };
+    let project = tempfile::tempdir().expect("project dir");
+    let mut envhost = Envhost::start(project.path());
+    let mut raw = RawBash::start();
+    let mut pty = RawPty::start();
+    for _ in 0..WARM_UP {
+        envhost.run("true");
+        raw.run("true");
+        pty.run("true");
+    }
+
+    println!("bash round trip, {n} iterations each (median / p95, microseconds)");
+    println!(
+        "{:<12} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>11} {:>11}",
+        "command",
+        "envhost p50",
+        "envhost p95",
+        "floor p50",
+        "floor p95",
+        "ratio p50",
+        "ratio p95",
+        "bare pty p50",
+        "bare pty p95"
+    );
+    let mut response_bytes = 0;
+    for command in ["true", "echo hello"] {
+        let mut through_host = Vec::with_capacity(n);
+        let mut through_pipe = Vec::with_capacity(n);
+        let mut through_pty = Vec::with_capacity(n);
+        // Interleaved, so that machine noise hits all alike.
+        for _ in 0..n {
+            let started = Instant::now();
+            response_bytes = envhost.run(command);
+            through_host.push(started.elapsed());
+            let started = Instant::now();
+            raw.run(command);
+            through_pipe.push(started.elapsed());
+            let started = Instant::now();
+            pty.run(command);
+            through_pty.push(started.elapsed());
+        }
+        let host = stats(through_host);
+        let pipe = stats(through_pipe);
+        let bare = stats(through_pty);
+        println!(
+            "{:<12} {:>11.1} {:>11.1} {:>9.1} {:>9.1} {:>8.2}x {:>8.2}x {:>11.1} {:>11.1}",
+            command,
+            micros(host.median),
+            micros(host.p95),
+            micros(pipe.median),
+            micros(pipe.p95),
+            micros(host.median) / micros(pipe.median),
+            micros(host.p95) / micros(pipe.p95),
+            micros(bare.median),
+            micros(bare.p95),
+        );
+    }
+    println!("(an envhost response line, screen included, is {response_bytes} bytes)");
+
+    let big = if quick {
+        BIG_OUTPUT_BYTES / 100
+    } else {
+        BIG_OUTPUT_BYTES
+    };
+    let command = format!("yes {} | head -c {big}", "y".repeat(99));
+    let memory_before = envhost.peak_memory_kib();
+    let started = Instant::now();
+    envhost.run(&command);
+    let host_time = started.elapsed();
+    let memory_after = envhost.peak_memory_kib();
+    let started = Instant::now();
+    let piped = raw.run(&command);
+    let pipe_time = started.elapsed();
+    assert_eq!(piped, big);
+    println!(
+        "{} MB of output: envhost {:.2} s ({:.0} MB/s), raw pipe {:.2} s; host peak memory (VmHWM) {:.1} MiB before, {:.1} MiB after",
+        big / 1_000_000,
+        host_time.as_secs_f64(),
+        big as f64 / 1e6 / host_time.as_secs_f64(),
+        pipe_time.as_secs_f64(),
+        memory_before as f64 / 1024.0,
+        memory_after as f64 / 1024.0,
+    );
+    envhost.stop();
+    raw.stop();
+}
