@@ -390,9 +390,14 @@ impl Serialize for Reply<'_> {
 }
 
 /// Writes one reply as one line and flushes it.
+///
+/// The line is built in memory and written with one call: stdout's own
+/// buffer is 1 KiB, so a typical answer (screen included) would otherwise
+/// reach the agent in several pieces, each a wake-up for its reader.
 pub fn write_reply(out: &mut (impl Write + ?Sized), reply: &Reply<'_>) -> io::Result<()> {
-    serde_json::to_writer(&mut *out, reply).map_err(io::Error::other)?;
-    out.write_all(b"\n")?;
+    let mut line = serde_json::to_vec(reply).map_err(io::Error::other)?;
+    line.push(b'\n');
+    out.write_all(&line)?;
     out.flush()
 }
 

@@ -131,7 +131,7 @@ impl SessionFiles {
             }
         };
         Ok(if xtrace {
-            format!("{{ {load}; }} 2>/dev/null; eval \"$__envhost_cmd\"\n")
+            format!("{{ {load}; }} 2>&\"$__envhost_null\"; eval \"$__envhost_cmd\"\n")
         } else {
             format!("{load}; eval \"$__envhost_cmd\"\n")
         })
@@ -225,6 +225,10 @@ PS2=''
 PS4='+ '
 unset PS0 HISTFILE
 set +o history +o histexpand
+# Kept open for the session: redirecting to an open fd is a dup, where
+# opening /dev/tty for every prompt was the costliest system call of a
+# round trip.
+exec {{__envhost_tty}}>/dev/tty {{__envhost_null}}>/dev/null
 __envhost_seq=0
 __envhost_last=0
 __envhost_load() {{
@@ -241,14 +245,14 @@ __envhost_jobs='\j'
 __envhost_prompt() {{
   __envhost_last=$?
   if [[ ${{__envhost_jobs@P}} == 0 ]]; then
-    printf '{head}{end}' "$__envhost_seq" "$__envhost_last" "$-" "$PWD" > /dev/tty
+    printf '{head}{end}' "$__envhost_seq" "$__envhost_last" "$-" "$PWD" >&"$__envhost_tty"
   else
-    {{ printf '{head}' "$__envhost_seq" "$__envhost_last" "$-" "$PWD"; jobs -l; printf '{end}'; }} > /dev/tty
+    {{ printf '{head}' "$__envhost_seq" "$__envhost_last" "$-" "$PWD"; jobs -l; printf '{end}'; }} >&"$__envhost_tty"
   fi
   unset __envhost_cmd
 }}
-PROMPT_COMMAND='{{ __envhost_prompt; }} 2>/dev/null'
-readonly PROMPT_COMMAND __envhost_jobs
+PROMPT_COMMAND='{{ __envhost_prompt; }} 2>&"$__envhost_null"'
+readonly PROMPT_COMMAND __envhost_jobs __envhost_tty __envhost_null
 readonly -f __envhost_load __envhost_prompt
 "#,
         command = shell_quote(command_file),
@@ -316,7 +320,7 @@ mod tests {
         let line = files.command_line(10, true, "ls").unwrap();
         assert_eq!(
             line,
-            "{ __envhost_load 10 $'ls'; } 2>/dev/null; eval \"$__envhost_cmd\"\n"
+            "{ __envhost_load 10 $'ls'; } 2>&\"$__envhost_null\"; eval \"$__envhost_cmd\"\n"
         );
         let init = fs::read_to_string(&files.init).unwrap();
         assert!(init.contains("PROMPT_COMMAND="));
