@@ -503,11 +503,9 @@ fn satisfying_grant(power: &Power, grants: &Grants, default_memory: usize) -> Op
             .map(|g| Power::Program(g.clone())),
         Power::Memory(bytes) => {
             let limit = grants.memory.unwrap_or(default_memory) as u64;
-            (*bytes <= limit).then(|| match grants.memory {
-                Some(granted) => Power::Memory(granted as u64),
-                // The default limit suffices: nothing to grant.
-                None => Power::Memory(*bytes),
-            })
+            // Without a memory grant the default limit suffices.
+            let granted = Power::Memory(grants.memory.map_or(*bytes, |g| g as u64));
+            (*bytes <= limit).then_some(granted)
         }
         Power::TimeLimit(_) => None,
     }

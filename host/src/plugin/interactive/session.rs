@@ -520,3 +520,91 @@ fn set_nonblocking(fd: BorrowedFd<'_>) -> nix::Result<()> {
 fn libc_eio() -> i32 {
     Errno::EIO as i32
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::capture::OutputLimits;
+    use crate::plugin::grants::find_program;
+
+    fn shell() -> (Session, Prompt, OutputLimits, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = find_program("sh").unwrap();
+        let environment = vec![
+            (
+                OsString::from("PATH"),
+                std::env::var_os("PATH").unwrap_or_default(),
+            ),
+            (OsString::from("PS1"), OsString::from("test$ ")),
+        ];
+        let session =
+            Session::start("sh", &path, &["-i".to_owned()], dir.path(), environment).unwrap();
+        let limits = OutputLimits::for_project(dir.path());
+        (session, Prompt::new(r"test\$ ").unwrap(), limits, dir)
+    }
+
+    fn soon() -> Instant {
+        Instant::now() + Duration::from_secs(20)
+    }
+
+    fn alive(pid: i32) -> bool {
+        procfs::process_info(pid).is_some_and(|p| p.state != 'Z' && p.state != 'X')
+    }
+
+    #[test]
+    fn answers_at_the_prompt_without_the_echo_and_ends_when_dropped() {
+        let (mut session, prompt, limits, _dir) = shell();
+        let first = session.wait(&prompt, soon(), None, &limits, "t").unwrap();
+        assert!(matches!(first, Waited::Prompt { .. }), "{first:?}");
+        session.send("echo $((6 * 7))", true, None, None).unwrap();
+        let answer = session.wait(&prompt, soon(), None, &limits, "t").unwrap();
+        assert_eq!(
+            answer,
+            Waited::Prompt {
+                before: "42\n".into(),
+                prompt: "test$ ".into()
+            }
+        );
+        let pid = session.pid();
+        assert!(alive(pid));
+        drop(session);
+        assert!(!alive(pid), "the program outlived its session");
+    }
+
+    #[test]
+    fn a_deadline_interrupts_the_foreground_job_and_keeps_the_program() {
+        let (mut session, prompt, limits, _dir) = shell();
+        session.wait(&prompt, soon(), None, &limits, "t").unwrap();
+        session.send("sleep 30", true, None, None).unwrap();
+        let until = Instant::now() + Duration::from_millis(200);
+        let waited = session.wait(&prompt, until, None, &limits, "t").unwrap();
+        let Waited::TimedOut { how, .. } = waited else {
+            panic!("{waited:?}");
+        };
+        assert_eq!(how, "interrupted with SIGINT; sh is back at its prompt");
+        session.send("echo still here", true, None, None).unwrap();
+        let after = session.wait(&prompt, soon(), None, &limits, "t").unwrap();
+        assert!(
+            matches!(&after, Waited::Prompt { before, .. } if before == "still here\n"),
+            "{after:?}"
+        );
+    }
+
+    #[test]
+    fn an_exit_is_reported_with_its_status_and_then_refused() {
+        let (mut session, prompt, limits, _dir) = shell();
+        session.wait(&prompt, soon(), None, &limits, "t").unwrap();
+        session.send("exit 3", true, None, None).unwrap();
+        let waited = session.wait(&prompt, soon(), None, &limits, "t").unwrap();
+        assert!(
+            matches!(waited, Waited::Exited { status: 3, .. }),
+            "{waited:?}"
+        );
+        assert_eq!(session.exit_status(), Some(3));
+        let refused = session.send("echo hi", true, None, None).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "sh has ended (exit status 3); start it again to go on"
+        );
+    }
+}
