@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use envhost::output::capture::OutputLimits;
 use envhost::plugin::grants::find_program;
 use envhost::plugin::interactive::prompt::Prompt;
-use envhost::plugin::interactive::session::{Session, Waited};
+use envhost::plugin::interactive::session::{AtDeadline, Session, Waited};
 use portable_pty::{CommandBuilder, PtySize, native_pty_system};
 
 const ROUNDS: usize = 500;
@@ -138,14 +138,28 @@ fn host_session(sqlite3: &Path) -> Vec<Duration> {
     let prompt = Prompt::new("sqlite> ").expect("prompt");
     let far = || Instant::now() + Duration::from_secs(30);
     session
-        .wait(&prompt, far(), None, &limits, "bench")
+        .wait(
+            &prompt,
+            far(),
+            AtDeadline::Interrupt,
+            None,
+            &limits,
+            "bench",
+        )
         .expect("banner");
     let mut times = Vec::new();
     for round in 0..WARMUP + ROUNDS {
         let started = Instant::now();
         session.send("select 1;", true, None, None).expect("send");
         let waited = session
-            .wait(&prompt, far(), None, &limits, "bench")
+            .wait(
+                &prompt,
+                far(),
+                AtDeadline::Interrupt,
+                None,
+                &limits,
+                "bench",
+            )
             .expect("wait");
         assert!(
             matches!(&waited, Waited::Prompt { before, .. } if before == "1\n"),

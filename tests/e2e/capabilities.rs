@@ -306,6 +306,21 @@ fn a_wait_past_the_command_timeout_interrupts_the_program_and_keeps_the_plugin()
         host.command("rogue", "pty-run echo alive").ok(),
         "alive\nrogue[prompt \"$ \"]"
     );
+
+    // A shorter limit of the plugin's own only stops its wait: the program
+    // runs on, and a later wait gets the rest.
+    assert_eq!(
+        host.command("rogue", "pty-send sleep 1; echo done").ok(),
+        "sent"
+    );
+    assert_eq!(
+        host.command("rogue", "pty-expect [$#>] $ 100").ok(),
+        "[timed out: no prompt within the wait's limit of 100 ms: sh is still running (wait again, or interrupt it)]"
+    );
+    assert_eq!(
+        host.command("rogue", "pty-expect [$#>] $").ok(),
+        "done\nrogue[prompt \"$ \"]"
+    );
     assert!(host.finish().0.success());
     let record = transcript(&project);
     assert_eq!(events(&record, "command_timed_out").len(), 1);

@@ -20,7 +20,7 @@ use wasmtime::component::Resource;
 
 use self::prompt::Prompt;
 pub use self::session::Session;
-use self::session::{SessionError, Waited};
+use self::session::{AtDeadline, SessionError, Waited};
 use super::bindings::interactive::{Ending, Error, Host, HostSession, Reply};
 use super::sandbox::HostState;
 
@@ -157,8 +157,20 @@ impl HostSession for HostState {
         let waited = {
             let entry = self.table().get_mut(&session).map_err(|_| lost_session())?;
             let label = format!("{label}-{}", entry.program());
+            let at_deadline = if cut_by_command {
+                AtDeadline::Interrupt
+            } else {
+                AtDeadline::LeaveRunning
+            };
             entry
-                .wait(&prompt, until, cancel.as_ref(), &limits, &label)
+                .wait(
+                    &prompt,
+                    until,
+                    at_deadline,
+                    cancel.as_ref(),
+                    &limits,
+                    &label,
+                )
                 .map_err(session_error)?
         };
         Ok(match waited {

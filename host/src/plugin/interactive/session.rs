@@ -9,9 +9,10 @@
 //! a plugin waits, so a program that prints between calls blocks on a full
 //! terminal, as it would with nobody at the keyboard.
 //!
-//! A wait past its deadline interrupts the terminal's foreground job with
-//! the `process::interrupt` ladder (SIGINT, SIGTERM, SIGKILL) until the
-//! prompt comes back or the program ends. Dropping a `Session` hangs up the
+//! A wait past the command's deadline interrupts the terminal's foreground
+//! job with the `process::interrupt` ladder (SIGINT, SIGTERM, SIGKILL)
+//! until the prompt comes back or the program ends; a wait past a shorter
+//! limit of the plugin's own only stops waiting. Dropping a `Session` hangs up the
 //! terminal's whole session (SIGHUP, then SIGKILL to whatever is left, the
 //! program and anything it started, e.g. gdb's inferior) and reaps the
 //! program.
@@ -54,13 +55,26 @@ const REAP_WAIT: Duration = Duration::from_secs(2);
 /// Most bytes read from the terminal at once.
 const READ_SIZE: usize = 64 * 1024;
 
+/// Most typed lines remembered for echo removal between two waits.
+const TYPED_LINES_KEPT: usize = 1000;
+
+/// What to do when a wait's time is up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtDeadline {
+    /// Interrupt the foreground job until the prompt is back (the
+    /// command's own time is up).
+    Interrupt,
+    /// Stop waiting; the program runs on (the plugin's shorter limit).
+    LeaveRunning,
+}
+
 /// How a wait ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Waited {
     /// The prompt appeared; the output before it and the prompt's text.
     Prompt { before: String, prompt: String },
-    /// The deadline passed first; the program was interrupted and `how`
-    /// says how that went. `output` is everything seen.
+    /// The deadline passed first; `how` says whether and how the program
+    /// was interrupted. `output` is everything seen.
     TimedOut { output: String, how: String },
     /// The program ended.
     Exited { output: String, status: i32 },
@@ -221,6 +235,10 @@ impl Session {
         if line {
             bytes.push(b'\n');
             self.typed.extend(text.split('\n').map(str::to_owned));
+            if self.typed.len() > TYPED_LINES_KEPT {
+                let excess = self.typed.len() - TYPED_LINES_KEPT;
+                self.typed.drain(..excess);
+            }
         }
         let mut written = 0;
         while written < bytes.len() {
@@ -304,12 +322,14 @@ impl Session {
     }
 
     /// Waits for `prompt` until `until`; past it, interrupts the program
-    /// and waits for the prompt to come back. Output is cleaned and capped
-    /// with `limits` (`label` names a saved file).
+    /// and waits for the prompt to come back, or leaves it running, as
+    /// `at_deadline` says. Output is cleaned and capped with `limits`
+    /// (`label` names a saved file).
     pub fn wait(
         &mut self,
         prompt: &Prompt,
         until: Instant,
+        at_deadline: AtDeadline,
         cancel: Option<&CancelFlag>,
         limits: &crate::output::capture::OutputLimits,
         label: &str,
@@ -334,6 +354,15 @@ impl Session {
                 let _ = signal_group(self.foreground(), Signal::SIGINT);
                 return Ok(Waited::Cancelled {
                     output: watch.finish(),
+                });
+            }
+            Watched::Deadline if at_deadline == AtDeadline::LeaveRunning => {
+                return Ok(Waited::TimedOut {
+                    output: watch.finish(),
+                    how: format!(
+                        "{} is still running (wait again, or interrupt it)",
+                        self.program
+                    ),
                 });
             }
             Watched::Deadline => {}
@@ -554,10 +583,14 @@ mod tests {
     #[test]
     fn answers_at_the_prompt_without_the_echo_and_ends_when_dropped() {
         let (mut session, prompt, limits, _dir) = shell();
-        let first = session.wait(&prompt, soon(), None, &limits, "t").unwrap();
+        let first = session
+            .wait(&prompt, soon(), AtDeadline::Interrupt, None, &limits, "t")
+            .unwrap();
         assert!(matches!(first, Waited::Prompt { .. }), "{first:?}");
         session.send("echo $((6 * 7))", true, None, None).unwrap();
-        let answer = session.wait(&prompt, soon(), None, &limits, "t").unwrap();
+        let answer = session
+            .wait(&prompt, soon(), AtDeadline::Interrupt, None, &limits, "t")
+            .unwrap();
         assert_eq!(
             answer,
             Waited::Prompt {
@@ -574,16 +607,22 @@ mod tests {
     #[test]
     fn a_deadline_interrupts_the_foreground_job_and_keeps_the_program() {
         let (mut session, prompt, limits, _dir) = shell();
-        session.wait(&prompt, soon(), None, &limits, "t").unwrap();
+        session
+            .wait(&prompt, soon(), AtDeadline::Interrupt, None, &limits, "t")
+            .unwrap();
         session.send("sleep 30", true, None, None).unwrap();
         let until = Instant::now() + Duration::from_millis(200);
-        let waited = session.wait(&prompt, until, None, &limits, "t").unwrap();
+        let waited = session
+            .wait(&prompt, until, AtDeadline::Interrupt, None, &limits, "t")
+            .unwrap();
         let Waited::TimedOut { how, .. } = waited else {
             panic!("{waited:?}");
         };
         assert_eq!(how, "interrupted with SIGINT; sh is back at its prompt");
         session.send("echo still here", true, None, None).unwrap();
-        let after = session.wait(&prompt, soon(), None, &limits, "t").unwrap();
+        let after = session
+            .wait(&prompt, soon(), AtDeadline::Interrupt, None, &limits, "t")
+            .unwrap();
         assert!(
             matches!(&after, Waited::Prompt { before, .. } if before == "still here\n"),
             "{after:?}"
@@ -591,11 +630,44 @@ mod tests {
     }
 
     #[test]
+    fn a_shorter_limit_of_the_plugin_only_stops_waiting() {
+        let (mut session, prompt, limits, _dir) = shell();
+        session
+            .wait(&prompt, soon(), AtDeadline::Interrupt, None, &limits, "t")
+            .unwrap();
+        session
+            .send("sleep 1; echo done", true, None, None)
+            .unwrap();
+        let until = Instant::now() + Duration::from_millis(100);
+        let waited = session
+            .wait(&prompt, until, AtDeadline::LeaveRunning, None, &limits, "t")
+            .unwrap();
+        assert_eq!(
+            waited,
+            Waited::TimedOut {
+                output: String::new(),
+                how: "sh is still running (wait again, or interrupt it)".into()
+            }
+        );
+        let later = session
+            .wait(&prompt, soon(), AtDeadline::Interrupt, None, &limits, "t")
+            .unwrap();
+        assert!(
+            matches!(&later, Waited::Prompt { before, .. } if before == "done\n"),
+            "{later:?}"
+        );
+    }
+
+    #[test]
     fn an_exit_is_reported_with_its_status_and_then_refused() {
         let (mut session, prompt, limits, _dir) = shell();
-        session.wait(&prompt, soon(), None, &limits, "t").unwrap();
+        session
+            .wait(&prompt, soon(), AtDeadline::Interrupt, None, &limits, "t")
+            .unwrap();
         session.send("exit 3", true, None, None).unwrap();
-        let waited = session.wait(&prompt, soon(), None, &limits, "t").unwrap();
+        let waited = session
+            .wait(&prompt, soon(), AtDeadline::Interrupt, None, &limits, "t")
+            .unwrap();
         assert!(
             matches!(waited, Waited::Exited { status: 3, .. }),
             "{waited:?}"
