@@ -328,6 +328,30 @@ fn a_wait_past_the_command_timeout_interrupts_the_program_and_keeps_the_plugin()
 }
 
 #[test]
+fn a_signal_to_the_host_interrupts_the_program_like_ctrl_c() {
+    let project = rogue_project(ROGUE_GRANTS);
+    let mut host = rogue_host(&project);
+    let sh = start_sh(&mut host);
+    host.send(&serde_json::json!({
+        "type": "command", "environment": "rogue", "command": "pty-run sleep 60", "timeout_ms": 600_000
+    }));
+    // Let the wait begin; the signal works either way.
+    std::thread::sleep(Duration::from_millis(500));
+    host.signal("TERM");
+    let reply = crate::harness::Reply(host.recv());
+    let output = reply.ok();
+    assert!(
+        output.ends_with(
+            "[timed out: the host was interrupted (Ctrl-C or a signal): interrupted with SIGINT; sh is back at its prompt]"
+        ),
+        "the plugin answered, it did not trap: {output}"
+    );
+    let status = host.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{status:?}");
+    assert!(!process_alive(sh), "sh {sh} outlived the host");
+}
+
+#[test]
 fn memory_and_time_limits_come_from_the_grants() {
     let project = rogue_project("[plugins.rogue]\nmemory = \"32MiB\"\ntime-limit = \"1s\"\n");
     let mut host = rogue_host(&project);

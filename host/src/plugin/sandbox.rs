@@ -166,6 +166,7 @@ impl Sandbox {
             limit,
             cancel: cancel.cloned(),
             spent: false,
+            timed_out: false,
         };
         store.set_epoch_deadline(1);
         self.ticker.activate()
@@ -238,10 +239,22 @@ impl HostState {
         self.budget.deadline = Instant::now().checked_add(grace);
     }
 
+    /// The host's cancellation arrived while a host call waited, and the
+    /// host call handled it (it interrupted its program): the rest of this
+    /// call is not stopped for it.
+    pub(super) fn forgive_cancellation(&mut self) {
+        self.budget.cancel = None;
+    }
+
+    /// The command's deadline passed while a host call waited.
+    pub(super) fn note_host_timeout(&mut self) {
+        self.budget.timed_out = true;
+    }
+
     /// Whether the last call's time ran out inside a host call, which the
     /// plugin survived (it answered within its grace).
     pub fn call_timed_out_in_host(&self) -> bool {
-        self.budget.spent
+        self.budget.timed_out
     }
 }
 
@@ -266,8 +279,10 @@ struct CallBudget {
     deadline: Option<Instant>,
     limit: Duration,
     cancel: Option<CancelFlag>,
-    /// A host call (an interactive wait) ran into the deadline.
+    /// A host call (an interactive wait) used up the call's time.
     spent: bool,
+    /// ... because the deadline passed (not because of a cancellation).
+    timed_out: bool,
 }
 
 impl CallBudget {

@@ -184,6 +184,7 @@ impl HostSession for HostState {
                         // The command's own time is up: the plugin gets a
                         // moment to answer, and nothing more.
                         self.spend_call_time(ANSWER_GRACE);
+                        self.note_host_timeout();
                         "the command's time limit".to_owned()
                     }
                     _ => format!(
@@ -202,10 +203,18 @@ impl HostSession for HostState {
                 output,
                 ending: Ending::Exited(status),
             },
-            Waited::Cancelled { output: _ } => {
-                return Err(Error::OutOfTime(
-                    "the host is stopping (interrupted); return now".to_owned(),
-                ));
+            Waited::Cancelled { output, how } => {
+                // The plugin survives the interruption, as a shell would:
+                // it gets a moment to answer, and the host's cancellation
+                // is not held against the rest of this call.
+                self.spend_call_time(ANSWER_GRACE);
+                self.forgive_cancellation();
+                Reply {
+                    output,
+                    ending: Ending::TimedOut(format!(
+                        "the host was interrupted (Ctrl-C or a signal): {how}"
+                    )),
+                }
             }
         })
     }

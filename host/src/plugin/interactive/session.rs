@@ -48,6 +48,8 @@ pub const COLUMNS: u16 = 500;
 
 /// How often a wait looks at the deadline and the host's cancellation.
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
+/// How long a program gets to show its prompt after a Ctrl-C of the host.
+const CANCEL_SETTLE: Duration = Duration::from_millis(500);
 /// How long a hung-up program gets to end before SIGKILL.
 const HANGUP_GRACE: Duration = Duration::from_millis(500);
 /// How long an ended program's exit status is waited for.
@@ -78,8 +80,9 @@ pub enum Waited {
     TimedOut { output: String, how: String },
     /// The program ended.
     Exited { output: String, status: i32 },
-    /// The host is stopping.
-    Cancelled { output: String },
+    /// The host was interrupted (Ctrl-C in the REPL, SIGTERM); the
+    /// program got SIGINT, and `how` says whether its prompt came back.
+    Cancelled { output: String, how: String },
 }
 
 /// Why talking to the program failed.
@@ -349,11 +352,34 @@ impl Session {
             }
             Watched::Hung => return Ok(self.exited(watch)),
             Watched::Cancelled => {
-                // Leave the program at a prompt if it comes quickly; the
-                // host is stopping and will end it anyway.
+                // Ctrl-C, as the user meant it: the program's job is
+                // interrupted and the program kept, back at its prompt if
+                // that comes quickly.
                 let _ = signal_group(self.foreground(), Signal::SIGINT);
+                let settle = Instant::now() + CANCEL_SETTLE;
+                let how = match self.watch_until(&mut watch, prompt, settle, None)? {
+                    Watched::Prompt(start, text) => {
+                        let found = watch.finish_at(start, text);
+                        return Ok(Waited::Cancelled {
+                            output: found.before,
+                            how: format!(
+                                "interrupted with SIGINT; {} is back at its prompt",
+                                self.program
+                            ),
+                        });
+                    }
+                    Watched::Hung => {
+                        let status = self.reap();
+                        format!(
+                            "interrupted with SIGINT; {} ended (exit status {status})",
+                            self.program
+                        )
+                    }
+                    _ => "interrupted with SIGINT; its prompt did not come back".to_owned(),
+                };
                 return Ok(Waited::Cancelled {
                     output: watch.finish(),
+                    how,
                 });
             }
             Watched::Deadline if at_deadline == AtDeadline::LeaveRunning => {
