@@ -74,11 +74,13 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
     let (config_file, config_shown) = config_path(settings, folder, None);
     let config = ConfigFile::read(&config_file, &config_shown);
     let output_limits = OutputLimits::for_project(&project);
+    let protected = [folder.to_owned(), config_file.clone()];
     let grants = match grants::grants_for(
         config.as_ref(),
         candidate.name.as_str(),
         &config_shown,
         &project,
+        &protected,
         output_limits.clone(),
     ) {
         Ok(granted) => granted,

@@ -89,12 +89,16 @@ impl Grants {
     }
 
     /// Checks an entry against the project: directories must exist inside
-    /// it. Errors name the file, line, plugin and key.
+    /// it, and none that can be written may hold a `protected` path (the
+    /// plugin folder, the grants file: a plugin must not rewrite its own
+    /// grants or replace itself). Errors name the file, line, plugin and
+    /// key.
     pub fn resolve(
         plugin: &str,
         config_file: &str,
         entry: &PluginEntry,
         project_dir: &Path,
+        protected: &[PathBuf],
         output: OutputLimits,
     ) -> Result<Self, ConfigError> {
         let mut grants = Grants::none(plugin, config_file, project_dir, output);
@@ -114,16 +118,22 @@ impl Grants {
             ("read-write", &entry.read_write, true),
         ] {
             for dir in list {
-                let granted =
-                    resolve_directory(&project, &dir.value, writable).map_err(|message| {
-                        ConfigError {
-                            file: config_file.to_owned(),
-                            at: Some(dir.at),
-                            plugin: Some(plugin.to_owned()),
-                            key: Some(key.to_owned()),
-                            message,
-                        }
-                    })?;
+                let error = |message| ConfigError {
+                    file: config_file.to_owned(),
+                    at: Some(dir.at),
+                    plugin: Some(plugin.to_owned()),
+                    key: Some(key.to_owned()),
+                    message,
+                };
+                let granted = resolve_directory(&project, &dir.value, writable).map_err(error)?;
+                // Checked on the merged grant: read-only here and
+                // read-write elsewhere is read-write.
+                let merged_writable = writable
+                    || grants
+                        .directories
+                        .iter()
+                        .any(|d| d.guest_path == granted.guest_path && d.writable);
+                refuse_protected(&granted, merged_writable, protected).map_err(error)?;
                 match grants
                     .directories
                     .iter_mut()
@@ -207,6 +217,7 @@ pub fn grants_for(
     plugin: &str,
     shown_file: &str,
     project_dir: &Path,
+    protected: &[PathBuf],
     output: OutputLimits,
 ) -> Result<Grants, String> {
     let Some(config) = config else {
@@ -222,8 +233,11 @@ pub fn grants_for(
         Some(Err(error)) => Err(format!(
             "its entry in the plugin configuration is invalid: {error}"
         )),
-        Some(Ok(entry)) => Grants::resolve(plugin, &config.shown, entry, project_dir, output)
-            .map_err(|error| format!("its entry in the plugin configuration is invalid: {error}")),
+        Some(Ok(entry)) => {
+            Grants::resolve(plugin, &config.shown, entry, project_dir, protected, output).map_err(
+                |error| format!("its entry in the plugin configuration is invalid: {error}"),
+            )
+        }
     }
 }
 
@@ -343,6 +357,28 @@ fn resolve_directory(
         guest_path,
         writable,
     })
+}
+
+/// A writable grant holding a protected path is refused.
+fn refuse_protected(
+    granted: &DirectoryGrant,
+    writable: bool,
+    protected: &[PathBuf],
+) -> Result<(), String> {
+    if !writable {
+        return Ok(());
+    }
+    for path in protected {
+        let path = path.canonicalize().unwrap_or_else(|_| path.clone());
+        if path.starts_with(&granted.host_path) {
+            return Err(format!(
+                "{:?} holds {}: a plugin that may write there could change its own grants or replace plugins; grant a directory that does not contain it",
+                granted.relative,
+                path.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// One power, as requested by a plugin or granted by the operator.
@@ -613,6 +649,7 @@ mod tests {
             "env/envhost.toml",
             &entry,
             project,
+            &[project.join("env"), project.join("env/envhost.toml")],
             OutputLimits::for_project(project),
         )
     }
@@ -647,6 +684,10 @@ mod tests {
             "{escape}"
         );
         let missing = grants_for(project, "[plugins.p]\nread-write = [\"nope\"]\n").unwrap_err();
+        std::fs::create_dir_all(project.join("env")).unwrap();
+        let own = grants_for(project, "[plugins.p]\nread-write = [\".\"]\n").unwrap_err();
+        assert!(own.message.contains("could change its own grants"), "{own}");
+        assert!(grants_for(project, "[plugins.p]\nread-only = [\".\"]\n").is_ok());
         assert!(
             missing.message.contains("does not exist in the project"),
             "{missing}"

@@ -143,12 +143,14 @@ pub fn load_project_plugins(
     report.refused = discovery.refusals;
     let notices = config_notices(config.as_ref(), &discovery.candidates, &report.refused);
     let mut planned = Vec::new();
+    let protected = [folder.clone(), config_path.clone()];
     for candidate in discovery.candidates {
         match grants::grants_for(
             config.as_ref(),
             candidate.name.as_str(),
             &config_shown,
             project_dir,
+            &protected,
             output_limits.clone(),
         ) {
             Ok(granted) => planned.push((candidate, Arc::new(granted))),
