@@ -448,12 +448,18 @@ pub fn compare(requests: &[Request], grants: &Grants, default_memory: usize) -> 
     let mut lines = Vec::new();
     let mut covered: BTreeSet<Power> = BTreeSet::new();
     for request in requests {
-        let satisfied_by = satisfying_grant(&request.power, grants, default_memory);
+        // Directories as the operator writes them (`data/x`, not `/data/x/`).
+        let power = match &request.power {
+            Power::ReadDirectory(dir) => Power::ReadDirectory(normalise(dir)),
+            Power::WriteDirectory(dir) => Power::WriteDirectory(normalise(dir)),
+            other => other.clone(),
+        };
+        let satisfied_by = satisfying_grant(&power, grants, default_memory);
         if let Some(grant) = &satisfied_by {
             covered.insert(grant.clone());
         }
         lines.push(PowerLine {
-            power: request.power.clone(),
+            power,
             standing: if satisfied_by.is_some() {
                 Standing::Granted
             } else {
@@ -770,7 +776,7 @@ mod tests {
                 ("see the variable HOME".to_owned(), Standing::Refused),
                 ("memory up to 1.0 TiB".to_owned(), Standing::Refused),
                 ("read data/in/".to_owned(), Standing::Granted),
-                ("read and write /data/out/x/".to_owned(), Standing::Granted),
+                ("read and write data/out/x/".to_owned(), Standing::Granted),
                 ("run sh".to_owned(), Standing::Granted),
                 ("memory up to 1.0 MiB".to_owned(), Standing::Granted),
                 ("see the variable LANG".to_owned(), Standing::GrantedUnasked),
@@ -779,7 +785,7 @@ mod tests {
         assert_eq!(
             screen_lines(&lines),
             [
-                "Granted by the operator: read data/in/; read and write /data/out/x/; run sh; memory up to 1.0 MiB; see the variable LANG",
+                "Granted by the operator: read data/in/; read and write data/out/x/; run sh; memory up to 1.0 MiB; see the variable LANG",
                 "Asked for but not granted (those calls fail): read and write data/; see the variable HOME; memory up to 1.0 TiB",
             ]
         );

@@ -47,7 +47,8 @@ pub const ROWS: u16 = 1000;
 pub const COLUMNS: u16 = 500;
 
 /// How often a wait looks at the deadline and the host's cancellation.
-const POLL_INTERVAL: Duration = Duration::from_millis(50);
+const POLL_INTERVAL: Duration = Duration::from_millis(POLL_INTERVAL_MS as u64);
+const POLL_INTERVAL_MS: u16 = 50;
 /// How long a program gets to show its prompt after a Ctrl-C of the host.
 const CANCEL_SETTLE: Duration = Duration::from_millis(500);
 /// How long a hung-up program gets to end before SIGKILL.
@@ -259,7 +260,7 @@ impl Session {
                         });
                     }
                     let flags = PollFlags::POLLIN | PollFlags::POLLOUT;
-                    if self.poll(flags, POLLING_MS)? {
+                    if self.poll(flags, POLL_INTERVAL_MS)? {
                         self.read_into_unread()?;
                     }
                 }
@@ -494,7 +495,9 @@ impl Session {
                 return Ok(Watched::Deadline);
             }
             let wait = (until - now).min(POLL_INTERVAL);
-            let wait_ms = u16::try_from(wait.as_millis()).unwrap_or(POLLING_MS).max(1);
+            let wait_ms = u16::try_from(wait.as_millis())
+                .unwrap_or(POLL_INTERVAL_MS)
+                .max(1);
             self.poll(PollFlags::POLLIN, wait_ms)?;
         }
     }
@@ -540,8 +543,6 @@ impl Session {
         }
     }
 }
-
-const POLLING_MS: u16 = 50;
 
 enum Watched {
     Prompt(usize, String),
