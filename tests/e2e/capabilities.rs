@@ -222,6 +222,21 @@ fn descendants_named(pid: u32, name: &str) -> Vec<i32> {
     found
 }
 
+/// Waits (up to a hang guard) until a process named `name` runs below `pid`.
+fn wait_for_descendant(pid: u32, name: &str) -> i32 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(found) = descendants_named(pid, name).first() {
+            return *found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {name} below the host"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn start_sh(host: &mut Host) -> i32 {
     assert!(
         host.command("rogue", "pty sh -i")
@@ -250,9 +265,7 @@ fn programs_end_when_dropped_restarted_or_when_the_host_exits() {
     // of the program included.
     let sh = start_sh(&mut host);
     host.command("rogue", "pty-send sleep 1000 &").ok();
-    host.command("rogue", "pty-run echo started").ok();
-    let sleeper = descendants_named(host.pid(), "sleep");
-    assert_eq!(sleeper.len(), 1, "{sleeper:?}");
+    let sleeper = wait_for_descendant(host.pid(), "sleep");
     let reply = host.command("rogue", "panic on purpose");
     assert!(
         reply
@@ -266,7 +279,7 @@ fn programs_end_when_dropped_restarted_or_when_the_host_exits() {
         "sh {sh} survived the restart"
     );
     assert!(
-        wait_until_dead(sleeper[0], Duration::from_secs(10)),
+        wait_until_dead(sleeper, Duration::from_secs(10)),
         "its background job survived the restart"
     );
     assert_eq!(
@@ -335,8 +348,8 @@ fn a_signal_to_the_host_interrupts_the_program_like_ctrl_c() {
     host.send(&serde_json::json!({
         "type": "command", "environment": "rogue", "command": "pty-run sleep 60", "timeout_ms": 600_000
     }));
-    // Let the wait begin; the signal works either way.
-    std::thread::sleep(Duration::from_millis(500));
+    // Signal once the program runs the job (the plugin is then waiting).
+    wait_for_descendant(host.pid(), "sleep");
     host.signal("TERM");
     let reply = crate::harness::Reply(host.recv());
     let output = reply.ok();
