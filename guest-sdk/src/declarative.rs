@@ -3,7 +3,7 @@
 //! Every [`Declarative`] type is a [`Plugin`]: routing by first word,
 //! `describe`, `handle` and `screen` are implemented here.
 
-use crate::plugin::{CommandSpec, Description, Plugin, Response, Result, Screen};
+use crate::plugin::{CommandSpec, Description, Plugin, Request, Response, Result, Screen};
 
 /// An environment made of commands.
 ///
@@ -31,6 +31,12 @@ pub trait Declarative: Sized + 'static {
 
     /// Called once when the host stops.
     fn on_shutdown(&mut self) {}
+
+    /// What the environment asks the operator for (see
+    /// [`Plugin::requests`]).
+    fn requests(&self) -> Vec<Request> {
+        Vec::new()
+    }
 }
 
 /// A command handler: a method taking the parsed command.
@@ -186,6 +192,10 @@ impl<T: Declarative> Plugin for T {
 
     fn shutdown(&mut self) {
         self.on_shutdown();
+    }
+
+    fn requests(&self) -> Vec<Request> {
+        Declarative::requests(self)
     }
 }
 

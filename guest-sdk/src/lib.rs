@@ -50,34 +50,46 @@
 //! the whole screen section (or describe commands and still handle them
 //! yourself).
 //!
+//! **Interactive style** (seed 001's `InteractiveEnvironment`): wrap a
+//! program such as gdb or sqlite3 with a command, a prompt and a
+//! description ([`Interactive`], [`export_interactive!`]); or drive one
+//! from your own commands with [`Program`].
+//!
 //! Build with `cargo build --target wasm32-wasip2 --release` (a `cdylib`
 //! crate); the result is a component. `envhost check NAME.wasm` says whether
 //! the host accepts it and shows the screen it would get.
 //!
 //! What a plugin can use: memory (bounded by the host), clocks, random
-//! numbers, [`log`] lines for its author. What it cannot: files, the
-//! network, environment variables, processes — the host's sandbox denies
-//! them, and the calls fail with an error the plugin can report. A panic
-//! ends the call: the agent is told, and the host starts a fresh instance
-//! (the state is lost).
+//! numbers, [`log`] lines for its author. What it cannot, unless the
+//! operator grants it in `env/envhost.toml`: files (granted directories
+//! appear at `/` + their path in the project), environment variables,
+//! programs (through [`Program`]); never the network. Denied calls fail with
+//! an error the plugin can report. Say what you need with
+//! [`Plugin::requests`]: the operator sees it next to what is granted. A
+//! panic ends the call: the agent is told, and the host starts a fresh
+//! instance (the state is lost).
 
 // The generated export macro names this crate by its public name, also from
 // inside the crate.
 extern crate self as envhost_sdk;
 
 mod declarative;
+pub mod interactive;
 pub mod log;
 mod plugin;
 mod runtime;
 
 pub use declarative::{Call, Command, Declarative};
-pub use plugin::{CommandSpec, Description, Error, Plugin, Response, Result, Screen};
+pub use interactive::{Interactive, Program};
+pub use plugin::{
+    CommandSpec, Description, Error, Plugin, Power, Request, Response, Result, Screen,
+};
 
 /// The most commonly used items, for `use envhost_sdk::prelude::*`.
 pub mod prelude {
     pub use crate::{
-        Call, Command, CommandSpec, Declarative, Description, Error, Plugin, Response, Result,
-        Screen, fail,
+        Call, Command, CommandSpec, Declarative, Description, Error, Interactive, Plugin, Power,
+        Program, Request, Response, Result, Screen, fail,
     };
 }
 
@@ -86,8 +98,11 @@ pub mod prelude {
 pub mod __private {
     pub use crate::runtime::Adapter;
 
+    // The world with the optional `capabilities` export: every SDK plugin
+    // answers it (with nothing, unless it asks for powers). Imports the
+    // plugin never calls are left out of the component.
     wit_bindgen::generate!({
-        world: "plugin",
+        world: "plugin-with-capabilities",
         path: "../wit",
         pub_export_macro: true,
         export_macro_name: "export_plugin",

@@ -25,6 +25,65 @@ pub trait Plugin: 'static {
 
     /// Called once when the host stops.
     fn shutdown(&mut self) {}
+
+    /// What the plugin asks the operator for: directories, variables,
+    /// programs, memory. The host shows it next to what the operator
+    /// granted (in `env/envhost.toml`); asking grants nothing by itself.
+    fn requests(&self) -> Vec<Request> {
+        Vec::new()
+    }
+}
+
+/// A power a plugin may ask the operator for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Power {
+    /// Read a directory of the project (relative to it; `.` is all of it).
+    /// The plugin sees it at `/` + the path (`data` is `/data`).
+    ReadDirectory(String),
+    /// Read and write a directory of the project.
+    WriteDirectory(String),
+    /// See one of the host's environment variables.
+    Variable(String),
+    /// Run a program interactively ([`crate::interactive`]).
+    Program(String),
+    /// Use up to this many bytes of memory.
+    Memory(u64),
+}
+
+/// A power and why the plugin wants it (shown to the operator).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub power: Power,
+    pub reason: String,
+}
+
+impl Request {
+    pub fn new(power: Power, reason: impl Into<String>) -> Self {
+        Request {
+            power,
+            reason: reason.into(),
+        }
+    }
+
+    pub fn read_directory(path: impl Into<String>, reason: impl Into<String>) -> Self {
+        Request::new(Power::ReadDirectory(path.into()), reason)
+    }
+
+    pub fn write_directory(path: impl Into<String>, reason: impl Into<String>) -> Self {
+        Request::new(Power::WriteDirectory(path.into()), reason)
+    }
+
+    pub fn variable(name: impl Into<String>, reason: impl Into<String>) -> Self {
+        Request::new(Power::Variable(name.into()), reason)
+    }
+
+    pub fn program(program: impl Into<String>, reason: impl Into<String>) -> Self {
+        Request::new(Power::Program(program.into()), reason)
+    }
+
+    pub fn memory(bytes: u64, reason: impl Into<String>) -> Self {
+        Request::new(Power::Memory(bytes), reason)
+    }
 }
 
 /// What a plugin is: one line, and the commands it understands.

@@ -4,8 +4,9 @@
 use std::cell::RefCell;
 use std::marker::PhantomData;
 
+use crate::__private::exports::envhost::environment::capabilities as wit_capabilities;
 use crate::__private::exports::envhost::environment::environment as wit;
-use crate::plugin::{Description, Plugin};
+use crate::plugin::{Description, Plugin, Power};
 
 thread_local! {
     // A component instance is single-threaded and holds one plugin; the
@@ -62,5 +63,23 @@ impl<P: Plugin + Default> wit::Guest for Adapter<P> {
 
     fn shutdown() {
         with_plugin::<P, _>(|p| p.shutdown());
+    }
+}
+
+impl<P: Plugin + Default> wit_capabilities::Guest for Adapter<P> {
+    fn requested() -> Vec<wit_capabilities::Request> {
+        with_plugin::<P, _>(|p| p.requests())
+            .into_iter()
+            .map(|request| wit_capabilities::Request {
+                power: match request.power {
+                    Power::ReadDirectory(dir) => wit_capabilities::Power::ReadDirectory(dir),
+                    Power::WriteDirectory(dir) => wit_capabilities::Power::WriteDirectory(dir),
+                    Power::Variable(name) => wit_capabilities::Power::Variable(name),
+                    Power::Program(program) => wit_capabilities::Power::Program(program),
+                    Power::Memory(bytes) => wit_capabilities::Power::Memory(bytes),
+                },
+                reason: request.reason,
+            })
+            .collect()
     }
 }

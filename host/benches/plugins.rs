@@ -28,6 +28,7 @@ use envhost::orchestrator::{Orchestrator, OrchestratorSettings};
 use envhost::output::capture::OutputLimits;
 use envhost::plugin::bindings::PluginPre;
 use envhost::plugin::cache::{CodeCache, content_sha256};
+use envhost::plugin::grants::Grants;
 use envhost::plugin::loader::{self, Candidate};
 use envhost::plugin::{
     DEFAULT_MEMORY_LIMIT, DiscardSink, PluginEnvironment, PluginParts, PluginSettings, Sandbox,
@@ -192,7 +193,16 @@ fn calls(bytes: &[u8]) {
         .expect("compile timer");
 
     // The raw call: generated bindings on a store, nothing of the host's.
-    let mut store = sandbox.new_store(envhost::plugin::guest_io::GuestOutput::new());
+    let dir = tempfile::tempdir().expect("dir");
+    let grants = Arc::new(Grants::none(
+        "timer",
+        "env/envhost.toml",
+        dir.path(),
+        OutputLimits::for_project(dir.path()),
+    ));
+    let mut store = sandbox
+        .new_store(envhost::plugin::guest_io::GuestOutput::new(), &grants)
+        .expect("store");
     let pre = PluginPre::new(
         sandbox
             .linker()
@@ -214,20 +224,21 @@ fn calls(bytes: &[u8]) {
 
     // The host's path: a loaded PluginEnvironment, as the orchestrator
     // calls it.
-    let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("timer.wasm");
     std::fs::write(&path, bytes).expect("write");
     let candidate = Candidate {
         name: envhost::environment::EnvironmentName::new("timer").expect("name"),
         path,
     };
-    let loaded = loader::load(&sandbox, &CodeCache::Disabled, &candidate).expect("load");
+    let loaded = loader::load(&sandbox, &CodeCache::Disabled, &candidate, &grants).expect("load");
     let mut environment = PluginEnvironment::new(PluginParts {
         name: "timer".into(),
         sandbox: Arc::clone(&sandbox),
         pre: loaded.pre,
         instance: loaded.instance,
         commands: loaded.description.commands,
+        grants: loaded.grants,
+        powers: Vec::new(),
         output_limits: OutputLimits::for_project(dir.path()),
         log: Arc::new(DiscardSink),
         cancel: CancelFlag::new(),
@@ -291,6 +302,7 @@ fn screens(bytes: &[u8]) {
     let settings = PluginSettings {
         cache: CodeCache::Disabled,
         memory_limit: DEFAULT_MEMORY_LIMIT,
+        config_file: None,
     };
     let report = envhost::plugin::load_project_plugins(
         &mut orchestrator,

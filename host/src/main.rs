@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 
-use envhost::config::HostConfig;
+use envhost::config::{HostConfig, parse_duration, parse_size};
 use envhost::environment::CancelFlag;
 use envhost::events::console::ConsoleObserver;
 use envhost::events::transcript::TranscriptObserver;
@@ -74,6 +74,14 @@ struct PluginArgs {
     #[arg(long, value_name = "BYTES", value_parser = parse_size,
           default_value_t = plugin::DEFAULT_MEMORY_LIMIT)]
     plugin_memory: usize,
+
+    /// The file that grants plugins powers beyond the sandbox (directories,
+    /// variables, programs, limits, sha256 pins) [default:
+    /// <project>/env/envhost.toml; for `check`, envhost.toml next to the
+    /// plugin]. Keep it outside the project to keep it out of the agent's
+    /// reach.
+    #[arg(long, value_name = "FILE")]
+    plugin_config: Option<PathBuf>,
 }
 
 impl PluginArgs {
@@ -88,6 +96,7 @@ impl PluginArgs {
         PluginSettings {
             cache,
             memory_limit: self.plugin_memory,
+            config_file: self.plugin_config.clone(),
         }
     }
 }
@@ -284,39 +293,6 @@ fn resolve_project(path: &Path) -> anyhow::Result<PathBuf> {
         );
     }
     Ok(resolved)
-}
-
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let duration = humantime::parse_duration(text)
-        .map_err(|e| format!("{e}; write a duration such as 90s, 2m or 500ms"))?;
-    if duration.is_zero() {
-        return Err("the timeout must be longer than zero".to_owned());
-    }
-    Ok(duration)
-}
-
-/// Parses `65536`, `64K`, `64KiB`, `1M`, `1MiB`, `1MB` (binary multiples).
-fn parse_size(text: &str) -> Result<usize, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let number: usize = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size; write e.g. 65536, 128KiB or 1MiB"))?;
-    let multiplier: usize = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        other => return Err(format!("unknown size unit {other:?}; use K, M or G")),
-    };
-    match number.checked_mul(multiplier) {
-        Some(0) => Err("the size must be larger than zero".to_owned()),
-        Some(bytes) => Ok(bytes),
-        None => Err(format!("{text:?} is too large")),
-    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! starts its own host on its own temporary project.
 
 mod bash;
+mod capabilities;
 mod editor;
 mod harness;
 mod plugins;

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::harness::{Host, Project, envhost_binary};
+use crate::harness::{Host, HostBuilder, Project, envhost_binary};
 
 /// The workspace root (the host crate is `host/`).
 fn workspace() -> PathBuf {
@@ -49,6 +49,10 @@ fn guests() -> &'static Path {
                 "-p",
                 "timer-plugin",
                 "-p",
+                "sqlite-plugin",
+                "-p",
+                "gdb-plugin",
+                "-p",
                 "envhost-fixtures",
                 "--lib",
                 "--examples",
@@ -71,11 +75,11 @@ fn guests() -> &'static Path {
     }
 }
 
-/// A built guest: `timer` or a fixture example name.
-fn guest(name: &str) -> PathBuf {
+/// A built guest: `timer`, `sqlite`, `gdb` or a fixture example name.
+pub(crate) fn guest(name: &str) -> PathBuf {
     let dir = guests();
-    let path = if name == "timer" {
-        dir.join("timer.wasm")
+    let path = if ["timer", "sqlite", "gdb"].contains(&name) {
+        dir.join(format!("{name}.wasm"))
     } else {
         dir.join("examples").join(format!("{name}.wasm"))
     };
@@ -84,7 +88,7 @@ fn guest(name: &str) -> PathBuf {
 }
 
 /// Copies guests into `<project>/env/` under the given environment names.
-fn install(project: &Project, plugins: &[(&str, &str)]) {
+pub(crate) fn install(project: &Project, plugins: &[(&str, &str)]) {
     for (env_name, guest_name) in plugins {
         let bytes = std::fs::read(guest(guest_name)).expect("read guest");
         project.write(&format!("env/{env_name}.wasm"), bytes);
@@ -92,7 +96,14 @@ fn install(project: &Project, plugins: &[(&str, &str)]) {
 }
 
 /// A host on `project` with its own compiled-code cache and a transcript.
-fn start(project: &Project, extra: &[&str]) -> Host {
+pub(crate) fn start(project: &Project, extra: &[&str]) -> Host {
+    host_builder(project)
+        .args(extra.iter().copied())
+        .start(project.path())
+}
+
+/// The builder behind [`start`], for more options (variables).
+pub(crate) fn host_builder(project: &Project) -> HostBuilder {
     let cache = project.path().join(".plugin-cache");
     let transcript = project.path().join("transcript.jsonl");
     Host::builder()
@@ -100,11 +111,9 @@ fn start(project: &Project, extra: &[&str]) -> Host {
         .arg(cache.to_str().expect("utf-8 path"))
         .arg("--transcript")
         .arg(transcript.to_str().expect("utf-8 path"))
-        .args(extra.iter().copied())
-        .start(project.path())
 }
 
-fn transcript(project: &Project) -> Vec<Value> {
+pub(crate) fn transcript(project: &Project) -> Vec<Value> {
     project
         .read("transcript.jsonl")
         .lines()
@@ -112,7 +121,7 @@ fn transcript(project: &Project) -> Vec<Value> {
         .collect()
 }
 
-fn events<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+pub(crate) fn events<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["event"] == kind).collect()
 }
 
@@ -673,7 +682,7 @@ fn compiled_code_is_cached_across_starts() {
     );
 }
 
-fn check(files: &[PathBuf], project: &Project) -> (bool, String) {
+pub(crate) fn check(files: &[PathBuf], project: &Project) -> (bool, String) {
     let output = Command::new(envhost_binary())
         .arg("check")
         .arg("--plugin-cache")

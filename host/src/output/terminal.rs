@@ -80,6 +80,12 @@ impl TerminalText {
         self.screen.flush_line(out);
     }
 
+    /// The line being written, as it stands (not yet ended by a newline):
+    /// for programs whose prompt is the last thing they print.
+    pub fn pending(&self) -> String {
+        self.screen.cells.iter().collect()
+    }
+
     /// Converts a complete piece of terminal output in one go.
     pub fn clean(bytes: &[u8]) -> String {
         let mut terminal = TerminalText::new();
@@ -264,6 +270,15 @@ mod tests {
         assert_eq!(out, "green 2\n");
         terminal.finish(&mut out);
         assert_eq!(out, "green 2\nété");
+    }
+
+    #[test]
+    fn the_pending_line_is_visible_before_its_newline() {
+        let mut terminal = TerminalText::new();
+        let mut out = String::new();
+        terminal.feed(b"1\r\n\x1b[1msqlite\x1b[0m> ", &mut out);
+        assert_eq!(out, "1\n");
+        assert_eq!(terminal.pending(), "sqlite> ");
     }
 
     #[test]

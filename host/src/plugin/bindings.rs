@@ -6,8 +6,30 @@
 wasmtime::component::bindgen!({
     world: "plugin",
     path: "../wit",
+    with: {
+        "envhost:environment/interactive.session": crate::plugin::interactive::Session,
+    },
 });
 
+/// The optional `capabilities` export, from the world that adds it. Its
+/// imports are the ones above (mapped with `with`), so only the export's
+/// types and accessors are new here.
+pub mod declaring {
+    wasmtime::component::bindgen!({
+        world: "plugin-with-capabilities",
+        path: "../wit",
+        with: {
+            "envhost:environment/logging": super::envhost::environment::logging,
+            "envhost:environment/interactive": super::envhost::environment::interactive,
+        },
+    });
+
+    pub use self::exports::envhost::environment::capabilities::{
+        Guest as Capabilities, GuestIndices as CapabilitiesIndices, Power, Request,
+    };
+}
+
+pub use self::envhost::environment::interactive;
 pub use self::envhost::environment::logging::Level;
 pub use self::exports::envhost::environment::environment::{
     CommandResponse, CommandSpec, Description, ScreenSection,
@@ -19,8 +41,12 @@ pub const WIT_SOURCE: &str = include_str!("../../../wit/environment.wit");
 /// The interface every plugin must export, as the host asks for it.
 pub const EXPORTED_INTERFACE: &str = "envhost:environment/environment@0.1.0";
 
-/// The host's own import interface.
+/// The host's own import interfaces.
 pub const LOGGING_INTERFACE: &str = "envhost:environment/logging@0.1.0";
+pub const INTERACTIVE_INTERFACE: &str = "envhost:environment/interactive@0.1.0";
+
+/// The optional export that declares what a plugin asks for.
+pub const CAPABILITIES_INTERFACE: &str = "envhost:environment/capabilities@0.1.0";
 
 /// The world plugins target, for messages.
 pub const WORLD: &str = "envhost:environment/plugin@0.1.0";

@@ -1,23 +1,28 @@
 //! `envhost check FILE.wasm`: the plugin author's main tool.
 //!
-//! It validates a file exactly as the loader does at start-up (name,
-//! header, compile, link, instantiate, describe, help) and prints what it
-//! found — the environment name, description, style, commands, the host
-//! imports it uses, its size and hash, how it was compiled — and the screen
-//! section the agent will first see, rendered by the same code the host
-//! uses; or the refusal. It also fills the compiled-code cache, so a
-//! checked plugin starts fast. This module renders reports; the checks are
-//! the loader's.
+//! It validates a file exactly as the loader does at start-up (name, the
+//! operator's configuration and pin, header, compile, link, instantiate,
+//! describe, requests, help) and prints what it found — the environment
+//! name, description, style, commands, the host imports it uses, what it
+//! asks for and what it is granted, its size and hash, how it was compiled
+//! — and the screen section the agent will first see, rendered by the same
+//! code the host uses; or the refusal. The configuration is the
+//! `envhost.toml` next to the file (or `--plugin-config`), read as the host
+//! reads `env/envhost.toml`, with the project being the folder above. It
+//! also fills the compiled-code cache, so a checked plugin starts fast.
+//! This module renders reports; the checks are the loader's.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::cache::CacheOutcome;
+use super::config_file::ConfigFile;
 use super::environment::{PluginEnvironment, PluginParts};
+use super::grants::{self, Grants};
 use super::guest_io::LogSink;
 use super::loader::{self, Candidate, LoadedPlugin};
 use super::sandbox::Sandbox;
-use super::{PluginSettings, format_bytes, format_duration};
+use super::{PluginSettings, config_path, format_bytes, format_duration};
 use crate::environment::{CancelFlag, Environment, EnvironmentName};
 use crate::output::capture::OutputLimits;
 
@@ -61,7 +66,38 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
             };
         }
     };
-    let loaded = loader::load(&sandbox, &settings.cache, &candidate);
+    let folder = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let project = folder.join("..");
+    let (config_file, config_shown) = config_path(settings, folder, None);
+    let config = ConfigFile::read(&config_file, &config_shown);
+    let output_limits = OutputLimits::for_project(&project);
+    let protected = [folder.to_owned(), config_file.clone()];
+    let grants = match grants::grants_for(
+        config.as_ref(),
+        candidate.name.as_str(),
+        &config_shown,
+        &project,
+        &protected,
+        output_limits.clone(),
+    ) {
+        Ok(granted) => granted,
+        Err(problem) => {
+            problems.push(
+                super::validate::Refusal::new(candidate.name.as_str(), path, problem)
+                    .sentence(None),
+            );
+            Grants::none(
+                candidate.name.as_str(),
+                &config_shown,
+                &project,
+                output_limits,
+            )
+        }
+    };
+    let loaded = loader::load(&sandbox, &settings.cache, &candidate, &Arc::new(grants));
     let mut text = String::new();
     match loaded {
         Err(refusal) => {
@@ -77,7 +113,7 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
             } else {
                 format!("{shown}: REFUSED (the component itself is valid)\n")
             });
-            text.push_str(&describe_loaded(&loaded, settings));
+            text.push_str(&describe_loaded(&loaded, settings, config.is_some()));
             text.push_str(&screen_preview(loaded, &sandbox, &log));
         }
     }
@@ -119,7 +155,7 @@ fn placeholder(path: &Path) -> Option<Candidate> {
     })
 }
 
-fn describe_loaded(loaded: &LoadedPlugin, settings: &PluginSettings) -> String {
+fn describe_loaded(loaded: &LoadedPlugin, settings: &PluginSettings, config_found: bool) -> String {
     let mut text = String::new();
     let description = &loaded.description;
     let summary = if description.summary.is_empty() {
@@ -172,21 +208,31 @@ fn describe_loaded(loaded: &LoadedPlugin, settings: &PluginSettings) -> String {
         "  code:        {compiled} in {}\n",
         format_duration(loaded.compile_time)
     ));
+    let lines = grants::compare(&loaded.requests, &loaded.grants, settings.memory_limit);
+    text.push_str(&grants::check_lines(&lines, &loaded.grants, config_found));
+    let memory = loaded.grants.memory.unwrap_or(settings.memory_limit);
     text.push_str(&format!(
-        "  sandbox:     no files, network, environment variables or processes; memory up to {}\n",
-        format_bytes(settings.memory_limit as u64)
+        "  sandbox:     memory up to {}; no network; files, variables and programs only as granted above\n",
+        format_bytes(memory as u64)
     ));
     text
 }
 
 fn screen_preview(loaded: LoadedPlugin, sandbox: &Arc<Sandbox>, log: &Arc<dyn LogSink>) -> String {
     let name = loaded.name.to_string();
+    let powers = grants::screen_lines(&grants::compare(
+        &loaded.requests,
+        &loaded.grants,
+        sandbox.memory_limit(),
+    ));
     let mut environment = PluginEnvironment::new(PluginParts {
         name: name.clone(),
         sandbox: Arc::clone(sandbox),
         pre: loaded.pre,
         instance: loaded.instance,
         commands: loaded.description.commands,
+        grants: loaded.grants,
+        powers,
         output_limits: OutputLimits::for_project(&PathBuf::from(".")),
         log: Arc::clone(log),
         cancel: CancelFlag::new(),

@@ -8,16 +8,21 @@
 //! state text. A plugin that describes none owns its whole section.
 //!
 //! A call that fails (trap, panic, time limit, memory limit) poisons the
-//! instance; this module drops it, instantiates a fresh one from the kept
-//! `PluginPre`, and says in the response that the state was lost. A screen
+//! instance; this module drops it (and with its store every program the
+//! plugin ran), instantiates a fresh one from the kept `PluginPre` with the
+//! same grants, and says in the response that the state was lost. A screen
 //! that fails shows an error in this section only, and the next response
-//! says the state was lost. This module must not know about the protocol or
-//! other environments.
+//! says the state was lost. What the plugin was granted, and what it asked
+//! for in vain, is shown under its own screen content; the operator's
+//! time limit caps every command. This module must not know about the
+//! protocol or other environments.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::bindings::PluginPre;
 use super::failure::{CallFailure, FailureCause};
+use super::grants::Grants;
 use super::guest_io::{CallOutput, LogSink};
 use super::instance::{LiveInstance, start_described};
 use super::sandbox::{HostState, Sandbox};
@@ -34,7 +39,7 @@ use crate::screen::truncate_lines;
 pub const SCREEN_BYTES_LIMIT: usize = 64 * 1024;
 
 /// What a restart loses, for the agent and the record.
-const LOST: &str = "all of the plugin's in-memory state";
+const LOST: &str = "all of the plugin's in-memory state, and any program it was running";
 
 /// Everything a plugin environment needs besides its instance.
 pub struct PluginParts {
@@ -43,6 +48,11 @@ pub struct PluginParts {
     pub pre: PluginPre<HostState>,
     pub instance: LiveInstance,
     pub commands: Vec<CommandSpec>,
+    /// What the operator granted; every fresh instance gets the same.
+    pub grants: Arc<Grants>,
+    /// Lines about granted and refused powers, shown under the plugin's
+    /// own content (see `grants::screen_lines`); empty for most plugins.
+    pub powers: Vec<String>,
     pub output_limits: OutputLimits,
     pub log: Arc<dyn LogSink>,
     /// The host's cancellation, watched during screen calls.
@@ -57,6 +67,8 @@ pub struct PluginEnvironment {
     /// call.
     instance: Option<LiveInstance>,
     help: Option<CommandHelp>,
+    grants: Arc<Grants>,
+    powers: Vec<String>,
     output_limits: OutputLimits,
     log: Arc<dyn LogSink>,
     cancel: CancelFlag,
@@ -80,6 +92,8 @@ impl PluginEnvironment {
             pre: parts.pre,
             instance: Some(parts.instance),
             help,
+            grants: parts.grants,
+            powers: parts.powers,
             output_limits: parts.output_limits,
             log: parts.log,
             cancel: parts.cancel,
@@ -101,7 +115,7 @@ impl PluginEnvironment {
     /// A fresh, described instance, or why not.
     fn restart(&mut self) -> Result<(), CallFailure> {
         self.instance = None;
-        let (instance, _, output) = start_described(&self.sandbox, &self.pre)?;
+        let (instance, _, output) = start_described(&self.sandbox, &self.pre, &self.grants)?;
         self.forward(&output);
         self.instance = Some(instance);
         Ok(())
@@ -133,6 +147,15 @@ impl PluginEnvironment {
         }
     }
 
+    /// The command's time: the agent's (or the host's default), capped by
+    /// the operator's `time-limit` for this plugin.
+    fn command_limit(&self, context: &CommandContext) -> (Duration, bool) {
+        match self.grants.time_limit {
+            Some(limit) if limit < context.timeout => (limit, true),
+            _ => (context.timeout, false),
+        }
+    }
+
     fn failure_response(
         &mut self,
         failure: CallFailure,
@@ -142,6 +165,14 @@ impl PluginEnvironment {
             "The {} plugin stopped during this command: {}.",
             self.name, failure.cause
         );
+        let (limit, capped) = self.command_limit(context);
+        if capped && failure.cause.is_timeout() {
+            text.push_str(&format!(
+                "\n(The operator limits this plugin's commands to {} in {}; a longer timeout_ms does not raise that.)",
+                super::format_duration(limit),
+                self.grants.entry_name()
+            ));
+        }
         let stderr = failure.stderr.trim();
         if !stderr.is_empty() && !matches!(failure.cause, FailureCause::Panicked { .. }) {
             text.push_str(&format!(
@@ -156,9 +187,7 @@ impl PluginEnvironment {
             cause: failure.cause.short(),
         });
         if failure.cause.is_timeout() {
-            response = response.with_incident(Incident::TimedOut {
-                after: context.timeout,
-            });
+            response = response.with_incident(Incident::TimedOut { after: limit });
         }
         response.with_incident(Incident::Restarted {
             reason: failure.cause.short(),
@@ -180,6 +209,7 @@ impl Environment for PluginEnvironment {
         }
         let told = self.untold_restart.take();
         let sandbox = Arc::clone(&self.sandbox);
+        let (limit, _) = self.command_limit(context);
         let mut response = match self.instance() {
             Err(failure) => {
                 let text = format!(
@@ -189,9 +219,9 @@ impl Environment for PluginEnvironment {
                 CommandResponse::failure(text)
             }
             Ok(instance) => {
-                let called =
-                    instance.handle_command(&sandbox, command, context.timeout, &context.cancel);
+                let called = instance.handle_command(&sandbox, command, limit, &context.cancel);
                 self.forward(&called.output);
+                let timed_out_in_host = called.timed_out_in_host;
                 match called.result {
                     Ok(answer) => {
                         let mut capture = OutputCapture::new(&self.output_limits, &self.name);
@@ -205,6 +235,11 @@ impl Environment for PluginEnvironment {
                         };
                         if let Some(incident) = incident {
                             response = response.with_incident(incident);
+                        }
+                        if timed_out_in_host {
+                            // A program it ran was interrupted at the
+                            // deadline; the plugin said so and survived.
+                            response = response.with_incident(Incident::TimedOut { after: limit });
                         }
                         response
                     }
@@ -236,17 +271,26 @@ impl Environment for PluginEnvironment {
             Ok(section) => {
                 let content = cap_bytes(&section.content, SCREEN_BYTES_LIMIT);
                 let max_lines = usize::try_from(section.max_lines.max(1)).unwrap_or(usize::MAX);
-                Ok(match &self.help {
-                    None => ScreenSection::with_max_lines(content, max_lines),
-                    Some(help) => {
-                        // The plugin's max_lines bounds its state; the help
-                        // under it is the host's and is always shown whole.
-                        let state = truncate_lines(&content, max_lines);
-                        let whole = help.screen_with_state(&state);
-                        let lines = whole.lines().count().max(1);
-                        ScreenSection::with_max_lines(whole, lines)
+                if self.help.is_none() && self.powers.is_empty() {
+                    return Ok(ScreenSection::with_max_lines(content, max_lines));
+                }
+                // The plugin's max_lines bounds its own content; what the
+                // host adds (powers, help) is always shown whole.
+                let mut state = truncate_lines(&content, max_lines)
+                    .trim_end_matches('\n')
+                    .to_owned();
+                if !self.powers.is_empty() {
+                    if !state.is_empty() {
+                        state.push_str("\n\n");
                     }
-                })
+                    state.push_str(&self.powers.join("\n"));
+                }
+                let whole = match &self.help {
+                    None => state,
+                    Some(help) => help.screen_with_state(&state),
+                };
+                let lines = whole.lines().count().max(1);
+                Ok(ScreenSection::with_max_lines(whole, lines))
             }
             Err(failure) => {
                 let cause = failure.cause;

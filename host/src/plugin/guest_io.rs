@@ -59,6 +59,12 @@ impl CallOutput {
         self.said.is_empty() && self.dropped_bytes == 0
     }
 
+    /// Adds what a later call said.
+    pub fn append(&mut self, later: CallOutput) {
+        self.said.extend(later.said);
+        self.dropped_bytes += later.dropped_bytes;
+    }
+
     /// Lines for the host's log, each prefixed with the plugin's name.
     pub fn log_lines(&self, plugin: &str) -> Vec<String> {
         let mut lines = Vec::new();

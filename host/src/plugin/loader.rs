@@ -4,23 +4,25 @@
 //! Discovery follows seed 000: every `*.wasm` in `env/`, names starting with
 //! `_` skipped, the file's stem is the environment's name and must be an
 //! identifier, and a built-in's name (bash, python, editor) is refused.
-//! Loading runs the whole type-check — compile, link against the host's
-//! imports, instantiate (signature mismatches only show there), call
-//! `describe` and check it — so that `envhost check` and start-up give the
-//! same verdict. Plugins load in parallel (compiling is the slow part).
+//! Loading runs the whole type-check — the operator's pin first, then
+//! compile, link against the host's imports, instantiate with the plugin's
+//! grants (signature mismatches only show there), call `describe` and the
+//! optional `capabilities` export and check them — so that `envhost check`
+//! and start-up give the same verdict. Plugins load in parallel (compiling is the slow part).
 //! This module decides the order of those steps; it must not word refusals
 //! (`validate` does), keep compiled code (`cache`) or register environments
 //! (the caller does).
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use wasmtime::component::Component;
 
 use super::bindings::PluginPre;
 use super::cache::{CacheOutcome, CodeCache, content_sha256};
+use super::grants::{Grants, Request};
 use super::guest_io::CallOutput;
 use super::instance::LiveInstance;
 use super::sandbox::{HostState, Sandbox};
@@ -140,6 +142,10 @@ pub struct LoadedPlugin {
     pub compile_time: Duration,
     pub imports: Vec<String>,
     pub description: CheckedDescription,
+    /// What it asks for (empty without a `capabilities` export).
+    pub requests: Vec<Request>,
+    /// What the operator granted it.
+    pub grants: Arc<Grants>,
     pub pre: PluginPre<HostState>,
     pub instance: LiveInstance,
     /// What the plugin said while starting and describing itself.
@@ -152,13 +158,22 @@ pub fn load(
     sandbox: &Sandbox,
     cache: &CodeCache,
     candidate: &Candidate,
+    grants: &Arc<Grants>,
 ) -> Result<LoadedPlugin, Refusal> {
     let name = candidate.name.as_str();
     let path = &candidate.path;
     let refuse = |problem: String| Refusal::new(name, path, problem);
     let bytes = read_plugin(path).map_err(refuse)?;
-    validate::check_header(&bytes).map_err(refuse)?;
     let sha256 = content_sha256(&bytes);
+    if let Some(pin) = &grants.pin
+        && pin.value != sha256
+    {
+        return Err(refuse(format!(
+            "its content does not match the pin in {}: the file's sha256 is {sha256}, the pin (line {}, [plugins.{name}] sha256) is {}. If you replaced the plugin on purpose, check the new file (`envhost check`) and put its sha256 in the pin",
+            grants.source.file, pin.at.line, pin.value
+        )));
+    }
+    validate::check_header(&bytes).map_err(refuse)?;
     if bytes.len() > 1 << 20 && !cache.has_entry(sandbox.engine(), &sha256) {
         eprintln!(
             "envhost: compiling plugin {name} ({}); this happens once, the result is cached",
@@ -177,7 +192,7 @@ pub fn load(
         );
     }
     let component = compiled.component;
-    let checked = link_and_start(sandbox, &component, name)
+    let checked = link_and_start(sandbox, &component, name, grants)
         .map_err(|(problem, detail)| refuse(problem).with_detail(detail))?;
     Ok(LoadedPlugin {
         name: candidate.name.clone(),
@@ -188,6 +203,8 @@ pub fn load(
         compile_time: compiled.took,
         imports: validate::imports_of(&component, sandbox.engine()),
         description: checked.description,
+        requests: checked.requests,
+        grants: Arc::clone(grants),
         pre: checked.pre,
         instance: checked.instance,
         start_output: checked.output,
@@ -198,14 +215,16 @@ struct Started {
     pre: PluginPre<HostState>,
     instance: LiveInstance,
     description: CheckedDescription,
+    requests: Vec<Request>,
     output: CallOutput,
 }
 
-/// The type-check proper: link, instantiate, describe.
+/// The type-check proper: link, instantiate, describe, ask for requests.
 fn link_and_start(
     sandbox: &Sandbox,
     component: &Component,
     name: &str,
+    grants: &Arc<Grants>,
 ) -> Result<Started, (String, String)> {
     let instance_pre = sandbox
         .linker()
@@ -215,11 +234,11 @@ fn link_and_start(
         .map_err(|err| validate::export_problem(&err, component, sandbox.engine()))?;
     // A signature mismatch only shows at instantiation, hence its own
     // explanation there.
-    let mut instance = LiveInstance::instantiate(sandbox, &pre).map_err(|(err, _)| {
-        validate::instantiate_problem(&err, sandbox, &instance_pre, component)
+    let mut instance = LiveInstance::instantiate(sandbox, &pre, grants).map_err(|(err, _)| {
+        validate::instantiate_problem(&err, sandbox, &instance_pre, component, grants)
     })?;
     let described = instance.describe(sandbox);
-    let output = described.output;
+    let mut output = described.output;
     let description = described.result.map_err(|failure| {
         (
             format!("it failed while describing itself: {}", failure.cause),
@@ -228,10 +247,23 @@ fn link_and_start(
     })?;
     let description = validate::check_description(name, &description)
         .map_err(|problem| (problem, String::new()))?;
+    let asked = instance.requested(sandbox);
+    output.append(asked.output);
+    let requests = asked.result.map_err(|failure| {
+        (
+            format!(
+                "its `capabilities` export failed when asked what it requests: {}",
+                failure.cause
+            ),
+            failure.detail,
+        )
+    })?;
+    validate::check_requests(&requests).map_err(|problem| (problem, String::new()))?;
     Ok(Started {
         pre,
         instance,
         description,
+        requests,
         output,
     })
 }
@@ -251,18 +283,22 @@ fn read_plugin(path: &Path) -> Result<Vec<u8>, String> {
     fs::read(path).map_err(|err| format!("the file cannot be read: {err}"))
 }
 
-/// Loads every candidate, several at a time, keeping their order.
+/// Loads every candidate with its grants, several at a time, keeping their
+/// order.
 pub fn load_all(
     sandbox: &Sandbox,
     cache: &CodeCache,
-    candidates: &[Candidate],
+    candidates: &[(Candidate, Arc<Grants>)],
 ) -> Vec<Result<LoadedPlugin, Refusal>> {
     let workers = std::thread::available_parallelism()
         .map(usize::from)
         .unwrap_or(1)
         .min(candidates.len());
     if workers <= 1 {
-        return candidates.iter().map(|c| load(sandbox, cache, c)).collect();
+        return candidates
+            .iter()
+            .map(|(c, grants)| load(sandbox, cache, c, grants))
+            .collect();
     }
     let next = Mutex::new(0usize);
     let results: Mutex<Vec<Option<Result<LoadedPlugin, Refusal>>>> =
@@ -277,10 +313,10 @@ pub fn load_all(
                         *next += 1;
                         index
                     };
-                    let Some(candidate) = candidates.get(index) else {
+                    let Some((candidate, grants)) = candidates.get(index) else {
                         return;
                     };
-                    let loaded = load(sandbox, cache, candidate);
+                    let loaded = load(sandbox, cache, candidate, grants);
                     results.lock().unwrap_or_else(|p| p.into_inner())[index] = Some(loaded);
                 }
             });
@@ -291,7 +327,7 @@ pub fn load_all(
         .unwrap_or_else(|p| p.into_inner())
         .into_iter()
         .zip(candidates)
-        .map(|(result, candidate)| {
+        .map(|(result, (candidate, _))| {
             result.unwrap_or_else(|| {
                 Err(Refusal::new(
                     candidate.name.as_str(),

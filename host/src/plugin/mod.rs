@@ -2,13 +2,19 @@
 //!
 //! A plugin is a component for the WIT world `envhost:environment/plugin`
 //! (`wit/environment.wit`) saved as `<project>/env/NAME.wasm`. At start-up
-//! [`load_project_plugins`] finds them, type-checks each (compile, link,
-//! instantiate, describe), registers the good ones as environments and
-//! reports the refused ones (stderr, an event, a screen section);
-//! `envhost check` ([`check`]) runs the same checks on one file.
+//! [`load_project_plugins`] reads the operator's `env/envhost.toml`, finds
+//! the plugins, type-checks each with its grants (pin, compile, link,
+//! instantiate, describe, requests), registers the good ones as
+//! environments and reports the refused ones (stderr, an event, a screen
+//! section); `envhost check` ([`check`]) runs the same checks on one file.
 //!
 //! - [`bindings`]: the host side of the WIT, generated.
-//! - [`sandbox`]: engine, linker, store limits, WASI with nothing granted.
+//! - [`config_file`]: `env/envhost.toml`, parsed with locations;
+//!   [`grants`]: what each plugin may do, resolved, and compared with what
+//!   it asks for.
+//! - [`sandbox`]: engine, linker, store limits, WASI opened only as far as
+//!   granted.
+//! - [`interactive`]: the import that runs granted programs in a PTY.
 //! - [`epoch`]: the clock thread behind per-call time limits.
 //! - [`guest_io`]: plugins' stdout, stderr and log lines, bounded.
 //! - [`cache`]: compiled code kept across starts.
@@ -25,11 +31,14 @@
 pub mod bindings;
 pub mod cache;
 pub mod check;
+pub mod config_file;
 pub mod environment;
 pub mod epoch;
 pub mod failure;
+pub mod grants;
 pub mod guest_io;
 pub mod instance;
+pub mod interactive;
 pub mod loader;
 pub mod sandbox;
 pub mod validate;
@@ -54,12 +63,20 @@ pub use validate::Refusal;
 /// can never be an environment's name.
 pub const REFUSED_SECTION: &str = "refused-plugins";
 
+/// The screen section for problems with the plugin configuration that
+/// refuse no plugin in particular (a broken file with no plugins, an entry
+/// for a plugin that is not there).
+pub const CONFIG_SECTION: &str = "plugin-config";
+
 /// How plugins are run, from the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PluginSettings {
     pub cache: CodeCache,
-    /// Bytes of memory each plugin instance may use.
+    /// Bytes of memory each plugin instance may use (unless granted more).
     pub memory_limit: usize,
+    /// The grants file, when not the default (`env/envhost.toml` next to
+    /// the plugins).
+    pub config_file: Option<PathBuf>,
 }
 
 impl Default for PluginSettings {
@@ -69,8 +86,28 @@ impl Default for PluginSettings {
                 .map(CodeCache::Directory)
                 .unwrap_or(CodeCache::Disabled),
             memory_limit: DEFAULT_MEMORY_LIMIT,
+            config_file: None,
         }
     }
+}
+
+/// The grants file for plugins in `plugin_folder`, and how messages show it
+/// (relative to `base` when inside it).
+pub fn config_path(
+    settings: &PluginSettings,
+    plugin_folder: &Path,
+    base: Option<&Path>,
+) -> (PathBuf, String) {
+    let path = settings
+        .config_file
+        .clone()
+        .unwrap_or_else(|| plugin_folder.join(config_file::FILE_NAME));
+    let shown = base
+        .and_then(|base| path.strip_prefix(base).ok())
+        .unwrap_or(&path)
+        .display()
+        .to_string();
+    (path, shown)
 }
 
 /// What loading the project's plugins did.
@@ -99,12 +136,35 @@ pub fn load_project_plugins(
     log: Arc<dyn LogSink>,
 ) -> LoadReport {
     let mut report = LoadReport::default();
-    let discovery = loader::discover(&plugin_dir(project_dir));
+    let folder = plugin_dir(project_dir);
+    let (config_path, config_shown) = config_path(settings, &folder, Some(project_dir));
+    let config = config_file::ConfigFile::read(&config_path, &config_shown);
+    let discovery = loader::discover(&folder);
     report.refused = discovery.refusals;
-    if !discovery.candidates.is_empty() {
+    let notices = config_notices(config.as_ref(), &discovery.candidates, &report.refused);
+    let mut planned = Vec::new();
+    let protected = [folder.clone(), config_path.clone()];
+    for candidate in discovery.candidates {
+        match grants::grants_for(
+            config.as_ref(),
+            candidate.name.as_str(),
+            &config_shown,
+            project_dir,
+            &protected,
+            output_limits.clone(),
+        ) {
+            Ok(granted) => planned.push((candidate, Arc::new(granted))),
+            Err(problem) => report.refused.push(Refusal::new(
+                candidate.name.as_str(),
+                &candidate.path,
+                problem,
+            )),
+        }
+    }
+    if !planned.is_empty() {
         match Sandbox::new(settings.memory_limit) {
             Err(err) => {
-                for candidate in &discovery.candidates {
+                for (candidate, _) in &planned {
                     report.refused.push(Refusal::new(
                         candidate.name.as_str(),
                         &candidate.path,
@@ -114,7 +174,7 @@ pub fn load_project_plugins(
             }
             Ok(sandbox) => {
                 let sandbox = Arc::new(sandbox);
-                let results = loader::load_all(&sandbox, &settings.cache, &discovery.candidates);
+                let results = loader::load_all(&sandbox, &settings.cache, &planned);
                 for result in results {
                     match result {
                         Ok(loaded) => {
@@ -123,12 +183,19 @@ pub fn load_project_plugins(
                             for line in loaded.start_output.log_lines(name.as_str()) {
                                 log.line(&line);
                             }
+                            let powers = grants::screen_lines(&grants::compare(
+                                &loaded.requests,
+                                &loaded.grants,
+                                sandbox.memory_limit(),
+                            ));
                             let environment = PluginEnvironment::new(PluginParts {
                                 name: name.to_string(),
                                 sandbox: Arc::clone(&sandbox),
                                 pre: loaded.pre,
                                 instance: loaded.instance,
                                 commands: loaded.description.commands,
+                                grants: loaded.grants,
+                                powers,
                                 output_limits: output_limits.clone(),
                                 log: Arc::clone(&log),
                                 cancel: cancel.clone(),
@@ -165,7 +232,64 @@ pub fn load_project_plugins(
             section: refused_section(&report.refused, project_dir),
         });
     }
+    if !notices.is_empty() {
+        for notice in &notices {
+            eprintln!("envhost: {notice}");
+        }
+        let mut content = format!(
+            "The plugin configuration ({config_shown}) has problems; fix them and restart the host:\n"
+        );
+        for notice in &notices {
+            content.push_str(&format!("  - {notice}\n"));
+        }
+        let lines = content.lines().count();
+        orchestrator.add_notice(NoticeSection {
+            key: CONFIG_SECTION.to_owned(),
+            section: ScreenSection::with_max_lines(content, lines.clamp(1, 20)),
+        });
+    }
     report
+}
+
+/// Problems in the configuration that no refusal reports: a broken file
+/// when there is no plugin to refuse, and entries for plugins that are not
+/// in env/ (a typo would leave the real plugin without its pin).
+fn config_notices(
+    config: Option<&config_file::ConfigFile>,
+    candidates: &[loader::Candidate],
+    refused: &[Refusal],
+) -> Vec<String> {
+    let Some(config) = config else {
+        return Vec::new();
+    };
+    let mut notices = Vec::new();
+    if let Some(error) = &config.file_error {
+        if candidates.is_empty() {
+            notices.push(format!("{error} (no plugin is loaded until it is fixed)"));
+        }
+        return notices;
+    }
+    for (name, entry) in &config.entries {
+        let present = candidates.iter().any(|c| c.name.as_str() == name)
+            || refused.iter().any(|r| r.plugin == *name);
+        if !present {
+            let at = match entry {
+                Ok(entry) => entry
+                    .at
+                    .map(|at| format!(":{}", at.line))
+                    .unwrap_or_default(),
+                Err(error) => error
+                    .at
+                    .map(|at| format!(":{}", at.line))
+                    .unwrap_or_default(),
+            };
+            notices.push(format!(
+                "warning: {}{at}: [plugins.{name}] grants powers to `{name}`, but there is no {name}.wasm among the plugins; is the name misspelled?",
+                config.shown
+            ));
+        }
+    }
+    notices
 }
 
 fn load_detail(loaded: &loader::LoadedPlugin, project_dir: &Path) -> String {

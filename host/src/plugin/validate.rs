@@ -16,11 +16,14 @@ use wasmtime::Engine;
 use wasmtime::component::types::{ComponentFunc, ComponentItem};
 use wasmtime::component::{Component, InstancePre, Type};
 
+use std::sync::Arc;
+
 use super::bindings::{
-    self, CommandResponse, Description, EXPORTED_FUNCTIONS, EXPORTED_INTERFACE, LOGGING_INTERFACE,
-    ScreenSection, WORLD,
+    self, CommandResponse, Description, EXPORTED_FUNCTIONS, EXPORTED_INTERFACE,
+    INTERACTIVE_INTERFACE, LOGGING_INTERFACE, ScreenSection, WORLD,
 };
 use super::failure::error_chain;
+use super::grants::{Grants, MAX_REQUEST_TEXT, MAX_REQUESTS, Power, Request};
 use super::sandbox::{HostState, Sandbox};
 use crate::help::{CommandHelp, CommandSpec};
 
@@ -151,7 +154,7 @@ pub fn link_problem(err: &wasmtime::Error) -> (String, String) {
         .any(|m| m.contains("function implementation is missing"));
     let problem = match (interface, item) {
         (Some(interface), Some(item)) if is_ours(&interface) => format!(
-            "it imports `{item}` from `{interface}`, which this host does not provide{}. This host's `{LOGGING_INTERFACE}` offers only `log`; was the plugin built against a newer envhost wit/?",
+            "it imports `{item}` from `{interface}`, which this host does not provide{}. This host's `{LOGGING_INTERFACE}` offers `log`, and `{INTERACTIVE_INTERFACE}` offers `start` and the `session` resource; was the plugin built against a newer envhost wit/?",
             if missing_function {
                 " (no such function)"
             } else {
@@ -176,7 +179,7 @@ pub fn link_problem(err: &wasmtime::Error) -> (String, String) {
 
 fn offered_imports() -> String {
     format!(
-        "Plugins get `{LOGGING_INTERFACE}` and WASI 0.2 (wasi:cli, wasi:clocks, wasi:filesystem, wasi:io, wasi:random, wasi:sockets; sandboxed), nothing else"
+        "Plugins get `{LOGGING_INTERFACE}`, `{INTERACTIVE_INTERFACE}` and WASI 0.2 (wasi:cli, wasi:clocks, wasi:filesystem, wasi:io, wasi:random, wasi:sockets; sandboxed), nothing else"
     )
 }
 
@@ -245,6 +248,7 @@ pub fn instantiate_problem(
     sandbox: &Sandbox,
     instance_pre: &InstancePre<HostState>,
     component: &Component,
+    grants: &Arc<Grants>,
 ) -> (String, String) {
     let detail = error_chain(err);
     let is_type_error = err.chain().any(|c| {
@@ -252,7 +256,9 @@ pub fn instantiate_problem(
         text.contains("type mismatch") || text.contains("failed to convert function")
     });
     if is_type_error {
-        if let Some((function, probe_detail)) = find_mistyped_function(sandbox, instance_pre) {
+        if let Some((function, probe_detail)) =
+            find_mistyped_function(sandbox, instance_pre, grants)
+        {
             let expected = bindings::expected_signature(&function).unwrap_or("?");
             let found = found_signature(component, sandbox.engine(), &function)
                 .map(|s| format!(", the plugin has `{s}`"))
@@ -301,8 +307,11 @@ fn expected_records(signature: &str) -> String {
 fn find_mistyped_function(
     sandbox: &Sandbox,
     instance_pre: &InstancePre<HostState>,
+    grants: &Arc<Grants>,
 ) -> Option<(String, String)> {
-    let mut store = sandbox.new_store(super::guest_io::GuestOutput::new());
+    let mut store = sandbox
+        .new_store(super::guest_io::GuestOutput::new(), grants)
+        .ok()?;
     let instance = {
         let _call = sandbox.begin_call(&mut store, super::instance::QUICK_CALL_LIMIT, None);
         instance_pre.instantiate(&mut store).ok()?
@@ -505,6 +514,37 @@ pub fn check_description(
         .unwrap_or("")
         .to_owned();
     Ok(CheckedDescription { summary, commands })
+}
+
+/// A plugin's requests, checked for size (they are shown to the operator).
+pub fn check_requests(requests: &[Request]) -> Result<(), String> {
+    if requests.len() > MAX_REQUESTS {
+        return Err(format!(
+            "it asks for {} powers in its `capabilities` export; the host takes at most {MAX_REQUESTS}",
+            requests.len()
+        ));
+    }
+    for request in requests {
+        let text = match &request.power {
+            Power::ReadDirectory(s)
+            | Power::WriteDirectory(s)
+            | Power::Variable(s)
+            | Power::Program(s) => s.as_str(),
+            Power::Memory(_) | Power::TimeLimit(_) => "",
+        };
+        if text.len() > MAX_REQUEST_TEXT || request.reason.len() > MAX_REQUEST_TEXT {
+            return Err(format!(
+                "a request in its `capabilities` export is over {MAX_REQUEST_TEXT} bytes long"
+            ));
+        }
+        if text.contains(['\n', '\0']) {
+            return Err(format!(
+                "its `capabilities` export asks for {:?}, which is not a name or a path",
+                text
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn between(text: &str, start: &str, end: &str) -> Option<String> {

@@ -1,0 +1,225 @@
+//! Interactive programs through a plugin, beside their floor (not a test:
+//! it prints numbers).
+//!
+//! One command, `select 1;` in sqlite3, three ways:
+//!
+//! - **raw PTY**: sqlite3 in a pseudo-terminal, a line written and the
+//!   terminal read until `sqlite> `: the floor for any PTY-driven program.
+//! - **session**: the host's `interactive::Session` alone (send, then wait
+//!   for the prompt: ANSI cleaning, echo removal, output capture).
+//! - **envhost**: the whole path, the real `envhost serve` with the sqlite
+//!   plugin over NDJSON (protocol, orchestrator, wasm call, host import,
+//!   screen of every environment).
+//!
+//! Prints the median and p95 of each and the ratios to the floor. Needs
+//! sqlite3 and the plugins (`scripts/build-plugins`). Validate with
+//! `cargo bench --profile dev --bench interactive`.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use envhost::output::capture::OutputLimits;
+use envhost::plugin::grants::find_program;
+use envhost::plugin::interactive::prompt::Prompt;
+use envhost::plugin::interactive::session::{AtDeadline, Session, Waited};
+use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+
+const ROUNDS: usize = 500;
+const WARMUP: usize = 20;
+
+fn main() {
+    let Ok(sqlite3) = find_program("sqlite3") else {
+        eprintln!("sqlite3 is not installed; nothing to measure");
+        std::process::exit(2);
+    };
+    let plugin = sqlite_wasm();
+    println!(
+        "envhost interactive bench ({} profile): `select 1;` in sqlite3, {ROUNDS} rounds",
+        if cfg!(debug_assertions) {
+            "dev (validation only)"
+        } else {
+            "release"
+        }
+    );
+    let raw = raw_pty(&sqlite3);
+    let session = host_session(&sqlite3);
+    let whole = through_envhost(&plugin);
+    println!();
+    println!("{:<40} {:>10} {:>10} {:>8}", "", "median", "p95", "ratio");
+    for (label, times) in [
+        ("raw PTY (floor)", &raw),
+        ("host session (send + wait)", &session),
+        ("envhost serve + sqlite plugin", &whole),
+    ] {
+        println!(
+            "{:<40} {:>10} {:>10} {:>7.1}x",
+            label,
+            us(percentile(times, 50)),
+            us(percentile(times, 95)),
+            percentile(times, 50).as_secs_f64() / percentile(&raw, 50).as_secs_f64()
+        );
+    }
+}
+
+fn sqlite_wasm() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let path = target.join("wasm32-wasip2/wasm-release/sqlite.wasm");
+    if !path.is_file() {
+        eprintln!(
+            "{} is missing: run `scripts/build-plugins` first.",
+            path.display()
+        );
+        std::process::exit(2);
+    }
+    path
+}
+
+fn raw_pty(sqlite3: &Path) -> Vec<Duration> {
+    let pair = native_pty_system()
+        .openpty(PtySize {
+            rows: 1000,
+            cols: 500,
+            pixel_width: 0,
+            pixel_height: 0,
+        })
+        .expect("pty");
+    let mut command = CommandBuilder::new(sqlite3.as_os_str());
+    command.arg("-interactive");
+    command.env("TERM", "dumb");
+    let mut child = pair.slave.spawn_command(command).expect("spawn sqlite3");
+    drop(pair.slave);
+    let mut reader = pair.master.try_clone_reader().expect("reader");
+    let mut writer = pair.master.take_writer().expect("writer");
+    let mut pending = Vec::new();
+    let mut read_to_prompt = |pending: &mut Vec<u8>| {
+        let mut buffer = [0u8; 65536];
+        while !pending.ends_with(b"sqlite> ") {
+            let n = reader.read(&mut buffer).expect("read");
+            assert!(n > 0, "sqlite3 closed its terminal");
+            pending.extend_from_slice(&buffer[..n]);
+        }
+        pending.clear();
+    };
+    read_to_prompt(&mut pending);
+    let mut times = Vec::new();
+    for round in 0..WARMUP + ROUNDS {
+        let started = Instant::now();
+        writer.write_all(b"select 1;\n").expect("write");
+        read_to_prompt(&mut pending);
+        if round >= WARMUP {
+            times.push(started.elapsed());
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    times
+}
+
+fn host_session(sqlite3: &Path) -> Vec<Duration> {
+    let dir = tempfile::tempdir().expect("dir");
+    let limits = OutputLimits::for_project(dir.path());
+    let environment = vec![(OsString::from("TERM"), OsString::from("dumb"))];
+    let mut session = Session::start(
+        "sqlite3",
+        sqlite3,
+        &["-interactive".to_owned()],
+        dir.path(),
+        environment,
+    )
+    .expect("start sqlite3");
+    let prompt = Prompt::new("sqlite> ").expect("prompt");
+    let far = || Instant::now() + Duration::from_secs(30);
+    session
+        .wait(
+            &prompt,
+            far(),
+            AtDeadline::Interrupt,
+            None,
+            &limits,
+            "bench",
+        )
+        .expect("banner");
+    let mut times = Vec::new();
+    for round in 0..WARMUP + ROUNDS {
+        let started = Instant::now();
+        session.send("select 1;", true, None, None).expect("send");
+        let waited = session
+            .wait(
+                &prompt,
+                far(),
+                AtDeadline::Interrupt,
+                None,
+                &limits,
+                "bench",
+            )
+            .expect("wait");
+        assert!(
+            matches!(&waited, Waited::Prompt { before, .. } if before == "1\n"),
+            "{waited:?}"
+        );
+        if round >= WARMUP {
+            times.push(started.elapsed());
+        }
+    }
+    times
+}
+
+fn through_envhost(plugin: &Path) -> Vec<Duration> {
+    let project = tempfile::tempdir().expect("project");
+    std::fs::create_dir_all(project.path().join("env")).expect("env/");
+    std::fs::copy(plugin, project.path().join("env/sqlite.wasm")).expect("copy plugin");
+    std::fs::write(
+        project.path().join("env/envhost.toml"),
+        "[plugins.sqlite]\nprograms = [\"sqlite3\"]\n",
+    )
+    .expect("config");
+    let cache = tempfile::tempdir().expect("cache");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_envhost"))
+        .arg("serve")
+        .arg("--project")
+        .arg(project.path())
+        .arg("--plugin-cache")
+        .arg(cache.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start envhost");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let request = b"{\"type\":\"command\",\"environment\":\"sqlite\",\"command\":\"select 1;\"}\n";
+    let mut times = Vec::new();
+    let mut line = String::new();
+    for round in 0..WARMUP + ROUNDS {
+        let started = Instant::now();
+        stdin.write_all(request).expect("write");
+        stdin.flush().expect("flush");
+        line.clear();
+        stdout.read_line(&mut line).expect("read");
+        assert!(line.contains("\"success\":true"), "{line}");
+        if round >= WARMUP {
+            times.push(started.elapsed());
+        }
+    }
+    drop(stdin);
+    let _ = child.wait();
+    times
+}
+
+fn percentile(times: &[Duration], p: usize) -> Duration {
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    sorted[(sorted.len() - 1) * p / 100]
+}
+
+fn us(duration: Duration) -> String {
+    format!("{} µs", duration.as_micros())
+}

@@ -1,0 +1,709 @@
+//! One program a plugin runs in a pseudo-terminal.
+//!
+//! [`Session::start`] runs the program (already resolved and granted) in a
+//! fresh PTY from portable-pty: its own session with the terminal as its
+//! controlling terminal, in the project folder, with exactly the
+//! environment it is given. It is spawned through
+//! `process::reaper::spawn_managed`, so its exit status is this module's.
+//! There is no reader thread: like pexpect, the terminal is read only while
+//! a plugin waits, so a program that prints between calls blocks on a full
+//! terminal, as it would with nobody at the keyboard.
+//!
+//! A wait past the command's deadline interrupts the terminal's foreground
+//! job with the `process::interrupt` ladder (SIGINT, SIGTERM, SIGKILL)
+//! until the prompt comes back or the program ends; a wait past a shorter
+//! limit of the plugin's own only stops waiting. Dropping a `Session` hangs up the
+//! terminal's whole session (SIGHUP, then SIGKILL to whatever is left, the
+//! program and anything it started, e.g. gdb's inferior) and reaps the
+//! program.
+//!
+//! This module decides nothing about grants or what a plugin is told.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::path::Path;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{Signal, kill};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{Pid, tcgetpgrp};
+use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
+
+use super::prompt::{Prompt, PromptWatch};
+use crate::environment::CancelFlag;
+use crate::process::interrupt::{DEFAULT_LADDER, Escalation, escalate, signal_group};
+use crate::process::procfs;
+use crate::process::reaper::{self, ManagedPid};
+
+/// The terminal's size: wide and tall, so programs wrap and paginate as
+/// little as possible.
+pub const ROWS: u16 = 1000;
+pub const COLUMNS: u16 = 500;
+
+/// How often a wait looks at the deadline and the host's cancellation.
+const POLL_INTERVAL: Duration = Duration::from_millis(POLL_INTERVAL_MS as u64);
+const POLL_INTERVAL_MS: u16 = 50;
+/// How long a program gets to show its prompt after a Ctrl-C of the host.
+const CANCEL_SETTLE: Duration = Duration::from_millis(500);
+/// How long a hung-up program gets to end before SIGKILL.
+const HANGUP_GRACE: Duration = Duration::from_millis(500);
+/// How long an ended program's exit status is waited for.
+const REAP_WAIT: Duration = Duration::from_secs(2);
+/// Most bytes read from the terminal at once.
+const READ_SIZE: usize = 64 * 1024;
+
+/// Most typed lines remembered for echo removal between two waits.
+const TYPED_LINES_KEPT: usize = 1000;
+
+/// What to do when a wait's time is up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtDeadline {
+    /// Interrupt the foreground job until the prompt is back (the
+    /// command's own time is up).
+    Interrupt,
+    /// Stop waiting; the program runs on (the plugin's shorter limit).
+    LeaveRunning,
+}
+
+/// How a wait ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Waited {
+    /// The prompt appeared; the output before it and the prompt's text.
+    Prompt { before: String, prompt: String },
+    /// The deadline passed first; `how` says whether and how the program
+    /// was interrupted. `output` is everything seen.
+    TimedOut { output: String, how: String },
+    /// The program ended.
+    Exited { output: String, status: i32 },
+    /// The host was interrupted (Ctrl-C in the REPL, SIGTERM); the
+    /// program got SIGINT, and `how` says whether its prompt came back.
+    Cancelled { output: String, how: String },
+}
+
+/// Why talking to the program failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SessionError {
+    #[error("{0}")]
+    CannotStart(String),
+    #[error("{program} has ended ({status}); start it again to go on")]
+    Ended { program: String, status: String },
+    #[error("the command's time ran out while typing into {program}")]
+    OutOfTime { program: String },
+    #[error("talking to {program} failed: {why}")]
+    Io { program: String, why: String },
+}
+
+/// A running program in its own terminal.
+pub struct Session {
+    /// As shown in messages (`sqlite3`).
+    program: String,
+    pid: i32,
+    _child: Box<dyn portable_pty::Child + Send + Sync>,
+    _managed: Option<ManagedPid>,
+    _master: Box<dyn MasterPty + Send>,
+    /// A non-blocking duplicate of the master side.
+    terminal: File,
+    /// Read while typing, not yet seen by a wait.
+    unread: Vec<u8>,
+    /// Lines typed since the last wait (their echo is left out).
+    typed: Vec<String>,
+    /// Every holder of the terminal closed it.
+    hung_up: bool,
+    exit: Option<i32>,
+}
+
+impl Session {
+    /// Starts `path` (shown as `program`) with `args` in `cwd`, with exactly
+    /// `environment`.
+    pub fn start(
+        program: &str,
+        path: &Path,
+        args: &[String],
+        cwd: &Path,
+        environment: Vec<(OsString, OsString)>,
+    ) -> Result<Session, SessionError> {
+        let cannot =
+            |why: String| SessionError::CannotStart(format!("{program} cannot be started: {why}"));
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows: ROWS,
+                cols: COLUMNS,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .map_err(|e| cannot(format!("no pseudo-terminal: {e:#}")))?;
+        let raw = pair
+            .master
+            .as_raw_fd()
+            .ok_or_else(|| cannot("the pseudo-terminal has no descriptor".to_owned()))?;
+        // SAFETY: `raw` belongs to `pair.master`, alive here; the borrow
+        // only lasts for the duplication.
+        let master = unsafe { BorrowedFd::borrow_raw(raw) };
+        let terminal = File::from(
+            master
+                .try_clone_to_owned()
+                .map_err(|e| cannot(format!("duplicating the terminal: {e}")))?,
+        );
+        set_nonblocking(terminal.as_fd()).map_err(|e| cannot(format!("terminal mode: {e}")))?;
+
+        let mut command = CommandBuilder::new(path.as_os_str());
+        command.args(args);
+        command.env_clear();
+        for (name, value) in environment {
+            command.env(name, value);
+        }
+        command.cwd(cwd.as_os_str());
+        let slave = pair.slave;
+        let (child, managed) =
+            reaper::spawn_managed(|| slave.spawn_command(command), |c| c.process_id())
+                .map_err(|e| cannot(format!("{e:#}")))?;
+        // The program holds the slave side; the host must not, or it would
+        // never see the terminal hang up.
+        drop(slave);
+        let pid = child
+            .process_id()
+            .and_then(|p| i32::try_from(p).ok())
+            .ok_or_else(|| cannot("it started without a process id".to_owned()))?;
+        Ok(Session {
+            program: program.to_owned(),
+            pid,
+            _child: child,
+            _managed: managed,
+            _master: pair.master,
+            terminal,
+            unread: Vec::new(),
+            typed: Vec::new(),
+            hung_up: false,
+            exit: None,
+        })
+    }
+
+    pub fn program(&self) -> &str {
+        &self.program
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// The exit status (128 + N after signal N) once the program ended.
+    pub fn exit_status(&mut self) -> Option<i32> {
+        if self.exit.is_none() {
+            self.exit = self.poll_exit();
+        }
+        self.exit
+    }
+
+    fn poll_exit(&self) -> Option<i32> {
+        loop {
+            return match waitpid(Pid::from_raw(self.pid), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(_, code)) => Some(code),
+                Ok(WaitStatus::Signaled(_, signal, _)) => Some(128 + signal as i32),
+                Err(Errno::EINTR) => continue,
+                Ok(_) => None,
+                // Collected elsewhere (should not happen: it is managed).
+                Err(_) => Some(-1),
+            };
+        }
+    }
+
+    fn ended_error(&mut self) -> SessionError {
+        let status = match self.exit_status() {
+            Some(code) => format!("exit status {code}"),
+            None => "its terminal closed".to_owned(),
+        };
+        SessionError::Ended {
+            program: self.program.clone(),
+            status,
+        }
+    }
+
+    /// Types `text`; `line` adds Enter. Bounded by `until`.
+    pub fn send(
+        &mut self,
+        text: &str,
+        line: bool,
+        until: Option<Instant>,
+        cancel: Option<&CancelFlag>,
+    ) -> Result<(), SessionError> {
+        if self.hung_up || self.exit_status().is_some() {
+            return Err(self.ended_error());
+        }
+        let mut bytes = text.as_bytes().to_vec();
+        if line {
+            bytes.push(b'\n');
+            self.typed.extend(text.split('\n').map(str::to_owned));
+            if self.typed.len() > TYPED_LINES_KEPT {
+                let excess = self.typed.len() - TYPED_LINES_KEPT;
+                self.typed.drain(..excess);
+            }
+        }
+        let mut written = 0;
+        while written < bytes.len() {
+            match (&self.terminal).write(&bytes[written..]) {
+                Ok(n) => written += n,
+                Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                Err(err) if err.kind() == ErrorKind::WouldBlock => {
+                    // The program is not reading: keep its output flowing
+                    // (it may be blocked writing) while waiting to type.
+                    if until.is_some_and(|u| Instant::now() >= u)
+                        || cancel.is_some_and(CancelFlag::is_cancelled)
+                    {
+                        return Err(SessionError::OutOfTime {
+                            program: self.program.clone(),
+                        });
+                    }
+                    let flags = PollFlags::POLLIN | PollFlags::POLLOUT;
+                    if self.poll(flags, POLL_INTERVAL_MS)? {
+                        self.read_into_unread()?;
+                    }
+                }
+                Err(err) if err.raw_os_error() == Some(libc_eio()) => {
+                    self.hung_up = true;
+                    return Err(self.ended_error());
+                }
+                Err(err) => {
+                    return Err(SessionError::Io {
+                        program: self.program.clone(),
+                        why: err.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `true` when the terminal is ready for `flags` (or hung up).
+    fn poll(&self, flags: PollFlags, timeout_ms: u16) -> Result<bool, SessionError> {
+        let mut fds = [PollFd::new(self.terminal.as_fd(), flags)];
+        match poll(&mut fds, PollTimeout::from(timeout_ms)) {
+            Ok(0) | Err(Errno::EINTR) => Ok(false),
+            Ok(_) => Ok(true),
+            Err(err) => Err(SessionError::Io {
+                program: self.program.clone(),
+                why: err.to_string(),
+            }),
+        }
+    }
+
+    fn read_into_unread(&mut self) -> Result<(), SessionError> {
+        let mut buffer = vec![0u8; READ_SIZE];
+        if let Some(n) = self.read_once(&mut buffer)? {
+            self.unread.extend_from_slice(&buffer[..n]);
+        }
+        Ok(())
+    }
+
+    /// One read: `Some(n)` bytes, or `None` when nothing is there (or the
+    /// terminal hung up, which is remembered).
+    fn read_once(&mut self, buffer: &mut [u8]) -> Result<Option<usize>, SessionError> {
+        loop {
+            return match (&self.terminal).read(buffer) {
+                Ok(0) => {
+                    self.hung_up = true;
+                    Ok(None)
+                }
+                Ok(n) => Ok(Some(n)),
+                Err(err) if err.kind() == ErrorKind::Interrupted => continue,
+                Err(err) if err.kind() == ErrorKind::WouldBlock => Ok(None),
+                // Linux: EIO once every holder of the slave side closed it.
+                Err(err) if err.raw_os_error() == Some(libc_eio()) => {
+                    self.hung_up = true;
+                    Ok(None)
+                }
+                Err(err) => Err(SessionError::Io {
+                    program: self.program.clone(),
+                    why: err.to_string(),
+                }),
+            };
+        }
+    }
+
+    /// Waits for `prompt` until `until`; past it, interrupts the program
+    /// and waits for the prompt to come back, or leaves it running, as
+    /// `at_deadline` says. Output is cleaned and capped with `limits`
+    /// (`label` names a saved file).
+    pub fn wait(
+        &mut self,
+        prompt: &Prompt,
+        until: Instant,
+        at_deadline: AtDeadline,
+        cancel: Option<&CancelFlag>,
+        limits: &crate::output::capture::OutputLimits,
+        label: &str,
+    ) -> Result<Waited, SessionError> {
+        if self.hung_up && self.unread.is_empty() {
+            return Err(self.ended_error());
+        }
+        let typed = std::mem::take(&mut self.typed);
+        let mut watch = PromptWatch::new(limits, label, typed);
+        match self.watch_until(&mut watch, prompt, until, cancel)? {
+            Watched::Prompt(start, text) => {
+                let found = watch.finish_at(start, text);
+                return Ok(Waited::Prompt {
+                    before: found.before,
+                    prompt: found.prompt,
+                });
+            }
+            Watched::Hung => return Ok(self.exited(watch)),
+            Watched::Cancelled => {
+                // Ctrl-C, as the user meant it: the program's job is
+                // interrupted and the program kept, back at its prompt if
+                // that comes quickly.
+                let _ = signal_group(self.foreground(), Signal::SIGINT);
+                let settle = Instant::now() + CANCEL_SETTLE;
+                let how = match self.watch_until(&mut watch, prompt, settle, None)? {
+                    Watched::Prompt(start, text) => {
+                        let found = watch.finish_at(start, text);
+                        return Ok(Waited::Cancelled {
+                            output: found.before,
+                            how: format!(
+                                "interrupted with SIGINT; {} is back at its prompt",
+                                self.program
+                            ),
+                        });
+                    }
+                    Watched::Hung => {
+                        let status = self.reap();
+                        format!(
+                            "interrupted with SIGINT; {} ended (exit status {status})",
+                            self.program
+                        )
+                    }
+                    _ => "interrupted with SIGINT; its prompt did not come back".to_owned(),
+                };
+                return Ok(Waited::Cancelled {
+                    output: watch.finish(),
+                    how,
+                });
+            }
+            Watched::Deadline if at_deadline == AtDeadline::LeaveRunning => {
+                return Ok(Waited::TimedOut {
+                    output: watch.finish(),
+                    how: format!(
+                        "{} is still running (wait again, or interrupt it)",
+                        self.program
+                    ),
+                });
+            }
+            Watched::Deadline => {}
+        }
+        // Past the deadline: interrupt as a terminal would, until the
+        // prompt comes back or the program ends.
+        let pid = self.pid;
+        let raw = self.terminal.as_raw_fd();
+        let mut last: Option<Watched> = None;
+        let escalation = escalate(
+            &DEFAULT_LADDER,
+            |signal| signal_group(foreground_of(raw, pid), signal),
+            |grace| {
+                let watched = self.watch_until(&mut watch, prompt, Instant::now() + grace, None);
+                let done = matches!(watched, Ok(Watched::Prompt(..) | Watched::Hung));
+                last = watched.ok();
+                done
+            },
+        );
+        let how = match escalation {
+            Escalation::StoppedBy(signal) => format!("interrupted with {}", signal.as_str()),
+            Escalation::AlreadyGone => "it ended by itself".to_owned(),
+            Escalation::Unresponsive => {
+                "it ignored SIGINT, SIGTERM and SIGKILL (its foreground job may be stuck in the kernel)"
+                    .to_owned()
+            }
+        };
+        Ok(match last {
+            Some(Watched::Prompt(start, text)) => {
+                let found = watch.finish_at(start, text);
+                Waited::TimedOut {
+                    output: found.before,
+                    how: format!("{how}; {} is back at its prompt", self.program),
+                }
+            }
+            Some(Watched::Hung) => {
+                let status = self.reap();
+                Waited::TimedOut {
+                    output: watch.finish(),
+                    how: format!("{how}; {} ended (exit status {status})", self.program),
+                }
+            }
+            _ => Waited::TimedOut {
+                output: watch.finish(),
+                how: format!("{how}; its prompt did not come back"),
+            },
+        })
+    }
+
+    fn exited(&mut self, watch: PromptWatch) -> Waited {
+        let status = self.reap();
+        Waited::Exited {
+            output: watch.finish(),
+            status,
+        }
+    }
+
+    /// After the terminal hung up: the program's exit status, waiting a
+    /// moment for it (a program may close its terminal and then exit), and
+    /// ending it if it lingers without a terminal.
+    fn reap(&mut self) -> i32 {
+        let deadline = Instant::now() + REAP_WAIT;
+        loop {
+            if let Some(status) = self.exit_status() {
+                return status;
+            }
+            if Instant::now() >= deadline {
+                self.end_session();
+                return self.exit_status().unwrap_or(-1);
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Reads and feeds `watch` until the prompt, a hang-up, `until` or a
+    /// cancellation.
+    fn watch_until(
+        &mut self,
+        watch: &mut PromptWatch,
+        prompt: &Prompt,
+        until: Instant,
+        cancel: Option<&CancelFlag>,
+    ) -> Result<Watched, SessionError> {
+        let mut buffer = vec![0u8; READ_SIZE];
+        loop {
+            if !self.unread.is_empty() {
+                watch.feed(&std::mem::take(&mut self.unread));
+            }
+            while let Some(n) = self.read_once(&mut buffer)? {
+                watch.feed(&buffer[..n]);
+            }
+            if let Some((start, text)) = watch.find(prompt) {
+                return Ok(Watched::Prompt(start, text));
+            }
+            if self.hung_up {
+                return Ok(Watched::Hung);
+            }
+            if cancel.is_some_and(CancelFlag::is_cancelled) {
+                return Ok(Watched::Cancelled);
+            }
+            let now = Instant::now();
+            if now >= until {
+                return Ok(Watched::Deadline);
+            }
+            let wait = (until - now).min(POLL_INTERVAL);
+            let wait_ms = u16::try_from(wait.as_millis())
+                .unwrap_or(POLL_INTERVAL_MS)
+                .max(1);
+            self.poll(PollFlags::POLLIN, wait_ms)?;
+        }
+    }
+
+    /// Sends SIGINT to the foreground job, as Ctrl-C would.
+    pub fn interrupt(&mut self) -> Result<(), SessionError> {
+        if self.hung_up || self.exit_status().is_some() {
+            return Err(self.ended_error());
+        }
+        signal_group(self.foreground(), Signal::SIGINT);
+        Ok(())
+    }
+
+    fn foreground(&self) -> i32 {
+        foreground_of(self.terminal.as_raw_fd(), self.pid)
+    }
+
+    /// Hangs up the terminal's session and makes sure all of it ends.
+    fn end_session(&mut self) {
+        let members = |session: i32| -> Vec<i32> {
+            procfs::process_table()
+                .into_iter()
+                .filter(|p| p.session == session && p.state != 'Z' && p.state != 'X')
+                .map(|p| p.pid)
+                .collect()
+        };
+        for pid in members(self.pid) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGHUP);
+            let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
+        }
+        let deadline = Instant::now() + HANGUP_GRACE;
+        while self.exit_status().is_none() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        // The program, and anything it started in its session (gdb's
+        // inferior, a job), whether or not the program is gone already.
+        for pid in members(self.pid) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        let deadline = Instant::now() + REAP_WAIT;
+        while self.exit_status().is_none() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+enum Watched {
+    Prompt(usize, String),
+    Hung,
+    Deadline,
+    Cancelled,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.end_session();
+    }
+}
+
+/// The terminal's foreground process group, or the program's own group.
+fn foreground_of(raw: std::os::fd::RawFd, pid: i32) -> i32 {
+    // SAFETY: `raw` is the session's terminal, open for the session's life.
+    let fd = unsafe { BorrowedFd::borrow_raw(raw) };
+    match tcgetpgrp(fd) {
+        Ok(group) if group.as_raw() > 1 => group.as_raw(),
+        _ => pid,
+    }
+}
+
+fn set_nonblocking(fd: BorrowedFd<'_>) -> nix::Result<()> {
+    let flags = OFlag::from_bits_truncate(fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL)?);
+    fcntl(fd.as_raw_fd(), FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
+    Ok(())
+}
+
+fn libc_eio() -> i32 {
+    Errno::EIO as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::capture::OutputLimits;
+    use crate::plugin::grants::find_program;
+
+    fn shell() -> (Session, Prompt, OutputLimits, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = find_program("sh").unwrap();
+        let environment = vec![
+            (
+                OsString::from("PATH"),
+                std::env::var_os("PATH").unwrap_or_default(),
+            ),
+            (OsString::from("PS1"), OsString::from("test$ ")),
+        ];
+        let session =
+            Session::start("sh", &path, &["-i".to_owned()], dir.path(), environment).unwrap();
+        let limits = OutputLimits::for_project(dir.path());
+        (session, Prompt::new(r"test\$ ").unwrap(), limits, dir)
+    }
+
+    fn soon() -> Instant {
+        Instant::now() + Duration::from_secs(20)
+    }
+
+    fn alive(pid: i32) -> bool {
+        procfs::process_info(pid).is_some_and(|p| p.state != 'Z' && p.state != 'X')
+    }
+
+    #[test]
+    fn answers_at_the_prompt_without_the_echo_and_ends_when_dropped() {
+        let (mut session, prompt, limits, _dir) = shell();
+        let first = session
+            .wait(&prompt, soon(), AtDeadline::Interrupt, None, &limits, "t")
+            .unwrap();
+        assert!(matches!(first, Waited::Prompt { .. }), "{first:?}");
+        session.send("echo $((6 * 7))", true, None, None).unwrap();
+        let answer = session
+            .wait(&prompt, soon(), AtDeadline::Interrupt, None, &limits, "t")
+            .unwrap();
+        assert_eq!(
+            answer,
+            Waited::Prompt {
+                before: "42\n".into(),
+                prompt: "test$ ".into()
+            }
+        );
+        let pid = session.pid();
+        assert!(alive(pid));
+        drop(session);
+        assert!(!alive(pid), "the program outlived its session");
+    }
+
+    #[test]
+    fn a_deadline_interrupts_the_foreground_job_and_keeps_the_program() {
+        let (mut session, prompt, limits, _dir) = shell();
+        session
+            .wait(&prompt, soon(), AtDeadline::Interrupt, None, &limits, "t")
+            .unwrap();
+        session.send("sleep 30", true, None, None).unwrap();
+        let until = Instant::now() + Duration::from_millis(200);
+        let waited = session
+            .wait(&prompt, until, AtDeadline::Interrupt, None, &limits, "t")
+            .unwrap();
+        let Waited::TimedOut { how, .. } = waited else {
+            panic!("{waited:?}");
+        };
+        assert_eq!(how, "interrupted with SIGINT; sh is back at its prompt");
+        session.send("echo still here", true, None, None).unwrap();
+        let after = session
+            .wait(&prompt, soon(), AtDeadline::Interrupt, None, &limits, "t")
+            .unwrap();
+        assert!(
+            matches!(&after, Waited::Prompt { before, .. } if before == "still here\n"),
+            "{after:?}"
+        );
+    }
+
+    #[test]
+    fn a_shorter_limit_of_the_plugin_only_stops_waiting() {
+        let (mut session, prompt, limits, _dir) = shell();
+        session
+            .wait(&prompt, soon(), AtDeadline::Interrupt, None, &limits, "t")
+            .unwrap();
+        session
+            .send("sleep 1; echo done", true, None, None)
+            .unwrap();
+        let until = Instant::now() + Duration::from_millis(100);
+        let waited = session
+            .wait(&prompt, until, AtDeadline::LeaveRunning, None, &limits, "t")
+            .unwrap();
+        assert_eq!(
+            waited,
+            Waited::TimedOut {
+                output: String::new(),
+                how: "sh is still running (wait again, or interrupt it)".into()
+            }
+        );
+        let later = session
+            .wait(&prompt, soon(), AtDeadline::Interrupt, None, &limits, "t")
+            .unwrap();
+        assert!(
+            matches!(&later, Waited::Prompt { before, .. } if before == "done\n"),
+            "{later:?}"
+        );
+    }
+
+    #[test]
+    fn an_exit_is_reported_with_its_status_and_then_refused() {
+        let (mut session, prompt, limits, _dir) = shell();
+        session
+            .wait(&prompt, soon(), AtDeadline::Interrupt, None, &limits, "t")
+            .unwrap();
+        session.send("exit 3", true, None, None).unwrap();
+        let waited = session
+            .wait(&prompt, soon(), AtDeadline::Interrupt, None, &limits, "t")
+            .unwrap();
+        assert!(
+            matches!(waited, Waited::Exited { status: 3, .. }),
+            "{waited:?}"
+        );
+        assert_eq!(session.exit_status(), Some(3));
+        let refused = session.send("echo hi", true, None, None).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "sh has ended (exit status 3); start it again to go on"
+        );
+    }
+}
