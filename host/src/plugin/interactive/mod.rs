@@ -135,7 +135,7 @@ impl HostSession for HostState {
         prompt: String,
         timeout_ms: Option<u32>,
     ) -> Result<Reply, Error> {
-        let prompt = Prompt::new(&prompt).map_err(Error::BadPattern)?;
+        let prompt = Prompt::cached(&prompt).map_err(Error::BadPattern)?;
         let deadline = self.call_deadline();
         if self.call_time_spent() {
             return Err(Error::OutOfTime(

@@ -45,6 +45,34 @@ impl Prompt {
         })?;
         Ok(Prompt { anchored })
     }
+
+    /// [`Prompt::new`], remembering the last few patterns: a plugin waits
+    /// for the same prompt after every line it sends, and compiling the
+    /// regex again each time cost more than the whole round trip to the
+    /// program. Refused patterns are not remembered.
+    pub fn cached(pattern: &str) -> Result<Prompt, String> {
+        const KEPT: usize = 16;
+        thread_local! {
+            static RECENT: std::cell::RefCell<Vec<(String, Prompt)>> =
+                const { std::cell::RefCell::new(Vec::new()) };
+        }
+        if let Some(prompt) = RECENT.with_borrow(|recent| {
+            recent
+                .iter()
+                .find(|(known, _)| known == pattern)
+                .map(|(_, prompt)| prompt.clone())
+        }) {
+            return Ok(prompt);
+        }
+        let prompt = Prompt::new(pattern)?;
+        RECENT.with_borrow_mut(|recent| {
+            if recent.len() == KEPT {
+                recent.remove(0);
+            }
+            recent.push((pattern.to_owned(), prompt.clone()));
+        });
+        Ok(prompt)
+    }
 }
 
 /// What one wait has seen so far.
@@ -223,6 +251,21 @@ mod tests {
         assert!(before.starts_with("line 0\nline 1\n"), "{}", &before[..40]);
         assert!(before.ends_with("line 4999\n"));
         assert_eq!(before.lines().count(), 5000);
+    }
+
+    #[test]
+    fn cached_prompts_match_like_fresh_ones() {
+        let first = Prompt::cached(r"sqlite> ").unwrap();
+        let again = Prompt::cached(r"sqlite> ").unwrap();
+        let mut watch = watch(&[]);
+        watch.feed(b"1\nsqlite> ");
+        assert_eq!(watch.find(&first), watch.find(&again));
+        assert!(watch.find(&first).is_some());
+        assert!(Prompt::cached("(").is_err());
+        assert!(
+            Prompt::cached("(").is_err(),
+            "refusals are not cached as successes"
+        );
     }
 
     #[test]
