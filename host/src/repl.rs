@@ -6,7 +6,10 @@
 //! or pasted. `:screen` shows the screen, `:help` the syntax, `:quit` (or
 //! end of input) leaves. Ctrl-C interrupts the running command and keeps the
 //! session. After each command the output and the whole screen are printed
-//! with seed 001's section headers: exactly what an agent would see.
+//! with seed 001's section headers: what an agent would see, except that
+//! sections unchanged since they were last printed are only named. When
+//! the input is not a terminal (a scripted session), each command is echoed
+//! before its output.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::mpsc;
@@ -15,6 +18,7 @@ use std::thread;
 use crate::environment::CancelFlag;
 use crate::orchestrator::{CommandRequest, Orchestrator};
 use crate::protocol::{LineReader, RawLine};
+use crate::screen::Screen;
 use crate::signals::{self, HostSignal};
 
 const HELP: &str = "\
@@ -105,6 +109,8 @@ pub fn run(
     );
     let screen = orchestrator.screen();
     let _ = write!(output, "{}", screen.render_for_humans());
+    // What was last shown, so that after a command only changes are printed.
+    let mut shown = screen;
 
     let mut block: Option<(String, Vec<String>)> = None;
     loop {
@@ -128,7 +134,15 @@ pub fn run(
                 let command = lines.join("\n");
                 let environment = std::mem::take(environment);
                 block = None;
-                run_command(orchestrator, output, cancel, environment, command);
+                run_command(
+                    orchestrator,
+                    output,
+                    cancel,
+                    environment,
+                    command,
+                    !interactive,
+                    &mut shown,
+                );
             } else {
                 lines.push(line);
             }
@@ -141,14 +155,22 @@ pub fn run(
                 let _ = writeln!(output, "{HELP}");
             }
             Entry::Screen => {
-                let screen = orchestrator.screen();
-                let _ = write!(output, "{}", screen.render_for_humans());
+                shown = orchestrator.screen();
+                let _ = write!(output, "{}", shown.render_for_humans());
             }
             Entry::StartBlock { environment } => block = Some((environment, Vec::new())),
             Entry::Command {
                 environment,
                 command,
-            } => run_command(orchestrator, output, cancel, environment, command),
+            } => run_command(
+                orchestrator,
+                output,
+                cancel,
+                environment,
+                command,
+                !interactive,
+                &mut shown,
+            ),
             Entry::Unrecognised => {
                 let _ = writeln!(
                     output,
@@ -168,7 +190,16 @@ fn run_command(
     cancel: &CancelFlag,
     environment: String,
     command: String,
+    echo: bool,
+    shown: &mut Screen,
 ) {
+    if echo {
+        // Input from a file or a pipe is not on the screen: show what runs.
+        let _ = writeln!(output, ">>> {environment}:");
+        for line in command.lines() {
+            let _ = writeln!(output, ">>>   {line}");
+        }
+    }
     cancel.reset();
     let outcome = orchestrator.execute(&CommandRequest {
         environment: environment.clone(),
@@ -183,7 +214,12 @@ fn run_command(
         let _ = writeln!(output);
     }
     let _ = writeln!(output);
-    let _ = write!(output, "{}", outcome.screen.render_for_humans());
+    let _ = write!(
+        output,
+        "{}",
+        outcome.screen.render_changes_since(Some(shown))
+    );
+    *shown = outcome.screen;
     let _ = output.flush();
 }
 

@@ -53,8 +53,20 @@ impl Screen {
     /// Renders the screen for a person, with seed 001's section headers:
     /// `==================== BASH ====================`.
     pub fn render_for_humans(&self) -> String {
+        self.render_changes_since(None)
+    }
+
+    /// Like [`render_for_humans`](Screen::render_for_humans), but sections
+    /// that are the same as in `before` are only named in a last line, so
+    /// a person sees what a command changed.
+    pub fn render_changes_since(&self, before: Option<&Screen>) -> String {
         let mut out = String::new();
+        let mut unchanged = Vec::new();
         for (name, section) in &self.sections {
+            if before.and_then(|b| b.get(name)) == Some(section) {
+                unchanged.push(name.as_str());
+                continue;
+            }
             out.push_str(&format!(
                 "==================== {} ====================\n",
                 name.to_uppercase()
@@ -64,6 +76,9 @@ impl Screen {
                 out.push('\n');
             }
             out.push('\n');
+        }
+        if !unchanged.is_empty() {
+            out.push_str(&format!("(unchanged: {})\n\n", unchanged.join(", ")));
         }
         out
     }
@@ -163,5 +178,11 @@ mod tests {
                 .contains("2 more lines cut")
         );
         assert!(screen.render_for_humans().contains("== BASH =="));
+        let mut later = screen.clone();
+        later.sections[1].1.content = "q".into();
+        let changes = later.render_changes_since(Some(&screen));
+        assert!(!changes.contains("== BASH =="));
+        assert!(changes.contains("== PYTHON ==\nq\n"));
+        assert!(changes.ends_with("(unchanged: bash)\n\n"));
     }
 }
