@@ -182,7 +182,7 @@ mod tests {
         later.sections[1].1.content = "q".into();
         let changes = later.render_changes_since(Some(&screen));
         assert!(!changes.contains("== BASH =="));
-        assert!(changes.contains("== PYTHON ==\nq\n"));
+        assert!(changes.contains("PYTHON ====================\nq\n"));
         assert!(changes.ends_with("(unchanged: bash)\n\n"));
     }
 }
