@@ -6,5 +6,6 @@
 mod editor;
 mod harness;
 mod plugins;
+mod polyglot;
 mod protocol;
 mod python;
