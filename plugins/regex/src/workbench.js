@@ -60,9 +60,10 @@ export function allMatches(regex, text) {
   }));
 }
 
-/** A regex source that matches `text` literally. */
+/** A regex source that matches `text` literally, with or without the u
+ * and v flags (which refuse escapes of characters that need none). */
 export function escapeLiteral(text) {
-  return text.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
+  return text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
 }
 
 function quote(text) {
