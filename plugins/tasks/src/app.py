@@ -48,7 +48,7 @@ class Command:
 
 def task_number(args, command):
     """The task number at the start of `args`, and the rest of the line."""
-    word, _, rest = args.partition(" ")
+    word, rest = (args.split(None, 1) + ["", ""])[:2]
     digits = word.lstrip("#")
     if not digits.isdigit():
         shown = f" (got {word!r})" if word else ""
