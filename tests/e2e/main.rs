@@ -8,5 +8,6 @@ mod capabilities;
 mod editor;
 mod harness;
 mod plugins;
+mod polyglot;
 mod protocol;
 mod python;

@@ -174,11 +174,17 @@ impl PluginEnvironment {
             ));
         }
         let stderr = failure.stderr.trim();
-        if !stderr.is_empty() && !matches!(failure.cause, FailureCause::Panicked { .. }) {
-            text.push_str(&format!(
+        match &failure.cause {
+            // The panic's message is the cause already.
+            FailureCause::Panicked { .. } => {}
+            FailureCause::Uncaught { traceback, .. } => {
+                text.push_str(&format!("\n{}", last_lines(traceback, 20)));
+            }
+            _ if !stderr.is_empty() => text.push_str(&format!(
                 "\nIt wrote to stderr before it stopped:\n{}",
                 last_lines(stderr, 10)
-            ));
+            )),
+            _ => {}
         }
         let recovery = self.recover();
         text.push('\n');

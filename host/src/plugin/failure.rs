@@ -6,7 +6,9 @@
 //! module turns one into a [`CallFailure`]: a cause with a sentence, and
 //! wasmtime's text kept for the record. It reads the call's stderr to name a
 //! panic (a Rust plugin prints `panicked at FILE:LINE:COL:` and its message
-//! there just before it aborts). It must not restart anything.
+//! there just before it aborts) or an exception a Python or JavaScript
+//! plugin did not catch (their runtimes print the traceback, then abort).
+//! It must not restart anything.
 
 use std::fmt;
 use std::time::Duration;
@@ -28,6 +30,9 @@ pub enum FailureCause {
     OutOfMemory { desired: usize, limit: usize },
     /// A Rust-style panic, with its message and location when printed.
     Panicked { message: String },
+    /// An exception a Python or JavaScript plugin did not catch: its last
+    /// line (`ValueError: boom`) and the traceback its runtime printed.
+    Uncaught { message: String, traceback: String },
     /// The WebAssembly call stack ran out (deep or endless recursion).
     StackOverflow,
     /// Any other trap, with wasmtime's description.
@@ -60,6 +65,7 @@ impl FailureCause {
             FailureCause::Cancelled => "interrupted".to_owned(),
             FailureCause::OutOfMemory { .. } => "out of memory".to_owned(),
             FailureCause::Panicked { message } => format!("panic: {message}"),
+            FailureCause::Uncaught { message, .. } => format!("uncaught exception: {message}"),
             FailureCause::StackOverflow => "stack overflow".to_owned(),
             FailureCause::Trap { trap } => format!("trap: {trap}"),
             FailureCause::Other { message } => message.clone(),
@@ -86,6 +92,9 @@ impl fmt::Display for FailureCause {
                 format_bytes(*limit as u64)
             ),
             FailureCause::Panicked { message } => write!(f, "it panicked: {message}"),
+            FailureCause::Uncaught { message, .. } => {
+                write!(f, "it raised an exception it did not catch: {message}")
+            }
             FailureCause::StackOverflow => write!(
                 f,
                 "it overflowed its call stack (endless or too deep recursion)"
@@ -132,6 +141,11 @@ pub fn classify(error: &wasmtime::Error, stderr: &str) -> CallFailure {
 }
 
 fn classify_trap(trap: Trap, stderr: &str) -> FailureCause {
+    // Before panics: componentize-py reports an uncaught exception with a
+    // Rust panic of its own, which says nothing about the exception.
+    if let Some(uncaught) = uncaught_exception(stderr) {
+        return uncaught;
+    }
     if let Some(message) = panic_message(stderr) {
         return FailureCause::Panicked { message };
     }
@@ -197,6 +211,63 @@ pub fn panic_message(stderr: &str) -> Option<String> {
         .map(|line| line.trim().to_owned())
 }
 
+/// componentize-py's runtime prints this after the traceback of an
+/// exception that escaped a call, then panics.
+const PYTHON_UNCAUGHT: &str = "Python function threw an unexpected exception";
+/// componentize-js's runtime (StarlingMonkey) prints the exception and
+/// `Stack:` with its frames, then this, and aborts.
+const JAVASCRIPT_ABORT: &str = "Redirecting call to abort() to mozalloc_abort";
+
+/// The exception a Python or JavaScript plugin did not catch, from what its
+/// runtime printed on stderr before it aborted.
+pub fn uncaught_exception(stderr: &str) -> Option<FailureCause> {
+    let lines: Vec<&str> = stderr.lines().collect();
+    if stderr.contains(PYTHON_UNCAUGHT) {
+        // From the first traceback (chained exceptions print several) to
+        // the runtime's panic.
+        let start = lines
+            .iter()
+            .position(|line| line.starts_with("Traceback (most recent call last):"))?;
+        let end = lines[start..]
+            .iter()
+            .position(|line| line.starts_with("thread '") || line.contains(PYTHON_UNCAUGHT))
+            .map_or(lines.len(), |offset| start + offset);
+        let traceback = &lines[start..end];
+        // The exception's line is the last one not indented (frames and
+        // source lines are).
+        let message = traceback
+            .iter()
+            .rev()
+            .find(|line| !line.trim().is_empty() && !line.starts_with(' '))?;
+        return Some(FailureCause::Uncaught {
+            message: message.trim().to_owned(),
+            traceback: join_trimmed(traceback),
+        });
+    }
+    let abort = lines
+        .iter()
+        .rposition(|line| line.trim() == JAVASCRIPT_ABORT)?;
+    let before = &lines[..abort];
+    // The message is what comes before `Stack:` (an Error) or before the
+    // abort (a thrown string or number); its last line names it.
+    let message_end = before
+        .iter()
+        .rposition(|line| line.trim() == "Stack:")
+        .unwrap_or(before.len());
+    let message = before[..message_end]
+        .iter()
+        .rev()
+        .find(|line| !line.trim().is_empty())?;
+    Some(FailureCause::Uncaught {
+        message: message.trim().to_owned(),
+        traceback: join_trimmed(before),
+    })
+}
+
+fn join_trimmed(lines: &[&str]) -> String {
+    lines.join("\n").trim_matches('\n').trim_end().to_owned()
+}
+
 /// wasmtime's error as one text: each cause on its own line, without the
 /// wasm backtrace (addresses mean nothing to an agent).
 pub fn error_chain(error: &wasmtime::Error) -> String {
@@ -234,6 +305,49 @@ mod tests {
             Some("memory allocation of 4294967296 bytes failed")
         );
         assert_eq!(panic_message("just chatter\n"), None);
+    }
+
+    #[test]
+    fn names_uncaught_python_exceptions_from_stderr() {
+        // What componentize-py 0.25.1 prints for `raise ValueError(...)`.
+        let stderr = "Traceback (most recent call last):\n  File \"/0/app.py\", line 186, in handle_command\n  File \"/1/tasks_crash.py\", line 10, in crash\nValueError: the parser blew up\n\nthread '<unnamed>' (1) panicked at runtime/src/lib.rs:1280:25:\nPython function threw an unexpected exception\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        let cause = classify_trap(Trap::UnreachableCodeReached, stderr);
+        assert_eq!(
+            cause,
+            FailureCause::Uncaught {
+                message: "ValueError: the parser blew up".into(),
+                traceback: "Traceback (most recent call last):\n  File \"/0/app.py\", line 186, in handle_command\n  File \"/1/tasks_crash.py\", line 10, in crash\nValueError: the parser blew up".into(),
+            }
+        );
+        assert_eq!(
+            cause.to_string(),
+            "it raised an exception it did not catch: ValueError: the parser blew up"
+        );
+        assert_eq!(
+            cause.short(),
+            "uncaught exception: ValueError: the parser blew up"
+        );
+    }
+
+    #[test]
+    fn names_uncaught_javascript_exceptions_from_stderr() {
+        // What componentize-js 0.23.0 prints for `throw new TypeError(...)`,
+        // after a line the plugin printed itself.
+        let stderr = "some chatter\nthe workbench blew up\nStack:\n  run@plugin.js:12:11\n  handleCommand@plugin.js:140:32\n\nRedirecting call to abort() to mozalloc_abort\n";
+        assert_eq!(
+            classify_trap(Trap::UnreachableCodeReached, stderr),
+            FailureCause::Uncaught {
+                message: "the workbench blew up".into(),
+                traceback: "some chatter\nthe workbench blew up\nStack:\n  run@plugin.js:12:11\n  handleCommand@plugin.js:140:32".into(),
+            }
+        );
+        // `throw 'text'`: no stack.
+        let thrown = "\"a plain string\"\nRedirecting call to abort() to mozalloc_abort\n";
+        assert!(matches!(
+            classify_trap(Trap::UnreachableCodeReached, thrown),
+            FailureCause::Uncaught { message, .. } if message == "\"a plain string\""
+        ));
+        assert_eq!(uncaught_exception("just chatter\n"), None);
     }
 
     #[test]

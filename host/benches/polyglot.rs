@@ -1,0 +1,365 @@
+//! Plugins in three languages side by side, in one run (not a test: it
+//! prints numbers): the Rust `timer`, the Python `tasks` (componentize-py)
+//! and the JavaScript `regex` (componentize-js).
+//!
+//! For each:
+//! - size of the component;
+//! - host start, cold (empty compiled-code cache: Cranelift compiles the
+//!   component) and warm (cached): the real `envhost serve` with that one
+//!   plugin, from spawn to its answer to the first `{"type":"screen"}`;
+//! - a fresh instance (`PluginPre::instantiate` + `describe`): what a
+//!   restart after a trap costs;
+//! - per-call cost of `handle-command` and `get-screen`: the raw wasmtime
+//!   call (generated bindings, nothing else) beside the host's path
+//!   (`PluginEnvironment`: help routing, time limit, output capture, help
+//!   rendering), and the ratio of each to the Rust timer.
+//!
+//! Needs the plugins built: `scripts/build-plugins`. Validate with
+//! `cargo bench --profile dev --bench polyglot`; real numbers come from the
+//! release profile (`cargo bench --bench polyglot`).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use envhost::environment::{CancelFlag, CommandContext, Environment, EnvironmentName};
+use envhost::output::capture::OutputLimits;
+use envhost::plugin::bindings::PluginPre;
+use envhost::plugin::cache::CodeCache;
+use envhost::plugin::guest_io::GuestOutput;
+use envhost::plugin::loader::{self, Candidate};
+use envhost::plugin::{DEFAULT_MEMORY_LIMIT, DiscardSink, PluginEnvironment, PluginParts, Sandbox};
+
+/// Cold starts compile 12-18 MB components for seconds each: few runs.
+const COLD_RUNS: usize = 2;
+const WARM_RUNS: usize = 7;
+const INSTANCES: usize = 20;
+const CALLS: usize = 20_000;
+
+struct Subject {
+    language: &'static str,
+    name: &'static str,
+    path: PathBuf,
+    /// Commands that leave the state as it is, run in a loop.
+    setup: &'static [&'static str],
+    command: &'static str,
+}
+
+struct Measured {
+    size: u64,
+    cold: Vec<Duration>,
+    warm: Vec<Duration>,
+    instantiate: Duration,
+    raw_call: f64,
+    host_call: f64,
+    raw_screen: f64,
+    host_screen: f64,
+}
+
+fn main() {
+    let target = target_dir();
+    let subjects = [
+        Subject {
+            language: "Rust",
+            name: "timer",
+            path: target.join("wasm32-wasip2/wasm-release/timer.wasm"),
+            setup: &[],
+            command: "reset",
+        },
+        Subject {
+            language: "Python",
+            name: "tasks",
+            path: target.join("polyglot/tasks.wasm"),
+            setup: &[
+                "add Read the spec\nWrite the parser",
+                "note 1 see section 4",
+            ],
+            command: "show 1",
+        },
+        Subject {
+            language: "JavaScript",
+            name: "regex",
+            path: target.join("polyglot/regex.wasm"),
+            setup: &["pattern /(\\d+)-(\\d+)/g", "sample order 12-34 shipped"],
+            command: "escape a.b*c",
+        },
+    ];
+    for subject in &subjects {
+        if !subject.path.is_file() {
+            eprintln!(
+                "{} is missing: run `scripts/build-plugins` first (it builds every plugin).",
+                subject.path.display()
+            );
+            std::process::exit(2);
+        }
+    }
+    println!("envhost polyglot plugin bench ({} profile)", profile());
+    println!(
+        "host start = spawn → answer to the first screen; cold: {COLD_RUNS} runs, warm: {WARM_RUNS} runs (median, min); {CALLS} calls per call measure"
+    );
+    let measured: Vec<Measured> = subjects.iter().map(measure).collect();
+    report(&subjects, &measured);
+}
+
+fn profile() -> &'static str {
+    if cfg!(debug_assertions) {
+        "dev (validation only)"
+    } else {
+        "release"
+    }
+}
+
+fn target_dir() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace");
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|dir| {
+            if dir.is_absolute() {
+                dir
+            } else {
+                root.join(dir)
+            }
+        })
+        .unwrap_or_else(|| root.join("target"))
+}
+
+fn measure(subject: &Subject) -> Measured {
+    eprintln!("measuring {} ({})...", subject.name, subject.language);
+    let bytes = std::fs::read(&subject.path).expect("read the component");
+    let project = tempfile::tempdir().expect("project");
+    std::fs::create_dir_all(project.path().join("env")).expect("env/");
+    std::fs::write(
+        project.path().join(format!("env/{}.wasm", subject.name)),
+        &bytes,
+    )
+    .expect("install the plugin");
+
+    let mut cold = Vec::new();
+    let cache = tempfile::tempdir().expect("cache");
+    for _ in 0..COLD_RUNS {
+        let empty = tempfile::tempdir().expect("empty cache");
+        cold.push(start_once(project.path(), empty.path(), subject.name));
+    }
+    // Fill the warm cache once, then time starts that hit it.
+    start_once(project.path(), cache.path(), subject.name);
+    let warm: Vec<Duration> = (0..WARM_RUNS)
+        .map(|_| start_once(project.path(), cache.path(), subject.name))
+        .collect();
+
+    let sandbox = Arc::new(Sandbox::new(DEFAULT_MEMORY_LIMIT).expect("sandbox"));
+    let code = CodeCache::Directory(cache.path().to_owned());
+    let candidate = Candidate {
+        name: EnvironmentName::new(subject.name).expect("name"),
+        path: project.path().join(format!("env/{}.wasm", subject.name)),
+    };
+
+    // The raw calls: generated bindings on a store, nothing of the host's.
+    let loaded = loader::load(&sandbox, &code, &candidate).expect("load");
+    let pre: PluginPre<_> = loaded.pre.clone();
+    let mut instantiations = Vec::new();
+    for _ in 0..INSTANCES {
+        let started = Instant::now();
+        let mut store = sandbox.new_store(GuestOutput::new());
+        let plugin = pre.instantiate(&mut store).expect("instantiate");
+        plugin
+            .envhost_environment_environment()
+            .call_describe(&mut store)
+            .expect("describe");
+        instantiations.push(started.elapsed());
+    }
+    let mut store = sandbox.new_store(GuestOutput::new());
+    let plugin = pre.instantiate(&mut store).expect("instantiate");
+    let exports = plugin.envhost_environment_environment();
+    exports.call_describe(&mut store).expect("describe");
+    for command in subject.setup {
+        let answer = exports
+            .call_handle_command(&mut store, command)
+            .expect("setup call");
+        assert!(answer.success, "{command}: {}", answer.output);
+    }
+    let raw_call = per_call(|| {
+        let answer = exports
+            .call_handle_command(&mut store, subject.command)
+            .expect("raw call");
+        assert!(answer.success);
+    });
+    let raw_screen = per_call(|| {
+        exports.call_get_screen(&mut store).expect("raw screen");
+    });
+
+    // The host's path: a loaded PluginEnvironment, as the orchestrator
+    // calls it.
+    let mut environment = PluginEnvironment::new(PluginParts {
+        name: subject.name.into(),
+        sandbox: Arc::clone(&sandbox),
+        pre: loaded.pre,
+        instance: loaded.instance,
+        commands: loaded.description.commands,
+        output_limits: OutputLimits::for_project(project.path()),
+        log: Arc::new(DiscardSink),
+        cancel: CancelFlag::new(),
+    });
+    let context = CommandContext::new(Duration::from_secs(120), CancelFlag::new());
+    for command in subject.setup {
+        let response = environment
+            .handle_command(command, &context)
+            .expect("setup");
+        assert!(response.success, "{command}: {}", response.output);
+    }
+    let host_call = per_call(|| {
+        let response = environment
+            .handle_command(subject.command, &context)
+            .expect("host call");
+        assert!(response.success);
+    });
+    let host_screen = per_call(|| {
+        environment.screen().expect("screen");
+    });
+
+    Measured {
+        size: bytes.len() as u64,
+        cold,
+        warm,
+        instantiate: median(&instantiations),
+        raw_call,
+        host_call,
+        raw_screen,
+        host_screen,
+    }
+}
+
+fn start_once(project: &Path, cache: &Path, name: &str) -> Duration {
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_envhost"))
+        .arg("serve")
+        .arg("--project")
+        .arg(project)
+        .arg("--plugin-cache")
+        .arg(cache)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start envhost");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(b"{\"type\":\"screen\"}\n").expect("write");
+    stdin.flush().expect("flush");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the screen");
+    let took = started.elapsed();
+    assert!(
+        line.contains(&format!("\"{name}\":{{\"content\"")),
+        "no {name} section: {line}"
+    );
+    drop(stdin);
+    let _ = child.wait();
+    took
+}
+
+fn per_call(mut f: impl FnMut()) -> f64 {
+    for _ in 0..CALLS / 20 {
+        f();
+    }
+    let started = Instant::now();
+    for _ in 0..CALLS {
+        f();
+    }
+    started.elapsed().as_nanos() as f64 / CALLS as f64
+}
+
+fn report(subjects: &[Subject], measured: &[Measured]) {
+    let header = |title: &str| {
+        print!("\n{title:<36}");
+        for subject in subjects {
+            print!(
+                " {:>20}",
+                format!("{} ({})", subject.name, subject.language)
+            );
+        }
+        println!();
+    };
+    let row = |label: &str, cell: &dyn Fn(&Measured) -> String| {
+        print!("{label:<36}");
+        for m in measured {
+            print!(" {:>20}", cell(m));
+        }
+        println!();
+    };
+    let rust = &measured[0];
+
+    header("load");
+    row("  component size", &|m| {
+        format!("{:.1} MiB", m.size as f64 / (1 << 20) as f64)
+    });
+    row("  host start, cold cache (median)", &|m| {
+        ms(median(&m.cold))
+    });
+    row("  host start, cold cache (min)", &|m| ms(min(&m.cold)));
+    row("  host start, warm cache (median)", &|m| {
+        ms(median(&m.warm))
+    });
+    row("  host start, warm cache (min)", &|m| ms(min(&m.warm)));
+    row("  fresh instance + describe (median)", &|m| {
+        format!("{:.3} ms", m.instantiate.as_secs_f64() * 1e3)
+    });
+
+    header("per call (ns)");
+    row("  handle-command, raw wasmtime call", &|m| {
+        format!("{:.0}", m.raw_call)
+    });
+    row("  handle-command, through the host", &|m| {
+        format!("{:.0}", m.host_call)
+    });
+    row("  host overhead (host - raw)", &|m| {
+        format!("{:.0}", m.host_call - m.raw_call)
+    });
+    row("  get-screen, raw wasmtime call", &|m| {
+        format!("{:.0}", m.raw_screen)
+    });
+    row("  screen, through the host (help)", &|m| {
+        format!("{:.0}", m.host_screen)
+    });
+
+    header("ratio to the Rust timer");
+    row("  warm start", &|m| {
+        ratio(
+            median(&m.warm).as_secs_f64(),
+            median(&rust.warm).as_secs_f64(),
+        )
+    });
+    row("  handle-command through the host", &|m| {
+        ratio(m.host_call, rust.host_call)
+    });
+    row("  screen through the host", &|m| {
+        ratio(m.host_screen, rust.host_screen)
+    });
+}
+
+fn ratio(value: f64, base: f64) -> String {
+    format!("{:.1}x", value / base)
+}
+
+fn median(samples: &[Duration]) -> Duration {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    sorted[sorted.len() / 2]
+}
+
+fn min(samples: &[Duration]) -> Duration {
+    samples.iter().copied().min().unwrap_or_default()
+}
+
+fn ms(duration: Duration) -> String {
+    let ms = duration.as_secs_f64() * 1000.0;
+    if ms >= 1000.0 {
+        format!("{:.1} s", ms / 1000.0)
+    } else {
+        format!("{ms:.1} ms")
+    }
+}

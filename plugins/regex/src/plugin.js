@@ -1,0 +1,155 @@
+// The `regex` environment: a workbench for building a regular expression
+// against sample texts, as an envhost plugin written in JavaScript
+// (componentize-js).
+//
+// The agent sets a pattern and adds samples; its screen section shows every
+// sample with the matches marked and their groups, so a pattern can be
+// tightened one command at a time. `test` tries one text, `replace` previews
+// a substitution. The commands are described to the host (`describe`),
+// which routes them by first word and renders their help: LONG until a
+// command is used, SHORT after.
+//
+// This module is the WIT adapter: it parses command text, calls the
+// workbench and returns the WIT records (plain objects, camelCase fields).
+// A UsageError becomes a failed response and changes nothing; any other
+// exception is a bug and is deliberately not caught: the call traps, the
+// host reports the exception and starts a fresh instance.
+
+import { UsageError, Workbench, escapeLiteral } from './workbench.js';
+
+const SUMMARY = 'A regular-expression workbench: a pattern, sample texts, and their matches on screen';
+
+// The workbench's own lines; the host adds the commands' help below them.
+const SCREEN_LINES = 45;
+
+function sampleNumber(args, command) {
+  const word = args.trim();
+  if (!/^#?\d+$/.test(word)) {
+    throw new UsageError(`${command} needs a sample number, e.g. \`${command} 2\`; the screen numbers the samples.`);
+  }
+  return Number(word.replace('#', ''));
+}
+
+function withBody(first, body) {
+  return body === undefined ? first : `${first}\n${body}`;
+}
+
+/** The commands, in the order the help lists them. */
+export const COMMANDS = [
+  {
+    signature: 'pattern <regex>',
+    description:
+      'Set the pattern, as /source/flags or as a bare source (JavaScript syntax; flags d g i m s u v y).\n' +
+      'Every sample is tried again at once; the screen shows what matches.',
+    summary: 'Set the pattern (/source/flags or a bare source)',
+    example: 'pattern /(?<year>\\d{4})-(\\d{2})-(\\d{2})/g',
+    run: (bench, args) => bench.setPattern(args),
+  },
+  {
+    signature: 'sample <text>',
+    description:
+      'Add a text to try the pattern on; each further line adds one more sample.\n' +
+      'Add texts that must match and texts that must not.',
+    summary: 'Add a sample text; each further line adds another',
+    example: 'sample released 2024-05-01, patched 2024-06-12\nno date in this one',
+    run: (bench, args, body) => bench.addSamples(withBody(args, body).split('\n')),
+  },
+  {
+    signature: 'test <text>',
+    description:
+      'Try the pattern on one text without keeping it: every match with its position and groups.\n' +
+      'Lines after the first are part of the text (for the m and s flags).',
+    summary: 'Try the pattern on one text, without keeping it',
+    example: 'test due 2025-01-31',
+    run: (bench, args, body) => bench.test(withBody(args, body)),
+  },
+  {
+    signature: 'replace <replacement>',
+    description:
+      "Preview a substitution on every sample, as JavaScript's String.replace does it\n" +
+      '($1, $<name>, $& work; without the g flag only the first match is replaced). The samples stay as they are.',
+    summary: 'Preview a substitution on every sample',
+    example: 'replace $3/$2/$<year>',
+    run: (bench, args) => bench.replace(args),
+  },
+  {
+    signature: 'escape <text>',
+    description: 'Show the text as a pattern that matches it literally.',
+    example: 'escape price (USD): $4.99',
+    simple: true,
+    run: (bench, args, body) => escapeLiteral(withBody(args, body)),
+  },
+  {
+    signature: 'drop <n>',
+    description: 'Remove sample n.',
+    simple: true,
+    run: (bench, args) => bench.drop(sampleNumber(args, 'drop')),
+  },
+  {
+    signature: 'clear',
+    description: 'Remove every sample (the pattern is kept).',
+    simple: true,
+    run: (bench) => bench.clear(),
+  },
+];
+
+/** `name`, the rest of the first line (one separating space removed), and
+ * the lines after it (`undefined` when there are none). */
+export function splitCommand(text) {
+  const trimmed = text.replace(/^\n+/, '').replace(/\r\n/g, '\n');
+  const newline = trimmed.indexOf('\n');
+  const first = newline === -1 ? trimmed : trimmed.slice(0, newline);
+  const body = newline === -1 ? undefined : trimmed.slice(newline + 1);
+  const match = /^\s*(\S*)\s?(.*)$/.exec(first);
+  return { name: match[1], args: match[2], body };
+}
+
+/**
+ * The object the component exports as `envhost:environment/environment`,
+ * answering with `commands` over `bench`. One workbench lives as long as
+ * the component instance; after a trap the host starts a fresh instance
+ * and with it an empty workbench.
+ */
+export function makeEnvironment(commands = COMMANDS, bench = new Workbench()) {
+  const byName = new Map(commands.map((c) => [c.signature.split(' ')[0], c]));
+  return {
+    describe() {
+      return {
+        summary: SUMMARY,
+        commands: commands.map((c) => ({
+          signature: c.signature,
+          description: c.description,
+          summary: c.summary,
+          example: c.example ?? '',
+          simple: c.simple ?? false,
+        })),
+      };
+    },
+
+    handleCommand(text) {
+      const { name, args, body } = splitCommand(text);
+      const command = byName.get(name);
+      // The host sends only described commands; answer anything else
+      // rather than trap on it.
+      if (!command) {
+        return { output: `Unknown command: ${name}\nAvailable: ${[...byName.keys()].join(', ')}`, success: false };
+      }
+      try {
+        return { output: command.run(bench, args, body), success: true };
+      } catch (error) {
+        if (error instanceof UsageError) {
+          return { output: error.message, success: false };
+        }
+        throw error;
+      }
+    },
+
+    getScreen() {
+      return { content: bench.screen(), maxLines: SCREEN_LINES };
+    },
+
+    shutdown() {},
+  };
+}
+
+export const environment = makeEnvironment();

@@ -1,0 +1,217 @@
+"""The task board itself: tasks, their states and notes, and the text the
+agent sees. Plain Python with no WebAssembly in sight, so it is tested with
+the machine's own python3 (`python3 -m unittest` in plugins/tasks).
+
+This module owns the board's rules and wording; it must not know about the
+host, the WIT bindings or how commands are parsed (`app.py` does that).
+"""
+
+from dataclasses import dataclass, field
+
+TODO = "todo"
+DOING = "doing"
+BLOCKED = "blocked"
+DONE = "done"
+
+MARKERS = {TODO: "[ ]", DOING: "[>]", BLOCKED: "[!]", DONE: "[x]"}
+
+# The screen is read after every command: keep it short. Done tasks beyond
+# the most recent few are summarised on one line, and a note is cut to one
+# screen line.
+DONE_SHOWN = 5
+NOTE_WIDTH = 70
+
+
+class UsageError(Exception):
+    """A command the board cannot carry out. The message says why and what
+    to do instead; the board is unchanged."""
+
+
+@dataclass
+class Task:
+    number: int
+    title: str
+    status: str = TODO
+    notes: list = field(default_factory=list)
+    blocked_because: str = ""
+    # Order in which tasks were finished, for showing the latest ones.
+    done_order: int = 0
+
+    def line(self):
+        text = f"{MARKERS[self.status]} {self.number}. {self.title}"
+        if self.status == BLOCKED and self.blocked_because:
+            text += f" (blocked: {shorten(self.blocked_because)})"
+        elif self.notes:
+            text += f" (note: {shorten(self.notes[-1])})"
+        return text
+
+
+def shorten(text, width=NOTE_WIDTH):
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 3].rstrip() + "..."
+
+
+class Board:
+    def __init__(self):
+        self.tasks = {}
+        self.next_number = 1
+        self.finished = 0
+
+    # Commands. Each returns the text of a successful response or raises
+    # UsageError.
+
+    def add(self, titles):
+        titles = [" ".join(t.split()) for t in titles]
+        titles = [t for t in titles if t]
+        if not titles:
+            raise UsageError(
+                "add needs a task title, e.g. `add Write the parser`; "
+                "put more tasks on the following lines to add several at once."
+            )
+        added = []
+        for title in titles:
+            task = Task(self.next_number, title)
+            self.tasks[task.number] = task
+            self.next_number += 1
+            added.append(task)
+        if len(added) == 1:
+            return f"Added {added[0].line()}"
+        return f"Added {len(added)} tasks:\n" + "\n".join(t.line() for t in added)
+
+    def start(self, number):
+        task = self.task(number)
+        if task.status == DOING:
+            raise UsageError(f"Task {task.number} is already in progress.")
+        was = task.status
+        task.status = DOING
+        task.blocked_because = ""
+        verb = "Resumed" if was in (BLOCKED, DONE) else "Started"
+        return f"{verb} {task.line()}"
+
+    def done(self, number, note=""):
+        task = self.task(number)
+        if task.status == DONE:
+            raise UsageError(f"Task {task.number} is already done.")
+        task.status = DONE
+        task.blocked_because = ""
+        self.finished += 1
+        task.done_order = self.finished
+        if note.strip():
+            task.notes.append(note.strip())
+        return f"Done {task.line()}\n{self.progress()}"
+
+    def block(self, number, reason):
+        task = self.task(number)
+        reason = " ".join(reason.split())
+        if not reason:
+            raise UsageError(
+                f"block needs a reason, e.g. `block {task.number} waiting for the API key`."
+            )
+        if task.status == DONE:
+            raise UsageError(
+                f"Task {task.number} is done; `start {task.number}` reopens it first."
+            )
+        task.status = BLOCKED
+        task.blocked_because = reason
+        return f"Blocked {task.line()}"
+
+    def note(self, number, text):
+        task = self.task(number)
+        text = text.strip()
+        if not text:
+            raise UsageError(
+                f"note needs some text, e.g. `note {task.number} the bug is in lexer.rs:88`."
+            )
+        task.notes.append(text)
+        return f"Noted on task {task.number} ({len(task.notes)} note{plural(task.notes)})."
+
+    def rename(self, number, title):
+        task = self.task(number)
+        title = " ".join(title.split())
+        if not title:
+            raise UsageError(
+                f"edit needs the new title, e.g. `edit {task.number} Fix the lexer`."
+            )
+        task.title = title
+        return f"Renamed {task.line()}"
+
+    def drop(self, number):
+        task = self.task(number)
+        del self.tasks[task.number]
+        return f"Dropped {task.number}. {task.title}"
+
+    def clear(self):
+        finished = [n for n, t in self.tasks.items() if t.status == DONE]
+        if not finished:
+            raise UsageError("No task is done yet; nothing to clear.")
+        for number in finished:
+            del self.tasks[number]
+        return f"Cleared {len(finished)} done task{plural(finished)}."
+
+    def show(self, number):
+        task = self.task(number)
+        lines = [f"{task.number}. {task.title}", f"Status: {task.status}"]
+        if task.status == BLOCKED:
+            lines.append(f"Blocked because: {task.blocked_because}")
+        if task.notes:
+            lines.append(f"Notes ({len(task.notes)}):")
+            for index, text in enumerate(task.notes, 1):
+                first, *rest = text.splitlines() or [""]
+                lines.append(f"  {index}. {first}")
+                lines.extend(f"     {line}" for line in rest)
+        else:
+            lines.append("Notes: none")
+        return "\n".join(lines)
+
+    # Reading the board.
+
+    def task(self, number):
+        task = self.tasks.get(number)
+        if task is None:
+            if not self.tasks:
+                raise UsageError(
+                    f"There is no task {number}: the board is empty. `add` creates tasks."
+                )
+            numbers = ", ".join(str(n) for n in self.tasks)
+            raise UsageError(f"There is no task {number}. The board has: {numbers}.")
+        return task
+
+    def counts(self):
+        counts = {TODO: 0, DOING: 0, BLOCKED: 0, DONE: 0}
+        for task in self.tasks.values():
+            counts[task.status] += 1
+        return counts
+
+    def progress(self):
+        counts = self.counts()
+        return f"{counts[DONE]} of {len(self.tasks)} done."
+
+    def screen(self):
+        if not self.tasks:
+            return "Tasks: none yet. Plan your work with `add`, one task per line."
+        counts = self.counts()
+        header = (
+            f"Tasks: {len(self.tasks)} ({counts[DOING]} in progress, "
+            f"{counts[TODO]} to do, {counts[BLOCKED]} blocked, {counts[DONE]} done)"
+        )
+        finished = sorted(
+            (t for t in self.tasks.values() if t.status == DONE),
+            key=lambda t: t.done_order,
+        )
+        hidden = finished[:-DONE_SHOWN] if len(finished) > DONE_SHOWN else []
+        hidden_numbers = {t.number for t in hidden}
+        lines = [header]
+        lines.extend(
+            "  " + t.line() for t in self.tasks.values() if t.number not in hidden_numbers
+        )
+        if hidden:
+            numbers = ", ".join(str(t.number) for t in sorted(hidden, key=lambda t: t.number))
+            lines.append(
+                f"  ... and {len(hidden)} earlier done task{plural(hidden)} ({numbers}): "
+                "`show <n>` reads one, `clear` removes all done tasks"
+            )
+        return "\n".join(lines)
+
+
+def plural(items):
+    return "" if len(items) == 1 else "s"
