@@ -83,6 +83,20 @@ pub fn record_fields(record: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// componentize-py copies WIT doc comments into Python docstrings
+    /// without escaping them, so a backslash sequence in a comment (say
+    /// `\u{3}`) makes every Python plugin's build fail with a SyntaxError.
+    #[test]
+    fn wit_doc_comments_have_no_backslashes() {
+        for (number, line) in WIT_SOURCE.lines().enumerate() {
+            assert!(
+                !(line.trim_start().starts_with("//") && line.contains('\\')),
+                "wit line {}: a backslash in a doc comment breaks componentize-py: {line}",
+                number + 1
+            );
+        }
+    }
+
     #[test]
     fn quotes_signatures_and_records_from_the_wit() {
         assert_eq!(
