@@ -28,6 +28,7 @@ use envhost::environment::{CancelFlag, CommandContext, Environment, EnvironmentN
 use envhost::output::capture::OutputLimits;
 use envhost::plugin::bindings::PluginPre;
 use envhost::plugin::cache::CodeCache;
+use envhost::plugin::grants::Grants;
 use envhost::plugin::guest_io::GuestOutput;
 use envhost::plugin::loader::{self, Candidate};
 use envhost::plugin::{DEFAULT_MEMORY_LIMIT, DiscardSink, PluginEnvironment, PluginParts, Sandbox};
@@ -157,13 +158,24 @@ fn measure(subject: &Subject) -> Measured {
         path: project.path().join(format!("env/{}.wasm", subject.name)),
     };
 
+    // Nothing granted: the sandbox's defaults, as for a plugin without an
+    // entry in env/envhost.toml.
+    let grants = Arc::new(Grants::none(
+        subject.name,
+        "env/envhost.toml",
+        project.path(),
+        OutputLimits::for_project(project.path()),
+    ));
+
     // The raw calls: generated bindings on a store, nothing of the host's.
-    let loaded = loader::load(&sandbox, &code, &candidate).expect("load");
+    let loaded = loader::load(&sandbox, &code, &candidate, &grants).expect("load");
     let pre: PluginPre<_> = loaded.pre.clone();
     let mut instantiations = Vec::new();
     for _ in 0..INSTANCES {
         let started = Instant::now();
-        let mut store = sandbox.new_store(GuestOutput::new());
+        let mut store = sandbox
+            .new_store(GuestOutput::new(), &grants)
+            .expect("store");
         let plugin = pre.instantiate(&mut store).expect("instantiate");
         plugin
             .envhost_environment_environment()
@@ -171,7 +183,9 @@ fn measure(subject: &Subject) -> Measured {
             .expect("describe");
         instantiations.push(started.elapsed());
     }
-    let mut store = sandbox.new_store(GuestOutput::new());
+    let mut store = sandbox
+        .new_store(GuestOutput::new(), &grants)
+        .expect("store");
     let plugin = pre.instantiate(&mut store).expect("instantiate");
     let exports = plugin.envhost_environment_environment();
     exports.call_describe(&mut store).expect("describe");
@@ -199,6 +213,8 @@ fn measure(subject: &Subject) -> Measured {
         pre: loaded.pre,
         instance: loaded.instance,
         commands: loaded.description.commands,
+        grants: loaded.grants,
+        powers: Vec::new(),
         output_limits: OutputLimits::for_project(project.path()),
         log: Arc::new(DiscardSink),
         cancel: CancelFlag::new(),
