@@ -15,9 +15,13 @@
 //! check; the numbers that count are from the release profile).
 //! `ENVHOST_BENCH_ITERATIONS` sets the iterations per command (default 2000).
 
+mod support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+use support::{Serve, micros, summarize};
 
 const WARM_UP: usize = 100;
 const BIG_OUTPUT_BYTES: u64 = 100_000_000;
@@ -27,69 +31,6 @@ fn iterations() -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2000)
-}
-
-struct Envhost {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    line: String,
-}
-
-impl Envhost {
-    fn start(project: &std::path::Path) -> Envhost {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_envhost"))
-            .args(["serve", "--project"])
-            .arg(project)
-            .args(["--output-cap", "128KiB"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start envhost");
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        Envhost {
-            child,
-            stdin,
-            stdout,
-            line: String::new(),
-        }
-    }
-
-    /// One round trip; returns the response line's length.
-    fn run(&mut self, command: &str) -> usize {
-        let request =
-            serde_json::json!({"type": "command", "environment": "bash", "command": command});
-        let mut bytes = serde_json::to_vec(&request).expect("json");
-        bytes.push(b'\n');
-        self.stdin.write_all(&bytes).expect("write request");
-        self.stdin.flush().expect("flush");
-        self.line.clear();
-        self.stdout
-            .read_line(&mut self.line)
-            .expect("read response");
-        assert!(
-            self.line.contains("\"success\":true"),
-            "command failed: {}",
-            self.line
-        );
-        self.line.len()
-    }
-
-    fn peak_memory_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .expect("host status");
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmHWM")
-    }
-
-    fn stop(mut self) {
-        drop(self.stdin);
-        let _ = self.child.wait();
-    }
 }
 
 /// bash over pipes, a sentinel echo after each command.
@@ -214,24 +155,6 @@ impl RawPty {
     }
 }
 
-struct Stats {
-    median: Duration,
-    p95: Duration,
-}
-
-fn stats(mut samples: Vec<Duration>) -> Stats {
-    samples.sort();
-    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
-    Stats {
-        median: at(0.5),
-        p95: at(0.95),
-    }
-}
-
-fn micros(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
-}
-
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing
     // useful either way: always run, quickly when only checked.
@@ -241,11 +164,11 @@ fn main() {
     }
     let n = if quick { 50 } else { iterations() };
     let project = tempfile::tempdir().expect("project dir");
-    let mut envhost = Envhost::start(project.path());
+    let mut envhost = Serve::start(project.path(), &["--output-cap", "128KiB"]);
     let mut raw = RawBash::start();
     let mut pty = RawPty::start();
     for _ in 0..WARM_UP {
-        envhost.run("true");
+        envhost.command("bash", "true");
         raw.run("true");
         pty.run("true");
     }
@@ -270,9 +193,9 @@ fn main() {
         let mut through_pty = Vec::with_capacity(n);
         // Interleaved, so that machine noise hits all alike.
         for _ in 0..n {
-            let started = Instant::now();
-            response_bytes = envhost.run(command);
-            through_host.push(started.elapsed());
+            let (took, line) = envhost.command("bash", command);
+            response_bytes = line.len();
+            through_host.push(took);
             let started = Instant::now();
             raw.run(command);
             through_pipe.push(started.elapsed());
@@ -280,9 +203,9 @@ fn main() {
             pty.run(command);
             through_pty.push(started.elapsed());
         }
-        let host = stats(through_host);
-        let pipe = stats(through_pipe);
-        let bare = stats(through_pty);
+        let host = summarize(&through_host);
+        let pipe = summarize(&through_pipe);
+        let bare = summarize(&through_pty);
         println!(
             "{:<12} {:>11.1} {:>11.1} {:>9.1} {:>9.1} {:>8.2}x {:>8.2}x {:>11.1} {:>11.1}",
             command,
@@ -305,9 +228,7 @@ fn main() {
     };
     let command = format!("yes {} | head -c {big}", "y".repeat(99));
     let memory_before = envhost.peak_memory_kib();
-    let started = Instant::now();
-    envhost.run(&command);
-    let host_time = started.elapsed();
+    let (host_time, _) = envhost.command("bash", &command);
     let memory_after = envhost.peak_memory_kib();
     let started = Instant::now();
     let piped = raw.run(&command);

@@ -9,6 +9,7 @@
 //! `cargo bench --profile dev --bench editor` (a quick check that it runs).
 //! The search tree is generated once under the target directory and reused.
 
+mod support;
 use std::fs;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use envhost::environment::{CancelFlag, CommandContext, Environment};
 use envhost::envs::editor::{EditorEnvironment, EditorSettings};
+use support::{Summary, millis, summarize};
 
 const FILE_LINES: usize = 100_000;
 const SCREEN_ROUNDS: usize = 200;
@@ -93,12 +95,14 @@ fn bench_screen(project: &Path) {
         times.push(started.elapsed());
         std::hint::black_box(screen);
     }
-    let (median, best) = summary(&mut times);
+    let Summary {
+        median, min: best, ..
+    } = summarize(&times);
     println!(
         "screen: 5 views over a {FILE_LINES}-line file ({:.1} MB, {shown_lines} screen lines): median {:.3} ms, best {:.3} ms over {SCREEN_ROUNDS} screens (target < 5 ms)",
         bytes as f64 / 1e6,
-        ms(median),
-        ms(best)
+        millis(median),
+        millis(best)
     );
 }
 
@@ -188,12 +192,12 @@ fn bench_search(root: &Path) {
             let (_, elapsed) = run_grep(posix, root);
             grep_times.push(elapsed);
         }
-        let (ours_median, _) = summary(&mut ours_times);
-        let (grep_median, _) = summary(&mut grep_times);
+        let ours_median = summarize(&ours_times).median;
+        let grep_median = summarize(&grep_times).median;
         println!(
             "search ({kind}, {grep_lines} matches): editor {:.1} ms, grep -rn {:.1} ms, ratio {:.2}x (target <= 1x)",
-            ms(ours_median),
-            ms(grep_median),
+            millis(ours_median),
+            millis(grep_median),
             ours_median.as_secs_f64() / grep_median.as_secs_f64()
         );
     }
@@ -252,13 +256,4 @@ fn walk_bytes(root: &Path) -> u64 {
         }
     }
     total
-}
-
-fn summary(times: &mut [Duration]) -> (Duration, Duration) {
-    times.sort();
-    (times[times.len() / 2], times[0])
-}
-
-fn ms(duration: Duration) -> f64 {
-    duration.as_secs_f64() * 1000.0
 }

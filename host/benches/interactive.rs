@@ -15,10 +15,11 @@
 //! sqlite3 and the plugins (`scripts/build-plugins`). Validate with
 //! `cargo bench --profile dev --bench interactive`.
 
+mod support;
+
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::io::{Read, Write};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use envhost::output::capture::OutputLimits;
@@ -26,6 +27,7 @@ use envhost::plugin::grants::find_program;
 use envhost::plugin::interactive::prompt::Prompt;
 use envhost::plugin::interactive::session::{AtDeadline, Session, Waited};
 use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+use support::{Serve, built_plugin, fmt_us, profile, summarize};
 
 const ROUNDS: usize = 500;
 const WARMUP: usize = 20;
@@ -35,14 +37,10 @@ fn main() {
         eprintln!("sqlite3 is not installed; nothing to measure");
         std::process::exit(2);
     };
-    let plugin = sqlite_wasm();
+    let plugin = built_plugin("wasm32-wasip2/wasm-release/sqlite.wasm");
     println!(
         "envhost interactive bench ({} profile): `select 1;` in sqlite3, {ROUNDS} rounds",
-        if cfg!(debug_assertions) {
-            "dev (validation only)"
-        } else {
-            "release"
-        }
+        profile()
     );
     let raw = raw_pty(&sqlite3);
     let session = host_session(&sqlite3);
@@ -54,32 +52,15 @@ fn main() {
         ("host session (send + wait)", &session),
         ("envhost serve + sqlite plugin", &whole),
     ] {
+        let summary = summarize(times);
         println!(
             "{:<40} {:>10} {:>10} {:>7.1}x",
             label,
-            us(percentile(times, 50)),
-            us(percentile(times, 95)),
-            percentile(times, 50).as_secs_f64() / percentile(&raw, 50).as_secs_f64()
+            fmt_us(summary.median),
+            fmt_us(summary.p95),
+            summary.median.as_secs_f64() / summarize(&raw).median.as_secs_f64()
         );
     }
-}
-
-fn sqlite_wasm() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let path = target.join("wasm32-wasip2/wasm-release/sqlite.wasm");
-    if !path.is_file() {
-        eprintln!(
-            "{} is missing: run `scripts/build-plugins` first.",
-            path.display()
-        );
-        std::process::exit(2);
-    }
-    path
 }
 
 fn raw_pty(sqlite3: &Path) -> Vec<Duration> {
@@ -182,44 +163,15 @@ fn through_envhost(plugin: &Path) -> Vec<Duration> {
     )
     .expect("config");
     let cache = tempfile::tempdir().expect("cache");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_envhost"))
-        .arg("serve")
-        .arg("--project")
-        .arg(project.path())
-        .arg("--plugin-cache")
-        .arg(cache.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start envhost");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-    let request = b"{\"type\":\"command\",\"environment\":\"sqlite\",\"command\":\"select 1;\"}\n";
+    let cache_arg = cache.path().to_str().expect("UTF-8 cache path");
+    let mut host = Serve::start(project.path(), &["--plugin-cache", cache_arg]);
     let mut times = Vec::new();
-    let mut line = String::new();
     for round in 0..WARMUP + ROUNDS {
-        let started = Instant::now();
-        stdin.write_all(request).expect("write");
-        stdin.flush().expect("flush");
-        line.clear();
-        stdout.read_line(&mut line).expect("read");
-        assert!(line.contains("\"success\":true"), "{line}");
+        let (took, _) = host.command("sqlite", "select 1;");
         if round >= WARMUP {
-            times.push(started.elapsed());
+            times.push(took);
         }
     }
-    drop(stdin);
-    let _ = child.wait();
+    host.stop();
     times
-}
-
-fn percentile(times: &[Duration], p: usize) -> Duration {
-    let mut sorted = times.to_vec();
-    sorted.sort();
-    sorted[(sorted.len() - 1) * p / 100]
-}
-
-fn us(duration: Duration) -> String {
-    format!("{} µs", duration.as_micros())
 }

@@ -16,9 +16,9 @@
 //! `cargo bench --profile dev --bench plugins`; real numbers come from the
 //! release profile (`cargo bench --bench plugins`).
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+mod support;
+
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,13 +33,14 @@ use envhost::plugin::loader::{self, Candidate};
 use envhost::plugin::{
     DEFAULT_MEMORY_LIMIT, DiscardSink, PluginEnvironment, PluginParts, PluginSettings, Sandbox,
 };
+use support::{built_plugin, fmt_ms, per_call_ns, profile, summarize, time_to_first_screen};
 
 const START_RUNS: usize = 5;
 const CALLS: usize = 100_000;
 const SCREENS: usize = 2_000;
 
 fn main() {
-    let timer = timer_wasm();
+    let timer = built_plugin("wasm32-wasip2/wasm-release/timer.wasm");
     let bytes = std::fs::read(&timer).expect("read timer.wasm");
     println!("envhost plugin bench ({} profile)", profile());
     println!(
@@ -57,46 +58,20 @@ fn main() {
         println!(
             "{:<44} {:>12} {:>12}",
             format!("  {count} plugins, cold cache"),
-            ms(median(&cold)),
-            ms(min(&cold))
+            fmt_ms(summarize(&cold).median),
+            fmt_ms(summarize(&cold).min)
         );
         println!(
             "{:<44} {:>12} {:>12}",
             format!("  {count} plugins, warm cache"),
-            ms(median(&warm)),
-            ms(min(&warm))
+            fmt_ms(summarize(&warm).median),
+            fmt_ms(summarize(&warm).min)
         );
     }
     println!();
     calls(&bytes);
     println!();
     screens(&bytes);
-}
-
-fn profile() -> &'static str {
-    if cfg!(debug_assertions) {
-        "dev (validation only)"
-    } else {
-        "release"
-    }
-}
-
-fn timer_wasm() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let path = target.join("wasm32-wasip2/wasm-release/timer.wasm");
-    if !path.is_file() {
-        eprintln!(
-            "{} is missing: run `scripts/build-plugins` first (it builds the plugins).",
-            path.display()
-        );
-        std::process::exit(2);
-    }
-    path
 }
 
 /// The timer with a custom section naming `index`: a distinct component
@@ -154,33 +129,12 @@ fn start_times(bytes: &[u8], count: usize) -> (Vec<Duration>, Vec<Duration>) {
 }
 
 fn start_once(project: &Path, cache: &Path, count: usize) -> Duration {
-    let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_envhost"))
-        .arg("serve")
-        .arg("--project")
-        .arg(project)
-        .arg("--plugin-cache")
-        .arg(cache)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start envhost");
-    let mut stdin = child.stdin.take().expect("stdin");
-    stdin.write_all(b"{\"type\":\"screen\"}\n").expect("write");
-    stdin.flush().expect("flush");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read the screen");
-    let took = started.elapsed();
+    let (took, line) = time_to_first_screen(project, cache);
     let sections = line.matches("\"max_lines\"").count();
     assert!(
         sections >= count,
         "expected {count} plugin sections: {line}"
     );
-    drop(stdin);
-    let _ = child.wait();
     took
 }
 
@@ -213,12 +167,12 @@ fn calls(bytes: &[u8]) {
     let plugin = pre.instantiate(&mut store).expect("instantiate");
     let exports = plugin.envhost_environment_environment();
     exports.call_describe(&mut store).expect("describe");
-    let raw = per_call(|| {
+    let raw = per_call_ns(CALLS, || {
         exports
             .call_handle_command(&mut store, "reset")
             .expect("raw call");
     });
-    let raw_screen = per_call(|| {
+    let raw_screen = per_call_ns(CALLS, || {
         exports.call_get_screen(&mut store).expect("raw screen");
     });
 
@@ -244,13 +198,13 @@ fn calls(bytes: &[u8]) {
         cancel: CancelFlag::new(),
     });
     let context = CommandContext::new(Duration::from_secs(120), CancelFlag::new());
-    let hosted = per_call(|| {
+    let hosted = per_call_ns(CALLS, || {
         let response = environment
             .handle_command("reset", &context)
             .expect("host call");
         assert!(response.success);
     });
-    let hosted_screen = per_call(|| {
+    let hosted_screen = per_call_ns(CALLS, || {
         environment.screen().expect("screen");
     });
 
@@ -277,17 +231,6 @@ fn calls(bytes: &[u8]) {
         "{:<44} {:>12.0}",
         "  screen, through the host (help rendered)", hosted_screen
     );
-}
-
-fn per_call(mut f: impl FnMut()) -> f64 {
-    for _ in 0..1_000 {
-        f();
-    }
-    let started = Instant::now();
-    for _ in 0..CALLS {
-        f();
-    }
-    started.elapsed().as_nanos() as f64 / CALLS as f64
 }
 
 fn screens(bytes: &[u8]) {
@@ -328,18 +271,4 @@ fn screens(bytes: &[u8]) {
         "  Orchestrator::screen (20 timer sections)",
         per_screen.as_secs_f64() * 1e6
     );
-}
-
-fn median(samples: &[Duration]) -> Duration {
-    let mut sorted = samples.to_vec();
-    sorted.sort();
-    sorted[sorted.len() / 2]
-}
-
-fn min(samples: &[Duration]) -> Duration {
-    samples.iter().copied().min().unwrap_or_default()
-}
-
-fn ms(duration: Duration) -> String {
-    format!("{:.1} ms", duration.as_secs_f64() * 1000.0)
 }

@@ -18,9 +18,9 @@
 //! `cargo bench --profile dev --bench polyglot`; real numbers come from the
 //! release profile (`cargo bench --bench polyglot`).
 
-use std::io::{BufRead, BufReader, Write};
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,6 +32,7 @@ use envhost::plugin::grants::Grants;
 use envhost::plugin::guest_io::GuestOutput;
 use envhost::plugin::loader::{self, Candidate};
 use envhost::plugin::{DEFAULT_MEMORY_LIMIT, DiscardSink, PluginEnvironment, PluginParts, Sandbox};
+use support::{fmt_ms, per_call_ns, profile, summarize, target_dir, time_to_first_screen};
 
 /// Cold starts compile 12-18 MB components for seconds each: few runs.
 const COLD_RUNS: usize = 2;
@@ -104,30 +105,6 @@ fn main() {
     report(&subjects, &measured);
 }
 
-fn profile() -> &'static str {
-    if cfg!(debug_assertions) {
-        "dev (validation only)"
-    } else {
-        "release"
-    }
-}
-
-fn target_dir() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace");
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .map(|dir| {
-            if dir.is_absolute() {
-                dir
-            } else {
-                root.join(dir)
-            }
-        })
-        .unwrap_or_else(|| root.join("target"))
-}
-
 fn measure(subject: &Subject) -> Measured {
     eprintln!("measuring {} ({})...", subject.name, subject.language);
     let bytes = std::fs::read(&subject.path).expect("read the component");
@@ -195,13 +172,13 @@ fn measure(subject: &Subject) -> Measured {
             .expect("setup call");
         assert!(answer.success, "{command}: {}", answer.output);
     }
-    let raw_call = per_call(|| {
+    let raw_call = per_call_ns(CALLS, || {
         let answer = exports
             .call_handle_command(&mut store, subject.command)
             .expect("raw call");
         assert!(answer.success);
     });
-    let raw_screen = per_call(|| {
+    let raw_screen = per_call_ns(CALLS, || {
         exports.call_get_screen(&mut store).expect("raw screen");
     });
 
@@ -226,13 +203,13 @@ fn measure(subject: &Subject) -> Measured {
             .expect("setup");
         assert!(response.success, "{command}: {}", response.output);
     }
-    let host_call = per_call(|| {
+    let host_call = per_call_ns(CALLS, || {
         let response = environment
             .handle_command(subject.command, &context)
             .expect("host call");
         assert!(response.success);
     });
-    let host_screen = per_call(|| {
+    let host_screen = per_call_ns(CALLS, || {
         environment.screen().expect("screen");
     });
 
@@ -240,7 +217,7 @@ fn measure(subject: &Subject) -> Measured {
         size: bytes.len() as u64,
         cold,
         warm,
-        instantiate: median(&instantiations),
+        instantiate: summarize(&instantiations).median,
         raw_call,
         host_call,
         raw_screen,
@@ -249,44 +226,12 @@ fn measure(subject: &Subject) -> Measured {
 }
 
 fn start_once(project: &Path, cache: &Path, name: &str) -> Duration {
-    let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_envhost"))
-        .arg("serve")
-        .arg("--project")
-        .arg(project)
-        .arg("--plugin-cache")
-        .arg(cache)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start envhost");
-    let mut stdin = child.stdin.take().expect("stdin");
-    stdin.write_all(b"{\"type\":\"screen\"}\n").expect("write");
-    stdin.flush().expect("flush");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read the screen");
-    let took = started.elapsed();
+    let (took, line) = time_to_first_screen(project, cache);
     assert!(
         line.contains(&format!("\"{name}\":{{\"content\"")),
         "no {name} section: {line}"
     );
-    drop(stdin);
-    let _ = child.wait();
     took
-}
-
-fn per_call(mut f: impl FnMut()) -> f64 {
-    for _ in 0..CALLS / 20 {
-        f();
-    }
-    let started = Instant::now();
-    for _ in 0..CALLS {
-        f();
-    }
-    started.elapsed().as_nanos() as f64 / CALLS as f64
 }
 
 fn report(subjects: &[Subject], measured: &[Measured]) {
@@ -314,13 +259,17 @@ fn report(subjects: &[Subject], measured: &[Measured]) {
         format!("{:.1} MiB", m.size as f64 / (1 << 20) as f64)
     });
     row("  host start, cold cache (median)", &|m| {
-        ms(median(&m.cold))
+        fmt_ms(summarize(&m.cold).median)
     });
-    row("  host start, cold cache (min)", &|m| ms(min(&m.cold)));
+    row("  host start, cold cache (min)", &|m| {
+        fmt_ms(summarize(&m.cold).min)
+    });
     row("  host start, warm cache (median)", &|m| {
-        ms(median(&m.warm))
+        fmt_ms(summarize(&m.warm).median)
     });
-    row("  host start, warm cache (min)", &|m| ms(min(&m.warm)));
+    row("  host start, warm cache (min)", &|m| {
+        fmt_ms(summarize(&m.warm).min)
+    });
     row("  fresh instance + describe (median)", &|m| {
         format!("{:.3} ms", m.instantiate.as_secs_f64() * 1e3)
     });
@@ -345,8 +294,8 @@ fn report(subjects: &[Subject], measured: &[Measured]) {
     header("ratio to the Rust timer");
     row("  warm start", &|m| {
         ratio(
-            median(&m.warm).as_secs_f64(),
-            median(&rust.warm).as_secs_f64(),
+            summarize(&m.warm).median.as_secs_f64(),
+            summarize(&rust.warm).median.as_secs_f64(),
         )
     });
     row("  handle-command through the host", &|m| {
@@ -359,23 +308,4 @@ fn report(subjects: &[Subject], measured: &[Measured]) {
 
 fn ratio(value: f64, base: f64) -> String {
     format!("{:.1}x", value / base)
-}
-
-fn median(samples: &[Duration]) -> Duration {
-    let mut sorted = samples.to_vec();
-    sorted.sort();
-    sorted[sorted.len() / 2]
-}
-
-fn min(samples: &[Duration]) -> Duration {
-    samples.iter().copied().min().unwrap_or_default()
-}
-
-fn ms(duration: Duration) -> String {
-    let ms = duration.as_secs_f64() * 1000.0;
-    if ms >= 1000.0 {
-        format!("{:.1} s", ms / 1000.0)
-    } else {
-        format!("{ms:.1} ms")
-    }
 }

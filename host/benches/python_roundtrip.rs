@@ -11,9 +11,13 @@
 //! quick check; the numbers that count come from the release profile).
 //! `ENVHOST_BENCH_ROUNDS` overrides the number of rounds per workload.
 
+mod support;
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use support::{Serve, millis, summarize};
 
 /// The floor: read one JSON-encoded piece of code per line, run it as the
 /// interactive interpreter would (the value of an expression is printed),
@@ -45,70 +49,6 @@ const WORKLOADS: [Workload; 2] = [
         rounds: 60,
     },
 ];
-
-struct Envhost {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    _project: tempfile::TempDir,
-}
-
-impl Envhost {
-    fn start() -> Envhost {
-        let project = tempfile::tempdir().expect("temporary project");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_envhost"))
-            .arg("serve")
-            .arg("--project")
-            .arg(project.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start envhost");
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        Envhost {
-            child,
-            stdin,
-            stdout,
-            _project: project,
-        }
-    }
-
-    fn round_trip(&mut self, code: &str) -> (Duration, serde_json::Value) {
-        let mut request = serde_json::to_vec(&serde_json::json!({
-            "type": "command", "environment": "python", "command": code
-        }))
-        .expect("request");
-        request.push(b'\n');
-        let started = Instant::now();
-        self.stdin.write_all(&request).expect("write request");
-        self.stdin.flush().expect("flush");
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).expect("read answer");
-        let elapsed = started.elapsed();
-        let answer: serde_json::Value = serde_json::from_str(&line).expect("answer is JSON");
-        (elapsed, answer)
-    }
-
-    /// A `{"type":"screen"}` round trip: the protocol and screen cost
-    /// alone, with no python code run.
-    fn screen_round_trip(&mut self) -> Duration {
-        let started = Instant::now();
-        self.stdin
-            .write_all(b"{\"type\":\"screen\"}\n")
-            .expect("write request");
-        self.stdin.flush().expect("flush");
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).expect("read answer");
-        started.elapsed()
-    }
-
-    fn stop(mut self) {
-        drop(self.stdin);
-        let _ = self.child.wait();
-    }
-}
 
 struct Floor {
     child: Child,
@@ -160,30 +100,18 @@ impl Floor {
     }
 }
 
-fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
-    let index = ((sorted.len() as f64 - 1.0) * fraction).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
-}
-
-fn millis(duration: Duration) -> f64 {
-    duration.as_secs_f64() * 1000.0
-}
-
 fn main() {
     let rounds_override: Option<usize> = std::env::var("ENVHOST_BENCH_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok());
-    let mut envhost = Envhost::start();
+    let project = tempfile::tempdir().expect("temporary project");
+    let mut envhost = Serve::start(project.path(), &[]);
     let mut floor = Floor::start();
 
     // Warm up: starts envhost's interpreter, fills caches.
-    let (_, answer) = envhost.round_trip("import os");
-    assert_eq!(
-        answer["response"]["success"], true,
-        "envhost's python does not work: {answer}"
-    );
+    envhost.command("python", "import os");
     for _ in 0..5 {
-        envhost.round_trip("x = 1");
+        envhost.command("python", "x = 1");
         floor.round_trip("x = 1");
     }
 
@@ -204,19 +132,15 @@ fn main() {
         let mut host_times = Vec::with_capacity(rounds);
         let mut floor_times = Vec::with_capacity(rounds);
         for _ in 0..rounds {
-            let (elapsed, answer) = envhost.round_trip(workload.code);
-            assert_eq!(answer["response"]["success"], true, "{answer}");
+            let (elapsed, _) = envhost.command("python", workload.code);
             host_times.push(elapsed);
             let (elapsed, _) = floor.round_trip(workload.code);
             floor_times.push(elapsed);
         }
-        host_times.sort();
-        floor_times.sort();
-        let (host_p50, host_p95) = (percentile(&host_times, 0.5), percentile(&host_times, 0.95));
-        let (floor_p50, floor_p95) = (
-            percentile(&floor_times, 0.5),
-            percentile(&floor_times, 0.95),
-        );
+        let through_host = summarize(&host_times);
+        let through_floor = summarize(&floor_times);
+        let (host_p50, host_p95) = (through_host.median, through_host.p95);
+        let (floor_p50, floor_p95) = (through_floor.median, through_floor.p95);
         println!(
             "{:<20} {:>7} {:>10.3}ms {:>10.3}ms {:>10.3}ms {:>10.3}ms {:>7.2}x {:>7.2}x",
             workload.code,
@@ -232,15 +156,14 @@ fn main() {
 
     // How much of envhost's time is the protocol and the screen alone.
     let rounds = rounds_override.unwrap_or(1000);
-    let mut screen_times: Vec<Duration> =
-        (0..rounds).map(|_| envhost.screen_round_trip()).collect();
-    screen_times.sort();
+    let screen_times: Vec<Duration> = (0..rounds).map(|_| envhost.screen()).collect();
+    let screens = summarize(&screen_times);
     println!(
         "{:<20} {:>7} {:>10.3}ms {:>10.3}ms   (envhost screen request alone, no python)",
         "screen only",
         rounds,
-        millis(percentile(&screen_times, 0.5)),
-        millis(percentile(&screen_times, 0.95)),
+        millis(screens.median),
+        millis(screens.p95),
     );
     envhost.stop();
     floor.stop();
