@@ -106,9 +106,23 @@ impl CodeCache {
                 took: started.elapsed(),
             });
         };
-        if path.is_file() {
+        if let Err(reason) = path.parent().map_or(Ok(()), private_to_user) {
+            let component = Component::from_binary(engine, bytes)?;
+            return Ok(Compiled {
+                component,
+                outcome: CacheOutcome::Compiled {
+                    saved: Err(format!(
+                        "the compiled code was neither read from nor saved to the cache: {reason}"
+                    )),
+                },
+                took: started.elapsed(),
+            });
+        }
+        if path.is_file() && private_to_user(&path).is_ok() {
             // SAFETY: `deserialize_file` maps machine code and trusts it.
-            // Entries are only ever written by `save` below, from
+            // The folder and the entry belong to this user and nobody else
+            // can write them (checked just above). Entries are only ever
+            // written by `save` below, from
             // `Component::serialize` of this engine, into a folder private
             // to the user, under a temporary name renamed into place once
             // complete; the name binds them to the exact plugin bytes and
@@ -131,6 +145,40 @@ impl CodeCache {
             took: started.elapsed(),
         })
     }
+}
+
+/// Refuses a cache folder or entry that another user could have written:
+/// whoever can write there can make the host run their machine code. A
+/// folder that does not exist yet is fine (`save` creates it private).
+fn private_to_user(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let metadata = match fs::symlink_metadata(path) {
+        Ok(metadata) => metadata,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(format!("cannot inspect {}: {err}", path.display())),
+    };
+    let me = nix::unistd::geteuid().as_raw();
+    if metadata.uid() != me {
+        return Err(format!(
+            "{} belongs to another user (uid {}); use a cache folder of your own (--plugin-cache DIR)",
+            path.display(),
+            metadata.uid()
+        ));
+    }
+    if metadata.mode() & 0o022 != 0 {
+        return Err(format!(
+            "{} can be written by other users (mode {:o}); make it private (chmod go-w) or use another folder (--plugin-cache DIR)",
+            path.display(),
+            metadata.mode() & 0o7777
+        ));
+    }
+    if metadata.file_type().is_symlink() {
+        return Err(format!(
+            "{} is a symbolic link; cache entries must be plain files",
+            path.display()
+        ));
+    }
+    Ok(())
 }
 
 fn save(component: &Component, path: &Path) -> Result<PathBuf, String> {
@@ -210,6 +258,70 @@ mod tests {
         assert_eq!(
             content_sha256(b"abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    /// The smallest valid component: the header and nothing else.
+    const EMPTY_COMPONENT: &[u8] = b"\0asm\x0d\0\x01\0";
+
+    #[test]
+    fn entries_are_saved_then_mapped_back() {
+        use std::os::unix::fs::PermissionsExt;
+        let engine = Engine::default();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CodeCache::Directory(dir.path().join("plugins"));
+        let sha = content_sha256(EMPTY_COMPONENT);
+        let first = cache
+            .load_or_compile(&engine, EMPTY_COMPONENT, &sha)
+            .unwrap();
+        let CacheOutcome::Compiled { saved: Ok(entry) } = first.outcome else {
+            panic!("the first load compiles and saves: {:?}", first.outcome);
+        };
+        let folder_mode = fs::metadata(dir.path().join("plugins"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(folder_mode & 0o777, 0o700);
+        let second = cache
+            .load_or_compile(&engine, EMPTY_COMPONENT, &sha)
+            .unwrap();
+        assert_eq!(
+            second.outcome,
+            CacheOutcome::Hit {
+                path: entry.clone()
+            }
+        );
+        // An entry others could have rewritten is not trusted.
+        fs::set_permissions(&entry, fs::Permissions::from_mode(0o666)).unwrap();
+        let third = cache
+            .load_or_compile(&engine, EMPTY_COMPONENT, &sha)
+            .unwrap();
+        assert!(
+            matches!(third.outcome, CacheOutcome::Compiled { .. }),
+            "{:?}",
+            third.outcome
+        );
+    }
+
+    #[test]
+    fn a_folder_others_can_write_is_neither_read_nor_written() {
+        use std::os::unix::fs::PermissionsExt;
+        let engine = Engine::default();
+        let dir = tempfile::tempdir().unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        let cache = CodeCache::Directory(dir.path().to_owned());
+        let sha = content_sha256(EMPTY_COMPONENT);
+        let compiled = cache
+            .load_or_compile(&engine, EMPTY_COMPONENT, &sha)
+            .unwrap();
+        let CacheOutcome::Compiled { saved: Err(reason) } = compiled.outcome else {
+            panic!("expected a refusal: {:?}", compiled.outcome);
+        };
+        assert!(reason.contains("can be written by other users"), "{reason}");
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "nothing saved"
         );
     }
 
