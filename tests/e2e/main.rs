@@ -11,3 +11,4 @@ mod plugins;
 mod polyglot;
 mod protocol;
 mod python;
+mod repl;

@@ -190,12 +190,13 @@ fn a_thousand_pipelined_commands_are_answered_in_order() {
     let mut host = Host::start(project.path());
     let mut batch = Vec::new();
     for i in 0..1000 {
-        let request = if i % 3 == 0 {
-            json!({"type":"screen","id":i})
-        } else if i % 3 == 1 {
-            json!({"type":"command","environment":"nowhere","command":format!("c{i}"),"id":i})
-        } else {
-            json!({"type":"bogus","id":i})
+        let request = match i % 4 {
+            0 => json!({"type":"screen","id":i}),
+            1 => {
+                json!({"type":"command","environment":"bash","command":format!("echo n{i}"),"id":i})
+            }
+            2 => json!({"type":"command","environment":"nowhere","command":"x","id":i}),
+            _ => json!({"type":"bogus","id":i}),
         };
         batch.extend(serde_json::to_vec(&request).unwrap());
         batch.push(b'\n');
@@ -206,8 +207,12 @@ fn a_thousand_pipelined_commands_are_answered_in_order() {
     for i in 0..1000 {
         let answer = host.recv();
         assert_eq!(answer["id"], i, "answer {i} out of order: {answer}");
-        let expected = ["screen", "response", "error"][i % 3];
+        let expected = ["screen", "response", "response", "error"][i % 4];
         assert_eq!(answer["type"], expected);
+        if i % 4 == 1 {
+            // The real shell's output belongs to this very request.
+            assert_eq!(answer["response"]["output"], format!("n{i}\n"), "{answer}");
+        }
     }
 }
 
