@@ -191,8 +191,9 @@ impl fmt::Display for Exit {
 /// the terminal's controlling process.
 pub struct PtyProgram {
     pid: i32,
-    // Held for the program's life. Field order is drop order: the pid is
-    // unregistered (`_managed`) before the terminal closes.
+    // Held for the program's life. Field order is drop order: the pid goes
+    // back to the reaper's sweeper (`_managed`) before the terminal closes,
+    // so a program that the hang-up ends is still reaped.
     _child: Box<dyn portable_pty::Child + Send + Sync>,
     _managed: Option<ManagedPid>,
     master: Box<dyn MasterPty + Send>,
