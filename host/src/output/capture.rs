@@ -137,7 +137,7 @@ impl OutputCapture {
         self.tail.push_str(text);
         let half = self.half();
         if self.tail.len() > 2 * half.max(4096) {
-            let cut = floor_char_boundary(&self.tail, self.tail.len() - half);
+            let cut = self.tail.floor_char_boundary(self.tail.len() - half);
             self.tail.drain(..cut);
         }
     }
@@ -159,8 +159,8 @@ impl OutputCapture {
         });
         self.write_spill(&all);
         let half = self.half();
-        let head_end = floor_char_boundary(&all, half);
-        let tail_start = ceil_char_boundary(&all, all.len().saturating_sub(half).max(head_end));
+        let head_end = all.floor_char_boundary(half);
+        let tail_start = all.ceil_char_boundary(all.len().saturating_sub(half).max(head_end));
         self.tail = all[tail_start..].to_owned();
         all.truncate(head_end);
         self.head = all;
@@ -195,8 +195,9 @@ impl OutputCapture {
             };
         };
         let half = self.limits.cap_bytes / 2;
-        let tail =
-            &self.tail[ceil_char_boundary(&self.tail, self.tail.len().saturating_sub(half))..];
+        let tail = &self.tail[self
+            .tail
+            .ceil_char_boundary(self.tail.len().saturating_sub(half))..];
         let omitted = total - self.head.len() as u64 - tail.len() as u64;
         let (saved_to, where_) = match spill {
             Spill::Writing {
@@ -240,22 +241,6 @@ impl OutputCapture {
             }),
         }
     }
-}
-
-fn floor_char_boundary(s: &str, mut index: usize) -> usize {
-    index = index.min(s.len());
-    while !s.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
-}
-
-fn ceil_char_boundary(s: &str, mut index: usize) -> usize {
-    index = index.min(s.len());
-    while !s.is_char_boundary(index) {
-        index += 1;
-    }
-    index
 }
 
 /// Creates the output folder (ignored by git) and a new file in it, and

@@ -340,10 +340,7 @@ fn cap_bytes(text: &str, limit: usize) -> String {
     if text.len() <= limit {
         return text.to_owned();
     }
-    let mut end = limit;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = text.floor_char_boundary(limit);
     format!(
         "{}\n[... screen content cut: {} more bytes]",
         &text[..end],

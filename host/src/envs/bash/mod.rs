@@ -39,13 +39,14 @@ use crate::environment::{
 use crate::output::capture::{CapturedOutput, OutputCapture, OutputLimits};
 use crate::output::terminal::TerminalText;
 use crate::process::interrupt::Escalation;
+use crate::process::pty::Exit;
 use crate::process::secrets::SecretPolicy;
 
 use self::jobs::parse_jobs;
 use self::marker::{PromptReport, new_token};
 use self::screen::ShellStatus;
 use self::setup::{SessionFiles, shell_environment};
-use self::shell::{Ending, Run, Shell, ShellExit, StartError, StopCause};
+use self::shell::{Ending, Run, Shell, StartError, StopCause, exit_code};
 
 /// What a restart loses, in the words the agent reads.
 const LOST_STATE: &str = "shell variables, functions, aliases and background jobs";
@@ -148,7 +149,7 @@ impl BashEnvironment {
     ) -> Result<(), EnvironmentError> {
         if let Some(exit) = self.shell.as_ref().and_then(Shell::exited) {
             // It ended between commands (killed from outside).
-            self.discard_shell(exit.code(), &format!("The shell {exit}"));
+            self.discard_shell(exit_code(exit), &format!("The shell {exit}"));
             output.note(format!(
                 "The shell {exit} since the last command; a fresh shell was started in {}. Lost: {LOST_STATE}.",
                 self.status.cwd.display()
@@ -207,13 +208,13 @@ impl BashEnvironment {
             );
         }
         if let Some(exit) = run.exit {
-            let why = if errexit_was_on && exit != ShellExit::Code(0) {
+            let why = if errexit_was_on && exit != Exit::Code(0) {
                 " (`set -e` was on, so a failing command ended it)"
             } else {
                 ""
             };
-            self.discard_shell(exit.code(), &format!("The shell {exit}"));
-            output.success = exit == ShellExit::Code(0);
+            self.discard_shell(exit_code(exit), &format!("The shell {exit}"));
+            output.success = exit == Exit::Code(0);
             output.note(format!(
                 "The shell {exit}{why}. A fresh shell starts in {} with the next command; {LOST_STATE} are lost.",
                 self.status.cwd.display()

@@ -1,8 +1,8 @@
 //! One running bash in a pseudo-terminal, and the commands it runs.
 //!
 //! [`Shell`] starts `bash --noprofile --norc --noediting -i` in a fresh PTY
-//! (portable-pty): its own session, the PTY as its controlling terminal,
-//! echo off. No rc file runs, not even a system-wide one; the host types a
+//! ([`crate::process::pty`]): its own session, the PTY as its controlling
+//! terminal, echo off. No rc file runs, not even a system-wide one; the host types a
 //! line that sources the session's set-up script instead. A command is written to the session's command file
 //! and a short fixed line typed into the terminal makes the shell `eval` it
 //! ([`super::setup`]); the command is done when the shell prints the prompt
@@ -23,20 +23,15 @@
 
 use std::cell::Cell;
 use std::ffi::OsString;
-use std::fmt;
-use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill};
 use nix::sys::termios::{self, LocalFlags, SetArg};
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::{Pid, tcgetpgrp};
-use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
+use nix::unistd::Pid;
 
 use super::marker::{MarkerScanner, PromptReport};
 use super::reader::{PtyReader, ReaderEvent};
@@ -45,7 +40,9 @@ use crate::environment::{CancelFlag, CommandContext};
 use crate::process::input_wait::{self, TerminalReader};
 use crate::process::interrupt::{self, DEFAULT_LADDER, Escalation};
 use crate::process::procfs;
-use crate::process::reaper::{self, ManagedPid};
+use crate::process::pty::{
+    Exit, OpenError, ProgramSpec, Pty, PtyProgram, SpawnError, TerminalSize,
+};
 
 /// Terminal size. Programs lay out tables and progress bars to the width;
 /// 120 columns keeps lines readable without wrapping most tables.
@@ -68,34 +65,10 @@ const FINAL_OUTPUT_WAIT: Duration = Duration::from_millis(100);
 /// Grace between SIGTERM/SIGHUP and SIGKILL when ending the session.
 const SESSION_GRACE: Duration = Duration::from_secs(1);
 
-/// How the shell process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ShellExit {
-    Code(i32),
-    Signal(Signal),
-    /// Its status was collected elsewhere (should not happen).
-    Unknown,
-}
-
-impl ShellExit {
-    /// The shell's `$?`-style code: 128 + signal for a signal.
-    pub fn code(self) -> i32 {
-        match self {
-            ShellExit::Code(code) => code,
-            ShellExit::Signal(signal) => 128 + signal as i32,
-            ShellExit::Unknown => 1,
-        }
-    }
-}
-
-impl fmt::Display for ShellExit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ShellExit::Code(code) => write!(f, "exited with code {code}"),
-            ShellExit::Signal(signal) => write!(f, "was killed by {}", signal.as_str()),
-            ShellExit::Unknown => write!(f, "ended"),
-        }
-    }
+/// The `$?`-style code shown for an ended shell: 128 + N after signal N,
+/// 1 when its status is unknown.
+pub fn exit_code(exit: Exit) -> i32 {
+    exit.status().unwrap_or(1)
 }
 
 /// Why a command was interrupted.
@@ -140,7 +113,7 @@ pub struct Run {
     /// The shell is back at its prompt and reported this.
     pub report: Option<PromptReport>,
     /// The shell ended.
-    pub exit: Option<ShellExit>,
+    pub exit: Option<Exit>,
 }
 
 impl Run {
@@ -163,7 +136,7 @@ pub enum StartError {
         source: io::Error,
     },
     #[error("bash {exit} while starting{}", describe_output(.output))]
-    ExitedAtStart { exit: ShellExit, output: String },
+    ExitedAtStart { exit: Exit, output: String },
     #[error("bash did not show its first prompt within {limit:?}{}", describe_output(.output))]
     NoPrompt { limit: Duration, output: String },
     #[error("start-up was cancelled")]
@@ -183,10 +156,33 @@ fn io_error(context: &'static str) -> impl FnOnce(io::Error) -> StartError {
     move |source| StartError::Io { context, source }
 }
 
+impl From<OpenError> for StartError {
+    fn from(err: OpenError) -> StartError {
+        match err {
+            OpenError::Duplicate(source) => StartError::Io {
+                context: "duplicating the terminal",
+                source,
+            },
+            other => StartError::NotRunnable(other.to_string()),
+        }
+    }
+}
+
+impl From<SpawnError> for StartError {
+    fn from(err: SpawnError) -> StartError {
+        StartError::NotRunnable(match err {
+            SpawnError::NotStarted(_) => format!(
+                "{err}. Install bash or make it reachable through the PATH envhost runs with"
+            ),
+            SpawnError::NoProcessId => "bash started without a process id".into(),
+        })
+    }
+}
+
 /// What a wait ended on.
 enum Awaited {
     Prompt(PromptReport),
-    Exited(ShellExit),
+    Exited(Exit),
     Deadline,
     Cancelled,
     WaitingForInput(TerminalReader),
@@ -200,13 +196,9 @@ struct Watch<'a> {
 
 /// A running bash.
 pub struct Shell {
-    pid: i32,
-    // Held so that the child and its PTY live as long as the shell.
-    _child: Box<dyn portable_pty::Child + Send + Sync>,
-    _managed: Option<ManagedPid>,
-    _master: Box<dyn MasterPty + Send>,
-    /// A duplicate of the master side, for typing and terminal settings.
-    terminal: File,
+    /// bash in its terminal, whose master side is for typing and terminal
+    /// settings.
+    pty: PtyProgram,
     /// The slave side's path (`/dev/pts/N`).
     terminal_path: PathBuf,
     reader: PtyReader,
@@ -218,7 +210,6 @@ pub struct Shell {
     xtrace: bool,
     /// The shell itself got SIGINT during an interruption.
     interrupted_shell: Cell<bool>,
-    exit: Cell<Option<ShellExit>>,
     terminated: bool,
 }
 
@@ -233,77 +224,38 @@ impl Shell {
         cancel: &CancelFlag,
         sink: &mut dyn FnMut(&[u8]),
     ) -> Result<(Shell, PromptReport), StartError> {
-        let pair = native_pty_system()
-            .openpty(PtySize {
-                rows: ROWS,
-                cols: COLUMNS,
-                pixel_width: 0,
-                pixel_height: 0,
-            })
-            .map_err(|e| StartError::NotRunnable(format!("no pseudo-terminal: {e:#}")))?;
-        let raw = pair.master.as_raw_fd().ok_or_else(|| {
-            StartError::NotRunnable("the pseudo-terminal has no descriptor".into())
+        let pty = Pty::open(TerminalSize {
+            rows: ROWS,
+            columns: COLUMNS,
         })?;
-        // SAFETY: `raw` belongs to `pair.master`, which is alive here; the
-        // borrow only lasts for the two duplications.
-        let master = unsafe { BorrowedFd::borrow_raw(raw) };
-        let terminal = File::from(
-            master
-                .try_clone_to_owned()
-                .map_err(io_error("duplicating the terminal"))?,
-        );
-        let reader_fd = master
-            .try_clone_to_owned()
+        let reader_fd = pty
+            .duplicate()
             .map_err(io_error("duplicating the terminal"))?;
-        set_terminal_mode(terminal.as_fd()).map_err(io_error("setting the terminal mode"))?;
-
-        let mut command = CommandBuilder::new("bash");
-        command.args(["--noprofile", "--norc", "--noediting", "-i"]);
-        command.env_clear();
-        for (name, value) in environment {
-            command.env(name, value);
-        }
-        command.cwd(cwd.as_os_str());
-        let slave = pair.slave;
-        let (child, managed) = reaper::spawn_managed(
-            || slave.spawn_command(command),
-            |c| c.process_id(),
-        )
-        .map_err(|e| {
-            StartError::NotRunnable(format!(
-                "{e:#}. Install bash or make it reachable through the PATH envhost runs with"
-            ))
+        // Before bash starts: it records the terminal's modes at start-up.
+        set_terminal_mode(pty.terminal().as_fd()).map_err(io_error("setting the terminal mode"))?;
+        let pty = pty.spawn(ProgramSpec {
+            program: "bash".into(),
+            args: ["--noprofile", "--norc", "--noediting", "-i"]
+                .map(OsString::from)
+                .to_vec(),
+            cwd: cwd.to_owned(),
+            environment,
         })?;
-        // The host must not hold the slave side: its jobs are the holders.
-        drop(slave);
-        let pid = child
-            .process_id()
-            .and_then(|p| i32::try_from(p).ok())
-            .ok_or_else(|| StartError::NotRunnable("bash started without a process id".into()))?;
-        let terminal_path = pair
-            .master
-            .tty_name()
-            .or_else(|| std::fs::read_link(format!("/proc/{pid}/fd/0")).ok())
-            .unwrap_or_default();
+        let terminal_path = pty.tty_path().unwrap_or_default();
         let reader = PtyReader::start(reader_fd, MarkerScanner::new(files.format()))
             .map_err(io_error("starting the terminal reader"))?;
         let shell = Shell {
-            pid,
-            _child: child,
-            _managed: managed,
-            _master: pair.master,
-            terminal,
+            pty,
             terminal_path,
             reader,
             seq: 0,
             pending: None,
             xtrace: false,
             interrupted_shell: Cell::new(false),
-            exit: Cell::new(None),
             terminated: false,
         };
         let mut output = Vec::new();
-        let typed = (&shell.terminal).write_all(files.init_line().as_bytes());
+        let typed = shell.pty.terminal().write_all(files.init_line().as_bytes());
         if let Err(source) = typed {
             return Err(StartError::Io {
                 context: "typing the set-up line",
@@ -334,18 +286,8 @@ impl Shell {
     }
 
     /// How the shell ended, if it has.
-    pub fn exited(&self) -> Option<ShellExit> {
-        if let Some(exit) = self.exit.get() {
-            return Some(exit);
-        }
-        let exit = match waitpid(Pid::from_raw(self.pid), Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Exited(_, code)) => ShellExit::Code(code),
-            Ok(WaitStatus::Signaled(_, signal, _)) => ShellExit::Signal(signal),
-            Ok(_) | Err(Errno::EINTR) => return None,
-            Err(_) => ShellExit::Unknown,
-        };
-        self.exit.set(Some(exit));
-        Some(exit)
+    pub fn exited(&self) -> Option<Exit> {
+        self.pty.exit()
     }
 
     /// Output that arrived between commands (background jobs), and the
@@ -427,8 +369,8 @@ impl Shell {
                 // A program may have turned echo back on (and exited
                 // normally, so bash kept that state): the line typed next
                 // must not be echoed.
-                set_terminal_mode(self.terminal.as_fd())?;
-                self.terminal.write_all(line.as_bytes())
+                set_terminal_mode(self.pty.terminal().as_fd())?;
+                self.pty.terminal().write_all(line.as_bytes())
             });
         let started = Instant::now();
         let awaited = match typed {
@@ -563,16 +505,15 @@ impl Shell {
         if self.exited().is_some() {
             return false;
         }
-        let foreground = tcgetpgrp(self.terminal.as_fd())
-            .map(Pid::as_raw)
-            .unwrap_or(self.pid);
-        if foreground <= 1 || foreground == self.pid {
-            return kill(Pid::from_raw(self.pid), signal).is_ok();
-        }
-        if signal != Signal::SIGINT && kill(Pid::from_raw(self.pid), Signal::SIGINT).is_ok() {
+        let job = match self.pty.foreground_group() {
+            Some(group) if group != self.pty.pid() => group,
+            // bash itself is in the foreground (a builtin, a loop).
+            _ => return self.pty.signal(signal),
+        };
+        if signal != Signal::SIGINT && self.pty.signal(Signal::SIGINT) {
             self.interrupted_shell.set(true);
         }
-        interrupt::signal_group(foreground, signal)
+        interrupt::signal_group(job, signal)
     }
 
     /// After the shell itself got SIGINT: bash may keep that interrupt
@@ -583,7 +524,7 @@ impl Shell {
         if !self.interrupted_shell.replace(false) || run.report.is_none() {
             return run;
         }
-        if (&self.terminal).write_all(b"\n").is_err() {
+        if self.pty.terminal().write_all(b"\n").is_err() {
             return run;
         }
         let watch = Watch {
@@ -611,12 +552,9 @@ impl Shell {
 
     /// The foreground job's process blocked reading the terminal, if any.
     fn input_waiter(&self) -> Option<TerminalReader> {
-        let foreground = tcgetpgrp(self.terminal.as_fd()).ok()?.as_raw();
-        if foreground <= 1 {
-            return None;
-        }
-        let members: Vec<i32> = if foreground == self.pid {
-            vec![self.pid]
+        let foreground = self.pty.foreground_group()?;
+        let members: Vec<i32> = if foreground == self.pty.pid() {
+            vec![self.pty.pid()]
         } else {
             procfs::process_table()
                 .into_iter()
@@ -717,16 +655,7 @@ impl Shell {
             return;
         }
         self.terminated = true;
-        let session = self.pid;
-        let members = || -> Vec<i32> {
-            let me = std::process::id() as i32;
-            procfs::process_table()
-                .into_iter()
-                .filter(|p| p.session == session && p.pid != me && p.state != 'Z' && p.state != 'X')
-                .map(|p| p.pid)
-                .collect()
-        };
-        for pid in members() {
+        for pid in self.pty.session_members() {
             let pid = Pid::from_raw(pid);
             let _ = kill(pid, Signal::SIGHUP);
             let _ = kill(pid, Signal::SIGTERM);
@@ -736,7 +665,7 @@ impl Shell {
             let deadline = Instant::now() + limit;
             loop {
                 let _ = self.exited();
-                if members().is_empty() {
+                if self.pty.session_members().is_empty() {
                     return true;
                 }
                 if Instant::now() >= deadline {
@@ -746,7 +675,7 @@ impl Shell {
             }
         };
         if !gone(SESSION_GRACE) {
-            for pid in members() {
+            for pid in self.pty.session_members() {
                 let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
             }
             gone(SESSION_GRACE);
@@ -754,7 +683,7 @@ impl Shell {
         // Collect the shell's own exit status so it leaves no zombie.
         let deadline = Instant::now() + SESSION_GRACE;
         while self.exited().is_none() && Instant::now() < deadline {
-            let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
+            let _ = self.pty.signal(Signal::SIGKILL);
             thread::sleep(Duration::from_millis(10));
         }
     }

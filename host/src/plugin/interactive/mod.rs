@@ -226,7 +226,7 @@ impl HostSession for HostState {
 
     fn exit_status(&mut self, session: Resource<Session>) -> Option<i32> {
         self.table()
-            .get_mut(&session)
+            .get(&session)
             .ok()
             .and_then(Session::exit_status)
     }

@@ -118,10 +118,9 @@ impl PromptWatch {
             self.recent.push_str(line);
         }
         if self.recent.len() > 2 * SEARCH_WINDOW {
-            let mut keep_from = self.recent.len() - SEARCH_WINDOW;
-            while !self.recent.is_char_boundary(keep_from) {
-                keep_from += 1;
-            }
+            let keep_from = self
+                .recent
+                .ceil_char_boundary(self.recent.len() - SEARCH_WINDOW);
             self.capture.push(&self.recent[..keep_from]);
             self.recent.drain(..keep_from);
         }
@@ -155,10 +154,7 @@ impl PromptWatch {
         let mut text = String::with_capacity(self.recent.len() + pending.len());
         text.push_str(&self.recent);
         text.push_str(&pending);
-        let mut window_start = text.len().saturating_sub(SEARCH_WINDOW);
-        while !text.is_char_boundary(window_start) {
-            window_start += 1;
-        }
+        let window_start = text.ceil_char_boundary(text.len().saturating_sub(SEARCH_WINDOW));
         let found = prompt.anchored.find(&text[window_start..])?;
         Some((window_start + found.start(), found.as_str().to_owned()))
     }
@@ -251,6 +247,22 @@ mod tests {
         assert!(before.starts_with("line 0\nline 1\n"), "{}", &before[..40]);
         assert!(before.ends_with("line 4999\n"));
         assert_eq!(before.lines().count(), 5000);
+    }
+
+    #[test]
+    fn multibyte_output_is_cut_between_characters_and_kept_whole() {
+        let prompt = Prompt::new(r"\(gdb\) ").unwrap();
+        let mut w = watch(&[]);
+        // 42 bytes a line, most of them halves of `é`: the windows' edges
+        // fall inside characters.
+        let line = format!("a{}\n", "é".repeat(20));
+        for _ in 0..1000 {
+            w.feed(line.as_bytes());
+        }
+        w.feed("é(gdb) ".as_bytes());
+        let (start, text) = w.find(&prompt).unwrap();
+        let before = w.finish_at(start, text).before;
+        assert_eq!(before, format!("{}é", line.repeat(1000)));
     }
 
     #[test]

@@ -1,10 +1,9 @@
 //! One program a plugin runs in a pseudo-terminal.
 //!
 //! [`Session::start`] runs the program (already resolved and granted) in a
-//! fresh PTY from portable-pty: its own session with the terminal as its
-//! controlling terminal, in the project folder, with exactly the
-//! environment it is given. It is spawned through
-//! `process::reaper::spawn_managed`, so its exit status is this module's.
+//! fresh PTY ([`crate::process::pty`]): its own session with the terminal as
+//! its controlling terminal, in the project folder, with exactly the
+//! environment it is given, its exit status collected by this module alone.
 //! There is no reader thread: like pexpect, the terminal is read only while
 //! a plugin waits, so a program that prints between calls blocks on a full
 //! terminal, as it would with nobody at the keyboard.
@@ -19,8 +18,8 @@
 //!
 //! This module decides nothing about grants or what a plugin is told.
 
+use std::cell::RefCell;
 use std::ffi::OsString;
-use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::Path;
@@ -31,15 +30,12 @@ use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{Signal, kill};
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::{Pid, tcgetpgrp};
-use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
+use nix::unistd::Pid;
 
 use super::prompt::{Prompt, PromptWatch};
 use crate::environment::CancelFlag;
-use crate::process::interrupt::{DEFAULT_LADDER, Escalation, escalate, signal_group};
-use crate::process::procfs;
-use crate::process::reaper::{self, ManagedPid};
+use crate::process::interrupt::{DEFAULT_LADDER, Escalation, escalate};
+use crate::process::pty::{ProgramSpec, Pty, PtyProgram, TerminalSize};
 
 /// The terminal's size: wide and tall, so programs wrap and paginate as
 /// little as possible.
@@ -103,19 +99,14 @@ pub enum SessionError {
 pub struct Session {
     /// As shown in messages (`sqlite3`).
     program: String,
-    pid: i32,
-    _child: Box<dyn portable_pty::Child + Send + Sync>,
-    _managed: Option<ManagedPid>,
-    _master: Box<dyn MasterPty + Send>,
-    /// A non-blocking duplicate of the master side.
-    terminal: File,
+    /// The program in its terminal, whose master side is non-blocking.
+    pty: PtyProgram,
     /// Read while typing, not yet seen by a wait.
     unread: Vec<u8>,
     /// Lines typed since the last wait (their echo is left out).
     typed: Vec<String>,
     /// Every holder of the terminal closed it.
     hung_up: bool,
-    exit: Option<i32>,
 }
 
 impl Session {
@@ -130,57 +121,27 @@ impl Session {
     ) -> Result<Session, SessionError> {
         let cannot =
             |why: String| SessionError::CannotStart(format!("{program} cannot be started: {why}"));
-        let pair = native_pty_system()
-            .openpty(PtySize {
-                rows: ROWS,
-                cols: COLUMNS,
-                pixel_width: 0,
-                pixel_height: 0,
+        let pty = Pty::open(TerminalSize {
+            rows: ROWS,
+            columns: COLUMNS,
+        })
+        .map_err(|e| cannot(e.to_string()))?;
+        set_nonblocking(pty.terminal().as_fd())
+            .map_err(|e| cannot(format!("terminal mode: {e}")))?;
+        let pty = pty
+            .spawn(ProgramSpec {
+                program: path.as_os_str().to_owned(),
+                args: args.iter().map(OsString::from).collect(),
+                cwd: cwd.to_owned(),
+                environment,
             })
-            .map_err(|e| cannot(format!("no pseudo-terminal: {e:#}")))?;
-        let raw = pair
-            .master
-            .as_raw_fd()
-            .ok_or_else(|| cannot("the pseudo-terminal has no descriptor".to_owned()))?;
-        // SAFETY: `raw` belongs to `pair.master`, alive here; the borrow
-        // only lasts for the duplication.
-        let master = unsafe { BorrowedFd::borrow_raw(raw) };
-        let terminal = File::from(
-            master
-                .try_clone_to_owned()
-                .map_err(|e| cannot(format!("duplicating the terminal: {e}")))?,
-        );
-        set_nonblocking(terminal.as_fd()).map_err(|e| cannot(format!("terminal mode: {e}")))?;
-
-        let mut command = CommandBuilder::new(path.as_os_str());
-        command.args(args);
-        command.env_clear();
-        for (name, value) in environment {
-            command.env(name, value);
-        }
-        command.cwd(cwd.as_os_str());
-        let slave = pair.slave;
-        let (child, managed) =
-            reaper::spawn_managed(|| slave.spawn_command(command), |c| c.process_id())
-                .map_err(|e| cannot(format!("{e:#}")))?;
-        // The program holds the slave side; the host must not, or it would
-        // never see the terminal hang up.
-        drop(slave);
-        let pid = child
-            .process_id()
-            .and_then(|p| i32::try_from(p).ok())
-            .ok_or_else(|| cannot("it started without a process id".to_owned()))?;
+            .map_err(|e| cannot(e.to_string()))?;
         Ok(Session {
             program: program.to_owned(),
-            pid,
-            _child: child,
-            _managed: managed,
-            _master: pair.master,
-            terminal,
+            pty,
             unread: Vec::new(),
             typed: Vec::new(),
             hung_up: false,
-            exit: None,
         })
     }
 
@@ -189,31 +150,16 @@ impl Session {
     }
 
     pub fn pid(&self) -> i32 {
-        self.pid
+        self.pty.pid()
     }
 
-    /// The exit status (128 + N after signal N) once the program ended.
-    pub fn exit_status(&mut self) -> Option<i32> {
-        if self.exit.is_none() {
-            self.exit = self.poll_exit();
-        }
-        self.exit
+    /// The exit status (128 + N after signal N) once the program ended; -1
+    /// if its status was lost.
+    pub fn exit_status(&self) -> Option<i32> {
+        self.pty.exit().map(|exit| exit.status().unwrap_or(-1))
     }
 
-    fn poll_exit(&self) -> Option<i32> {
-        loop {
-            return match waitpid(Pid::from_raw(self.pid), Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::Exited(_, code)) => Some(code),
-                Ok(WaitStatus::Signaled(_, signal, _)) => Some(128 + signal as i32),
-                Err(Errno::EINTR) => continue,
-                Ok(_) => None,
-                // Collected elsewhere (should not happen: it is managed).
-                Err(_) => Some(-1),
-            };
-        }
-    }
-
-    fn ended_error(&mut self) -> SessionError {
+    fn ended_error(&self) -> SessionError {
         let status = match self.exit_status() {
             Some(code) => format!("exit status {code}"),
             None => "its terminal closed".to_owned(),
@@ -246,7 +192,7 @@ impl Session {
         }
         let mut written = 0;
         while written < bytes.len() {
-            match (&self.terminal).write(&bytes[written..]) {
+            match self.pty.terminal().write(&bytes[written..]) {
                 Ok(n) => written += n,
                 Err(err) if err.kind() == ErrorKind::Interrupted => {}
                 Err(err) if err.kind() == ErrorKind::WouldBlock => {
@@ -281,7 +227,7 @@ impl Session {
 
     /// `true` when the terminal is ready for `flags` (or hung up).
     fn poll(&self, flags: PollFlags, timeout_ms: u16) -> Result<bool, SessionError> {
-        let mut fds = [PollFd::new(self.terminal.as_fd(), flags)];
+        let mut fds = [PollFd::new(self.pty.terminal().as_fd(), flags)];
         match poll(&mut fds, PollTimeout::from(timeout_ms)) {
             Ok(0) | Err(Errno::EINTR) => Ok(false),
             Ok(_) => Ok(true),
@@ -304,7 +250,7 @@ impl Session {
     /// terminal hung up, which is remembered).
     fn read_once(&mut self, buffer: &mut [u8]) -> Result<Option<usize>, SessionError> {
         loop {
-            return match (&self.terminal).read(buffer) {
+            return match self.pty.terminal().read(buffer) {
                 Ok(0) => {
                     self.hung_up = true;
                     Ok(None)
@@ -356,7 +302,7 @@ impl Session {
                 // Ctrl-C, as the user meant it: the program's job is
                 // interrupted and the program kept, back at its prompt if
                 // that comes quickly.
-                let _ = signal_group(self.foreground(), Signal::SIGINT);
+                let _ = self.pty.signal_foreground(Signal::SIGINT);
                 let settle = Instant::now() + CANCEL_SETTLE;
                 let how = match self.watch_until(&mut watch, prompt, settle, None)? {
                     Watched::Prompt(start, text) => {
@@ -395,15 +341,18 @@ impl Session {
             Watched::Deadline => {}
         }
         // Past the deadline: interrupt as a terminal would, until the
-        // prompt comes back or the program ends.
-        let pid = self.pid;
-        let raw = self.terminal.as_raw_fd();
+        // prompt comes back or the program ends. The ladder calls its two
+        // closures in turn, never at once, so they can share the session.
         let mut last: Option<Watched> = None;
+        let session = RefCell::new(&mut *self);
         let escalation = escalate(
             &DEFAULT_LADDER,
-            |signal| signal_group(foreground_of(raw, pid), signal),
+            |signal| session.borrow().pty.signal_foreground(signal),
             |grace| {
-                let watched = self.watch_until(&mut watch, prompt, Instant::now() + grace, None);
+                let until = Instant::now() + grace;
+                let watched = session
+                    .borrow_mut()
+                    .watch_until(&mut watch, prompt, until, None);
                 let done = matches!(watched, Ok(Watched::Prompt(..) | Watched::Hung));
                 last = watched.ok();
                 done
@@ -507,24 +456,13 @@ impl Session {
         if self.hung_up || self.exit_status().is_some() {
             return Err(self.ended_error());
         }
-        signal_group(self.foreground(), Signal::SIGINT);
+        self.pty.signal_foreground(Signal::SIGINT);
         Ok(())
-    }
-
-    fn foreground(&self) -> i32 {
-        foreground_of(self.terminal.as_raw_fd(), self.pid)
     }
 
     /// Hangs up the terminal's session and makes sure all of it ends.
     fn end_session(&mut self) {
-        let members = |session: i32| -> Vec<i32> {
-            procfs::process_table()
-                .into_iter()
-                .filter(|p| p.session == session && p.state != 'Z' && p.state != 'X')
-                .map(|p| p.pid)
-                .collect()
-        };
-        for pid in members(self.pid) {
+        for pid in self.pty.session_members() {
             let _ = kill(Pid::from_raw(pid), Signal::SIGHUP);
             let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
         }
@@ -534,7 +472,7 @@ impl Session {
         }
         // The program, and anything it started in its session (gdb's
         // inferior, a job), whether or not the program is gone already.
-        for pid in members(self.pid) {
+        for pid in self.pty.session_members() {
             let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
         }
         let deadline = Instant::now() + REAP_WAIT;
@@ -557,16 +495,6 @@ impl Drop for Session {
     }
 }
 
-/// The terminal's foreground process group, or the program's own group.
-fn foreground_of(raw: std::os::fd::RawFd, pid: i32) -> i32 {
-    // SAFETY: `raw` is the session's terminal, open for the session's life.
-    let fd = unsafe { BorrowedFd::borrow_raw(raw) };
-    match tcgetpgrp(fd) {
-        Ok(group) if group.as_raw() > 1 => group.as_raw(),
-        _ => pid,
-    }
-}
-
 fn set_nonblocking(fd: BorrowedFd<'_>) -> nix::Result<()> {
     let flags = OFlag::from_bits_truncate(fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL)?);
     fcntl(fd.as_raw_fd(), FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
@@ -582,6 +510,7 @@ mod tests {
     use super::*;
     use crate::output::capture::OutputLimits;
     use crate::plugin::grants::find_program;
+    use crate::process::procfs;
 
     fn shell() -> (Session, Prompt, OutputLimits, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
