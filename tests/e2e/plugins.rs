@@ -655,6 +655,7 @@ fn compiled_code_is_cached_across_starts() {
     let entries: Vec<PathBuf> = std::fs::read_dir(&cache)
         .expect("cache folder")
         .map(|e| e.expect("entry").path())
+        .filter(|path| path.is_file())
         .collect();
     assert_eq!(entries.len(), 1, "{entries:?}");
     assert!(entries[0].to_string_lossy().ends_with(".cwasm"));
@@ -680,6 +681,38 @@ fn compiled_code_is_cached_across_starts() {
         "{}",
         detail(&project)
     );
+}
+
+/// Warm starts skip reading and hashing an unchanged plugin file; a file
+/// replaced in place must still be the one that runs.
+#[test]
+fn a_replaced_plugin_never_runs_stale_cached_code() {
+    let project = Project::new();
+    install(&project, &[("tool", "timer")]);
+    // A record of the file's hash is trusted only if the file had not
+    // changed for two seconds when it was made (git's racy-index rule).
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    for _ in 0..2 {
+        let mut host = start(&project, &[]);
+        assert_eq!(host.command("tool", "start").ok(), "Timer started");
+        assert!(host.finish().0.success());
+    }
+    let records = project.path().join(".plugin-cache/files");
+    assert_eq!(
+        std::fs::read_dir(&records).expect("hash records").count(),
+        1,
+        "the timer's hash is recorded"
+    );
+    // Same path, other plugin: the notes plugin owns its whole screen.
+    install(&project, &[("tool", "manual")]);
+    let mut host = start(&project, &[]);
+    let reply = host.command("tool", "buy milk");
+    assert_eq!(
+        reply.ok(),
+        "Noted (1 so far)",
+        "the new file runs, not the cached timer"
+    );
+    assert!(host.finish().0.success());
 }
 
 pub(crate) fn check(files: &[PathBuf], project: &Project) -> (bool, String) {

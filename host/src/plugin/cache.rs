@@ -118,24 +118,8 @@ impl CodeCache {
                 took: started.elapsed(),
             });
         }
-        if path.is_file() && private_to_user(&path).is_ok() {
-            // SAFETY: `deserialize_file` maps machine code and trusts it.
-            // The folder and the entry belong to this user and nobody else
-            // can write them (checked just above). Entries are only ever
-            // written by `save` below, from
-            // `Component::serialize` of this engine, into a folder private
-            // to the user, under a temporary name renamed into place once
-            // complete; the name binds them to the exact plugin bytes and
-            // engine. wasmtime also checks the header and engine
-            // compatibility and refuses a mismatched entry, which is then
-            // recompiled.
-            if let Ok(component) = unsafe { Component::deserialize_file(engine, &path) } {
-                return Ok(Compiled {
-                    component,
-                    outcome: CacheOutcome::Hit { path },
-                    took: started.elapsed(),
-                });
-            }
+        if let Some(hit) = self.load_cached(engine, content_sha256) {
+            return Ok(hit);
         }
         let component = Component::from_binary(engine, bytes)?;
         let saved = save(&component, &path);
@@ -147,10 +131,38 @@ impl CodeCache {
     }
 }
 
+impl CodeCache {
+    /// The saved entry for content with this sha256, mapped back in, if
+    /// there is a trustworthy one; `None` means it must be compiled.
+    pub fn load_cached(&self, engine: &Engine, content_sha256: &str) -> Option<Compiled> {
+        let started = Instant::now();
+        let path = self.entry_path(engine, content_sha256)?;
+        path.parent().map_or(Ok(()), private_to_user).ok()?;
+        if !path.is_file() || private_to_user(&path).is_err() {
+            return None;
+        }
+        // SAFETY: `deserialize_file` maps machine code and trusts it. The
+        // folder and the entry belong to this user and nobody else can
+        // write them (checked just above). Entries are only ever written
+        // by `save` below, from `Component::serialize` of this engine, into
+        // a folder private to the user, under a temporary name renamed into
+        // place once complete; the name binds them to the exact plugin
+        // bytes and engine. wasmtime also checks the header and engine
+        // compatibility and refuses a mismatched entry, which is then
+        // recompiled.
+        let component = unsafe { Component::deserialize_file(engine, &path) }.ok()?;
+        Some(Compiled {
+            component,
+            outcome: CacheOutcome::Hit { path },
+            took: started.elapsed(),
+        })
+    }
+}
+
 /// Refuses a cache folder or entry that another user could have written:
 /// whoever can write there can make the host run their machine code. A
 /// folder that does not exist yet is fine (`save` creates it private).
-fn private_to_user(path: &Path) -> Result<(), String> {
+pub(super) fn private_to_user(path: &Path) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;
     let metadata = match fs::symlink_metadata(path) {
         Ok(metadata) => metadata,

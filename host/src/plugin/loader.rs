@@ -21,7 +21,8 @@ use std::time::Duration;
 use wasmtime::component::Component;
 
 use super::bindings::PluginPre;
-use super::cache::{CacheOutcome, CodeCache, content_sha256};
+use super::cache::{CacheOutcome, CodeCache, Compiled, content_sha256};
+use super::file_hashes::{FileHashes, FileIdentity};
 use super::grants::{Grants, Request};
 use super::guest_io::CallOutput;
 use super::instance::LiveInstance;
@@ -163,6 +164,63 @@ pub fn load(
     let name = candidate.name.as_str();
     let path = &candidate.path;
     let refuse = |problem: String| Refusal::new(name, path, problem);
+    // Taken before the file is read: a change during the read then shows
+    // as a changed identity at the next start.
+    let identity = FileIdentity::of(path).ok();
+    let hashes = match cache {
+        CodeCache::Directory(dir) => Some(FileHashes::in_cache(dir)),
+        CodeCache::Disabled => None,
+    };
+    // A warm start of an unchanged, unpinned plugin needs neither its bytes
+    // nor their hash: the compiled code is mapped straight from the cache.
+    // A pin is always checked against the bytes themselves.
+    let remembered = match (&hashes, &identity, &grants.pin) {
+        (Some(hashes), Some(identity), None) => hashes
+            .lookup(path, identity)
+            .and_then(|sha256| Some((cache.load_cached(sandbox.engine(), &sha256)?, sha256))),
+        _ => None,
+    };
+    let (compiled, sha256, size) = match (remembered, identity) {
+        (Some((compiled, sha256)), Some(identity)) => (compiled, sha256, identity.size()),
+        _ => {
+            let (compiled, sha256, size) = read_and_compile(sandbox, cache, candidate, grants)?;
+            if let (Some(hashes), Some(identity)) = (&hashes, &identity) {
+                hashes.record(path, identity, &sha256);
+            }
+            (compiled, sha256, size)
+        }
+    };
+    let component = compiled.component;
+    let checked = link_and_start(sandbox, &component, name, grants)
+        .map_err(|(problem, detail)| refuse(problem).with_detail(detail))?;
+    Ok(LoadedPlugin {
+        name: candidate.name.clone(),
+        path: path.clone(),
+        size,
+        sha256,
+        compile: compiled.outcome,
+        compile_time: compiled.took,
+        imports: validate::imports_of(&component, sandbox.engine()),
+        description: checked.description,
+        requests: checked.requests,
+        grants: Arc::clone(grants),
+        pre: checked.pre,
+        instance: checked.instance,
+        start_output: checked.output,
+    })
+}
+
+/// Reads the plugin, checks its pin and header, and compiles it (or maps
+/// its cached code); returns the code, the bytes' sha256 and their size.
+fn read_and_compile(
+    sandbox: &Sandbox,
+    cache: &CodeCache,
+    candidate: &Candidate,
+    grants: &Arc<Grants>,
+) -> Result<(Compiled, String, u64), Refusal> {
+    let name = candidate.name.as_str();
+    let path = &candidate.path;
+    let refuse = |problem: String| Refusal::new(name, path, problem);
     let bytes = read_plugin(path).map_err(refuse)?;
     let sha256 = content_sha256(&bytes);
     if let Some(pin) = &grants.pin
@@ -191,24 +249,7 @@ pub fn load(
             "envhost: plugin {name}: the compiled code was not cached ({why}); the next start compiles it again"
         );
     }
-    let component = compiled.component;
-    let checked = link_and_start(sandbox, &component, name, grants)
-        .map_err(|(problem, detail)| refuse(problem).with_detail(detail))?;
-    Ok(LoadedPlugin {
-        name: candidate.name.clone(),
-        path: path.clone(),
-        size: bytes.len() as u64,
-        sha256,
-        compile: compiled.outcome,
-        compile_time: compiled.took,
-        imports: validate::imports_of(&component, sandbox.engine()),
-        description: checked.description,
-        requests: checked.requests,
-        grants: Arc::clone(grants),
-        pre: checked.pre,
-        instance: checked.instance,
-        start_output: checked.output,
-    })
+    Ok((compiled, sha256, bytes.len() as u64))
 }
 
 struct Started {

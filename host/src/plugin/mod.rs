@@ -35,6 +35,7 @@ pub mod config_file;
 pub mod environment;
 pub mod epoch;
 pub mod failure;
+pub mod file_hashes;
 pub mod grants;
 pub mod guest_io;
 pub mod instance;
