@@ -679,11 +679,9 @@ fn nix_session_of(pid: i32) -> i32 {
         .expect("session field")
 }
 
-#[test]
-fn sigterm_to_the_host_interrupts_running_code_and_leaves_nothing_behind() {
-    let project = Project::new();
-    let mut host = Host::start(project.path());
-    let pid = pid_of_python(&mut host);
+/// Sends python code that sleeps for five minutes, without waiting for its
+/// answer, and returns once the code is running.
+fn start_sleeping_command(host: &mut Host, project: &Project) {
     host.send(&json!({
         "type": "command",
         "environment": "python",
@@ -695,6 +693,14 @@ fn sigterm_to_the_host_interrupts_running_code_and_leaves_nothing_behind() {
         assert!(Instant::now() < deadline, "the command never started");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+#[test]
+fn sigterm_to_the_host_interrupts_running_code_and_leaves_nothing_behind() {
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    let pid = pid_of_python(&mut host);
+    start_sleeping_command(&mut host, &project);
     host.signal("TERM");
     let answer = host.recv();
     assert_eq!(answer["type"], "response", "{answer}");
@@ -715,17 +721,7 @@ fn the_interpreter_dies_with_a_host_that_is_killed() {
     let mut host = Host::start(project.path());
     let pid = pid_of_python(&mut host);
     // Busy, so the driver cannot notice that its request pipe closed.
-    host.send(&json!({
-        "type": "command",
-        "environment": "python",
-        "command": "open('started', 'w').close()\nimport time\ntime.sleep(300)",
-    }));
-    let started = project.path().join("started");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !started.exists() {
-        assert!(Instant::now() < deadline, "the command never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    start_sleeping_command(&mut host, &project);
     host.signal("KILL");
     host.wait_exit(Duration::from_secs(30));
     // No cleanup code ran in the host: only the parent-death signal can
