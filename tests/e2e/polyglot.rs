@@ -18,30 +18,10 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use crate::harness::{Host, Project, envhost_binary};
+use crate::harness::{Host, Project, envhost_binary, target_dir, workspace};
 
 /// The components this module uses, by file stem in target/polyglot/.
 const COMPONENTS: [&str; 4] = ["tasks", "regex", "tasks_crash", "regex_crash"];
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("host/ has a parent")
-        .to_owned()
-}
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .map(|dir| {
-            if dir.is_absolute() {
-                dir
-            } else {
-                workspace().join(dir)
-            }
-        })
-        .unwrap_or_else(|| workspace().join("target"))
-}
 
 /// What the shared setup produced: where the components are and the
 /// compiled-code cache that already holds them.
@@ -104,7 +84,7 @@ fn prune_cache(cache: &Path, current: &[PathBuf]) {
     let hashes: Vec<String> = current
         .iter()
         .filter_map(|file| std::fs::read(file).ok())
-        .map(|bytes| envhost::plugin::cache::content_sha256(&bytes))
+        .map(|bytes| envhost_plugin::content_sha256(&bytes))
         .collect();
     let Ok(entries) = std::fs::read_dir(cache) else {
         return;

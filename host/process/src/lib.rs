@@ -1,0 +1,56 @@
+//! envhost's child processes and what their output becomes, shared by every
+//! environment that runs a program (bash, python, and the interactive
+//! programs plugins may start).
+//!
+//! This crate owns one mechanism per job:
+//!
+//! - which variables a child may see ([`SecretPolicy`]);
+//! - how a program runs in its own pseudo-terminal ([`Pty`]);
+//! - how a running job is interrupted with escalating signals
+//!   ([`escalate`], [`DEFAULT_LADDER`]);
+//! - how the host guarantees that no process it started outlives it
+//!   ([`reaper`]);
+//! - whether a job is blocked waiting for terminal input ([`input_wait`]),
+//!   read from the process table ([`procfs`]);
+//! - what a terminal would show, as plain text ([`TerminalText`]), kept
+//!   within a byte cap with the whole text saved to a file
+//!   ([`OutputCapture`]);
+//! - the one buffer a command's response is put together in
+//!   ([`CommandOutput`]);
+//! - an interactive program driven at its prompt ([`Session`], [`Prompt`]),
+//!   found on `PATH` ([`find_program`]);
+//! - non-blocking descriptors ([`set_nonblocking`]).
+//!
+//! It must not know any particular environment, the protocol or the screen.
+
+#![warn(missing_docs)]
+
+mod capture;
+mod fd;
+pub mod input_wait;
+mod interrupt;
+mod output;
+pub mod procfs;
+mod program;
+mod prompt;
+mod pty;
+pub mod reaper;
+mod secrets;
+mod session;
+mod terminal;
+
+pub use crate::capture::{
+    CapturedOutput, DEFAULT_CAP_BYTES, DEFAULT_SPILL_LIMIT_BYTES, OutputCapture, OutputLimits,
+    Overflow, RETAINED_FILES,
+};
+pub use crate::fd::{is_hung_up, set_nonblocking};
+pub use crate::interrupt::{DEFAULT_LADDER, Escalation, escalate, signal_group};
+pub use crate::output::CommandOutput;
+pub use crate::program::find_program;
+pub use crate::prompt::Prompt;
+pub use crate::pty::{Exit, OpenError, ProgramSpec, Pty, PtyProgram, SpawnError, TerminalSize};
+pub use crate::secrets::{SecretPolicy, is_secret_name};
+pub use crate::session::{
+    AtDeadline, COLUMNS as TERMINAL_COLUMNS, ROWS as TERMINAL_ROWS, Session, SessionError, Waited,
+};
+pub use crate::terminal::TerminalText;
