@@ -706,7 +706,8 @@ fn sigterm_to_the_host_interrupts_running_code_and_leaves_nothing_behind() {
     assert_eq!(answer["type"], "response", "{answer}");
     let output = answer["response"]["output"].as_str().unwrap_or_default();
     assert!(
-        output.contains("Interrupted because the host was asked to stop (Ctrl-C, SIGINT or SIGTERM)"),
+        output
+            .contains("Interrupted because the host was asked to stop (Ctrl-C, SIGINT or SIGTERM)"),
         "{output}"
     );
     let status = host.wait_exit(Duration::from_secs(30));

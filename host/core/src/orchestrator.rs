@@ -128,10 +128,6 @@ impl Orchestrator {
         self.slots.iter().map(|s| s.name.as_str()).collect()
     }
 
-    pub fn has_environment(&self, name: &str) -> bool {
-        self.slots.iter().any(|s| s.name.as_str() == name)
-    }
-
     pub fn default_timeout(&self) -> Duration {
         self.settings.default_timeout
     }

@@ -22,10 +22,7 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use envhost::output::capture::OutputLimits;
-use envhost::plugin::grants::find_program;
-use envhost::plugin::interactive::prompt::Prompt;
-use envhost::plugin::interactive::session::{AtDeadline, Session, Waited};
+use envhost_process::{AtDeadline, OutputLimits, Prompt, Session, Waited, find_program};
 use portable_pty::{CommandBuilder, PtySize, native_pty_system};
 use support::{Serve, built_plugin, fmt_us, profile, summarize};
 

@@ -19,21 +19,13 @@
 mod support;
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use envhost::environment::{CancelFlag, CommandContext, Environment};
-use envhost::events::EventBus;
-use envhost::orchestrator::{Orchestrator, OrchestratorSettings};
-use envhost::output::capture::OutputLimits;
-use envhost::plugin::bindings::PluginPre;
-use envhost::plugin::cache::{CodeCache, content_sha256};
-use envhost::plugin::grants::Grants;
-use envhost::plugin::loader::{self, Candidate};
-use envhost::plugin::{
-    DEFAULT_MEMORY_LIMIT, DiscardSink, PluginEnvironment, PluginParts, PluginSettings, Sandbox,
+use envhost_core::{CancelFlag, CommandContext, EventBus, Orchestrator, OrchestratorSettings};
+use envhost_plugin::bench::RawPlugin;
+use support::{
+    built_plugin, fmt_ms, hosted_plugins, per_call_ns, profile, summarize, time_to_first_screen,
 };
-use support::{built_plugin, fmt_ms, per_call_ns, profile, summarize, time_to_first_screen};
 
 const START_RUNS: usize = 5;
 const CALLS: usize = 100_000;
@@ -139,64 +131,26 @@ fn start_once(project: &Path, cache: &Path, count: usize) -> Duration {
 }
 
 fn calls(bytes: &[u8]) {
-    let sandbox = Arc::new(Sandbox::new(DEFAULT_MEMORY_LIMIT).expect("sandbox"));
-    let cache = CodeCache::Disabled;
-    let sha = content_sha256(bytes);
-    let compiled = cache
-        .load_or_compile(sandbox.engine(), bytes, &sha)
-        .expect("compile timer");
-
     // The raw call: generated bindings on a store, nothing of the host's.
-    let dir = tempfile::tempdir().expect("dir");
-    let grants = Arc::new(Grants::none(
-        "timer",
-        "env/envhost.toml",
-        dir.path(),
-        OutputLimits::for_project(dir.path()),
-    ));
-    let mut store = sandbox
-        .new_store(envhost::plugin::guest_io::GuestOutput::new(), &grants)
-        .expect("store");
-    let pre = PluginPre::new(
-        sandbox
-            .linker()
-            .instantiate_pre(&compiled.component)
-            .expect("link"),
-    )
-    .expect("exports");
-    let plugin = pre.instantiate(&mut store).expect("instantiate");
-    let exports = plugin.envhost_environment_environment();
-    exports.call_describe(&mut store).expect("describe");
+    let project = project_with(bytes, 0);
+    let path = project.path().join("env/timer.wasm");
+    std::fs::write(&path, bytes).expect("write");
+    let mut raw_plugin =
+        RawPlugin::load("timer", &path, project.path(), None).expect("load the timer");
+    raw_plugin.describe().expect("describe");
     let raw = per_call_ns(CALLS, || {
-        exports
-            .call_handle_command(&mut store, "reset")
-            .expect("raw call");
+        raw_plugin.handle_command("reset").expect("raw call");
     });
     let raw_screen = per_call_ns(CALLS, || {
-        exports.call_get_screen(&mut store).expect("raw screen");
+        raw_plugin.get_screen().expect("raw screen");
     });
 
-    // The host's path: a loaded PluginEnvironment, as the orchestrator
+    // The host's path: the loaded plugin environment, as the orchestrator
     // calls it.
-    let path = dir.path().join("timer.wasm");
-    std::fs::write(&path, bytes).expect("write");
-    let candidate = Candidate {
-        name: envhost::environment::EnvironmentName::new("timer").expect("name"),
-        path,
-    };
-    let loaded = loader::load(&sandbox, &CodeCache::Disabled, &candidate, &grants).expect("load");
-    let mut environment = PluginEnvironment::new(PluginParts {
-        name: "timer".into(),
-        sandbox: Arc::clone(&sandbox),
-        pre: loaded.pre,
-        instance: loaded.instance,
-        commands: loaded.description.commands,
-        grants: loaded.grants,
-        powers: Vec::new(),
-        output_limits: OutputLimits::for_project(dir.path()),
-        log: Arc::new(DiscardSink),
-        cancel: CancelFlag::new(),
-    });
+    let mut environment = hosted_plugins(project.path(), None)
+        .pop()
+        .expect("the timer loads")
+        .environment;
     let context = CommandContext::new(Duration::from_secs(120), CancelFlag::new());
     let hosted = per_call_ns(CALLS, || {
         let response = environment
@@ -242,20 +196,13 @@ fn screens(bytes: &[u8]) {
         EventBus::new(),
         CancelFlag::new(),
     );
-    let settings = PluginSettings {
-        cache: CodeCache::Disabled,
-        memory_limit: DEFAULT_MEMORY_LIMIT,
-        config_file: None,
-    };
-    let report = envhost::plugin::load_project_plugins(
-        &mut orchestrator,
-        project.path(),
-        &settings,
-        &OutputLimits::for_project(project.path()),
-        &CancelFlag::new(),
-        Arc::new(DiscardSink),
-    );
-    assert_eq!(report.loaded.len(), 20, "{:?}", report.refused);
+    let loaded = hosted_plugins(project.path(), None);
+    assert_eq!(loaded.len(), 20);
+    for plugin in loaded {
+        orchestrator
+            .register(plugin.name, plugin.kind, plugin.environment, plugin.detail)
+            .expect("register");
+    }
     for _ in 0..100 {
         orchestrator.screen();
     }

@@ -21,18 +21,13 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use envhost::environment::{CancelFlag, CommandContext, Environment, EnvironmentName};
-use envhost::output::capture::OutputLimits;
-use envhost::plugin::bindings::PluginPre;
-use envhost::plugin::cache::CodeCache;
-use envhost::plugin::grants::Grants;
-use envhost::plugin::guest_io::GuestOutput;
-use envhost::plugin::loader::{self, Candidate};
-use envhost::plugin::{DEFAULT_MEMORY_LIMIT, DiscardSink, PluginEnvironment, PluginParts, Sandbox};
-use support::{fmt_ms, per_call_ns, profile, summarize, target_dir, time_to_first_screen};
+use envhost_core::{CancelFlag, CommandContext};
+use envhost_plugin::bench::RawPlugin;
+use support::{
+    fmt_ms, hosted_plugins, per_call_ns, profile, summarize, target_dir, time_to_first_screen,
+};
 
 /// Cold starts compile 12-18 MB components for seconds each: few runs.
 const COLD_RUNS: usize = 2;
@@ -128,74 +123,41 @@ fn measure(subject: &Subject) -> Measured {
         .map(|_| start_once(project.path(), cache.path(), subject.name))
         .collect();
 
-    let sandbox = Arc::new(Sandbox::new(DEFAULT_MEMORY_LIMIT).expect("sandbox"));
-    let code = CodeCache::Directory(cache.path().to_owned());
-    let candidate = Candidate {
-        name: EnvironmentName::new(subject.name).expect("name"),
-        path: project.path().join(format!("env/{}.wasm", subject.name)),
-    };
-
-    // Nothing granted: the sandbox's defaults, as for a plugin without an
-    // entry in env/envhost.toml.
-    let grants = Arc::new(Grants::none(
-        subject.name,
-        "env/envhost.toml",
-        project.path(),
-        OutputLimits::for_project(project.path()),
-    ));
-
-    // The raw calls: generated bindings on a store, nothing of the host's.
-    let loaded = loader::load(&sandbox, &code, &candidate, &grants).expect("load");
-    let pre: PluginPre<_> = loaded.pre.clone();
+    // The raw calls: generated bindings on a store, nothing of the host's;
+    // nothing granted (the sandbox's defaults, as for a plugin without an
+    // entry in env/envhost.toml).
+    let file = project.path().join(format!("env/{}.wasm", subject.name));
+    let mut raw_plugin = RawPlugin::load(subject.name, &file, project.path(), Some(cache.path()))
+        .expect("load the plugin");
     let mut instantiations = Vec::new();
     for _ in 0..INSTANCES {
         let started = Instant::now();
-        let mut store = sandbox
-            .new_store(GuestOutput::new(), &grants)
-            .expect("store");
-        let plugin = pre.instantiate(&mut store).expect("instantiate");
-        plugin
-            .envhost_environment_environment()
-            .call_describe(&mut store)
-            .expect("describe");
+        raw_plugin
+            .instantiate_and_describe()
+            .expect("instantiate and describe");
         instantiations.push(started.elapsed());
     }
-    let mut store = sandbox
-        .new_store(GuestOutput::new(), &grants)
-        .expect("store");
-    let plugin = pre.instantiate(&mut store).expect("instantiate");
-    let exports = plugin.envhost_environment_environment();
-    exports.call_describe(&mut store).expect("describe");
+    raw_plugin.describe().expect("describe");
     for command in subject.setup {
-        let answer = exports
-            .call_handle_command(&mut store, command)
-            .expect("setup call");
-        assert!(answer.success, "{command}: {}", answer.output);
+        let (output, success) = raw_plugin.handle_command(command).expect("setup call");
+        assert!(success, "{command}: {output}");
     }
     let raw_call = per_call_ns(CALLS, || {
-        let answer = exports
-            .call_handle_command(&mut store, subject.command)
+        let (_, success) = raw_plugin
+            .handle_command(subject.command)
             .expect("raw call");
-        assert!(answer.success);
+        assert!(success);
     });
     let raw_screen = per_call_ns(CALLS, || {
-        exports.call_get_screen(&mut store).expect("raw screen");
+        raw_plugin.get_screen().expect("raw screen");
     });
 
-    // The host's path: a loaded PluginEnvironment, as the orchestrator
+    // The host's path: the loaded plugin environment, as the orchestrator
     // calls it.
-    let mut environment = PluginEnvironment::new(PluginParts {
-        name: subject.name.into(),
-        sandbox: Arc::clone(&sandbox),
-        pre: loaded.pre,
-        instance: loaded.instance,
-        commands: loaded.description.commands,
-        grants: loaded.grants,
-        powers: Vec::new(),
-        output_limits: OutputLimits::for_project(project.path()),
-        log: Arc::new(DiscardSink),
-        cancel: CancelFlag::new(),
-    });
+    let mut environment = hosted_plugins(project.path(), Some(cache.path()))
+        .pop()
+        .expect("the plugin loads")
+        .environment;
     let context = CommandContext::new(Duration::from_secs(120), CancelFlag::new());
     for command in subject.setup {
         let response = environment

@@ -104,11 +104,6 @@ impl PluginEnvironment {
         }
     }
 
-    /// Whether the host renders this plugin's help (it described commands).
-    pub fn is_declarative(&self) -> bool {
-        self.help.is_some()
-    }
-
     fn forward(&self, output: &CallOutput) {
         for line in output.log_lines(&self.name) {
             self.log.line(&line);

@@ -36,6 +36,8 @@
 
 #![warn(missing_docs)]
 
+#[doc(hidden)]
+pub mod bench;
 mod check;
 mod environment;
 mod failure;

@@ -53,16 +53,6 @@ impl SecretPolicy {
         self.filter(std::env::vars_os())
     }
 
-    /// Names of the host variables that are being withheld, for messages.
-    pub fn withheld_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = std::env::vars_os()
-            .filter_map(|(name, _)| name.into_string().ok())
-            .filter(|name| !self.allows(name))
-            .collect();
-        names.sort();
-        names
-    }
-
     fn filter(
         &self,
         vars: impl Iterator<Item = (OsString, OsString)>,

@@ -17,6 +17,36 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The plugins of `project` loaded as the host loads them (nothing
+/// granted, compiled code kept in `cache` if given), asserting that none
+/// was refused.
+pub fn hosted_plugins(
+    project: &Path,
+    cache: Option<&Path>,
+) -> Vec<envhost_core::LoadedEnvironment> {
+    let settings = envhost_plugin::PluginSettings {
+        cache: cache.map_or(envhost_plugin::CodeCache::Disabled, |dir| {
+            envhost_plugin::CodeCache::Directory(dir.to_owned())
+        }),
+        memory_limit: envhost_plugin::DEFAULT_MEMORY_LIMIT,
+        config_file: None,
+    };
+    let mut plugins = envhost_plugin::load(
+        project,
+        &settings,
+        &envhost_process::OutputLimits::for_project(project),
+        &envhost_core::CancelFlag::new(),
+        std::sync::Arc::new(envhost_plugin::DiscardSink),
+    );
+    let loaded = plugins.take_loaded();
+    let report = plugins.finish();
+    assert!(report.refused.is_empty(), "{:?}", report.refused);
+    loaded
+        .into_iter()
+        .map(|plugin| plugin.environment)
+        .collect()
+}
+
 /// The workspace's target folder (`CARGO_TARGET_DIR` or `<workspace>/target`).
 pub fn target_dir() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))

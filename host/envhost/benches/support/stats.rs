@@ -1,6 +1,8 @@
 //! Summary statistics and number formatting for benchmarks, shared by the
 //! benches of every crate (included by path where a bench needs it).
 
+#![allow(dead_code)] // each benchmark uses a different part
+
 use std::time::{Duration, Instant};
 
 /// Median, 95th percentile and minimum of a set of timings.

@@ -155,15 +155,6 @@ impl Grants {
         Ok(grants)
     }
 
-    /// Whether anything beyond the sandbox is granted.
-    pub fn is_empty(&self) -> bool {
-        self.directories.is_empty()
-            && self.variables.is_empty()
-            && self.programs.is_empty()
-            && self.memory.is_none()
-            && self.time_limit.is_none()
-    }
-
     /// `env/envhost.toml [plugins.NAME]` (with its line when there is one).
     pub fn entry_name(&self) -> String {
         match self.source.entry {

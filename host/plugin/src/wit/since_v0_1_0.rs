@@ -47,9 +47,6 @@ pub const EXPORTED_INTERFACE: &str = "envhost:environment/environment@0.1.0";
 pub const LOGGING_INTERFACE: &str = "envhost:environment/logging@0.1.0";
 pub const INTERACTIVE_INTERFACE: &str = "envhost:environment/interactive@0.1.0";
 
-/// The optional export that declares what a plugin asks for.
-pub const CAPABILITIES_INTERFACE: &str = "envhost:environment/capabilities@0.1.0";
-
 /// The world plugins target, for messages.
 pub const WORLD: &str = "envhost:environment/plugin@0.1.0";
 
