@@ -33,7 +33,7 @@
 
 use std::marker::PhantomData;
 
-use crate::__private::envhost::environment::interactive as wit;
+use crate::bindings::envhost::environment::interactive as wit;
 use crate::plugin::{Description, Error, Plugin, Request, Response, Result, Screen};
 
 /// How a wait for the prompt ended.

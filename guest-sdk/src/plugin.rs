@@ -223,3 +223,12 @@ impl<E: fmt::Display> From<E> for Error {
 
 /// What a command handler returns: the output, or why it failed.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Returns early from a command handler with an error message:
+/// `fail!("no such item: {name}")`.
+#[macro_export]
+macro_rules! fail {
+    ($($message:tt)+) => {
+        return ::core::result::Result::Err($crate::Error::new(::std::format!($($message)+)))
+    };
+}

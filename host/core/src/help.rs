@@ -230,22 +230,29 @@ fn push_indented(out: &mut String, indent: usize, line: &str) {
     }
 }
 
-/// Splits a command text into its first word, the rest of the first line,
-/// and the following lines. Leading blank lines are ignored.
+/// Splits a command's text into its name, its arguments and its body: the
+/// one rule the host, the guest SDK and every example plugin follow
+/// (`wit/command-split-cases.json` holds it with the cases each of them is
+/// tested against).
+///
+/// Leading whitespace, blank lines included, is skipped. The first line
+/// runs to the first `\n`. The name is that line up to its first whitespace
+/// character; the arguments are the rest of the line with leading and
+/// trailing whitespace removed (so the `\r` of a CRLF line end goes too);
+/// the body is everything after the `\n`, verbatim, or `None` without one.
+/// Whitespace is Unicode's White_Space ([`char::is_whitespace`]).
 pub fn split_command(text: &str) -> Routed<'_> {
-    let text = text.trim_start_matches(['\n', '\r']);
-    let (first_line, body) = match text.find('\n') {
-        Some(at) => (&text[..at], Some(&text[at + 1..])),
+    let text = text.trim_start();
+    let (first_line, body) = match text.split_once('\n') {
+        Some((first_line, body)) => (first_line, Some(body)),
         None => (text, None),
     };
-    let first_line = first_line.trim_end_matches('\r').trim();
-    let (name, arguments) = match first_line.find(char::is_whitespace) {
-        Some(at) => (&first_line[..at], first_line[at..].trim()),
-        None => (first_line, ""),
-    };
+    let (name, arguments) = first_line
+        .split_once(char::is_whitespace)
+        .unwrap_or((first_line, ""));
     Routed {
         name,
-        arguments,
+        arguments: arguments.trim(),
         body,
     }
 }
@@ -409,6 +416,28 @@ Commands:
                 .starts_with("Empty command.")
         );
         assert!(!help.is_used("frobnicate"));
+    }
+
+    #[test]
+    fn commands_split_by_the_rule_every_implementation_shares() {
+        let cases: serde_json::Value =
+            serde_json::from_str(include_str!("../../../wit/command-split-cases.json"))
+                .expect("the cases are JSON");
+        let cases = cases["cases"].as_array().expect("a list of cases");
+        assert!(cases.len() > 20);
+        for case in cases {
+            let routed = split_command(case["text"].as_str().expect("text"));
+            assert_eq!(
+                (routed.name, routed.arguments, routed.body),
+                (
+                    case["name"].as_str().expect("name"),
+                    case["arguments"].as_str().expect("arguments"),
+                    case["body"].as_str()
+                ),
+                "{}",
+                case["why"]
+            );
+        }
     }
 
     #[test]

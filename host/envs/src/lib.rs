@@ -10,11 +10,13 @@
 #![warn(missing_docs)]
 
 mod bash;
+mod builtins;
 mod editor;
 mod python;
 mod settings;
 
 pub use crate::bash::BashEnvironment;
+pub use crate::builtins::builtins;
 pub use crate::editor::{EditorEnvironment, EditorSettings};
 pub use crate::python::PythonEnvironment;
-pub use crate::settings::{Settings, builtins};
+pub use crate::settings::Settings;

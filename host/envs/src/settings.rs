@@ -1,14 +1,9 @@
-//! What the built-ins are created from, and their creation in display
-//! order.
+//! What the built-ins are created from.
 
 use std::path::PathBuf;
 
 use envhost_core::{Environment, EnvironmentKind, EnvironmentName, LoadFailure, LoadedEnvironment};
 use envhost_process::{OutputLimits, SecretPolicy};
-
-use crate::bash::BashEnvironment;
-use crate::editor::{self, EditorEnvironment, EditorSettings};
-use crate::python::PythonEnvironment;
 
 /// The settings the built-ins take from the session.
 #[derive(Debug, Clone)]
@@ -39,44 +34,4 @@ impl Settings {
             python: None,
         }
     }
-}
-
-/// Creates every built-in, in display order: each one ready to register,
-/// or the reason it could not be created.
-pub fn builtins(settings: &Settings) -> Vec<Result<LoadedEnvironment, LoadFailure>> {
-    let bash = BashEnvironment::new(settings);
-    let python = PythonEnvironment::new(settings);
-    let detail = python.describe();
-    let editor = EditorEnvironment::new(EditorSettings {
-        project_dir: settings.project_dir.clone(),
-        allow_outside_project: settings.allow_outside_project,
-    })
-    .map(|editor| Box::new(editor) as Box<dyn Environment>)
-    .map_err(|e| e.to_string());
-    vec![
-        builtin("bash", Ok(Box::new(bash)), None),
-        builtin("python", Ok(Box::new(python)), Some(detail)),
-        builtin(editor::NAME, editor, None),
-    ]
-}
-
-fn builtin(
-    name: &str,
-    environment: Result<Box<dyn Environment>, String>,
-    detail: Option<String>,
-) -> Result<LoadedEnvironment, LoadFailure> {
-    environment
-        .and_then(|environment| {
-            let name = EnvironmentName::new(name).map_err(|e| e.to_string())?;
-            Ok(LoadedEnvironment {
-                name,
-                kind: EnvironmentKind::Builtin,
-                environment,
-                detail,
-            })
-        })
-        .map_err(|reason| LoadFailure {
-            name: name.to_owned(),
-            reason,
-        })
 }
