@@ -14,9 +14,11 @@ use crate::events::{Event, Observer, ObserverError, StampedEvent};
 const EXCERPT_CHARS: usize = 80;
 
 #[derive(Default)]
+/// The `-v` observer: one line per event on stderr.
 pub struct ConsoleObserver;
 
 impl ConsoleObserver {
+    /// An observer that writes to stderr.
     pub fn new() -> Self {
         ConsoleObserver
     }

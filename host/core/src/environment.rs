@@ -58,6 +58,7 @@ pub struct CommandContext {
 }
 
 impl CommandContext {
+    /// A command may run for `timeout` and must stop once `cancel` is set.
     pub fn new(timeout: Duration, cancel: CancelFlag) -> Self {
         CommandContext { timeout, cancel }
     }
@@ -68,10 +69,12 @@ impl CommandContext {
 pub struct CancelFlag(Arc<AtomicBool>);
 
 impl CancelFlag {
+    /// A flag that is not set.
     pub fn new() -> Self {
         CancelFlag::default()
     }
 
+    /// Sets the flag: every holder sees it.
     pub fn cancel(&self) {
         self.0.store(true, Ordering::SeqCst);
     }
@@ -82,6 +85,7 @@ impl CancelFlag {
         self.0.store(false, Ordering::SeqCst);
     }
 
+    /// Whether the flag is set.
     pub fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
@@ -96,7 +100,9 @@ impl CancelFlag {
 /// the orchestrator needs to emit events.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandResponse {
+    /// What the agent reads: the command's output and the host's notes.
     pub output: String,
+    /// Whether the command succeeded.
     pub success: bool,
     /// Notable things that happened while handling the command. They are not
     /// sent to the agent as such (the output already says them in words);
@@ -105,6 +111,7 @@ pub struct CommandResponse {
 }
 
 impl CommandResponse {
+    /// A command that succeeded with `output`.
     pub fn success(output: impl Into<String>) -> Self {
         CommandResponse {
             output: output.into(),
@@ -113,6 +120,7 @@ impl CommandResponse {
         }
     }
 
+    /// A command that failed; `output` says why.
     pub fn failure(output: impl Into<String>) -> Self {
         CommandResponse {
             output: output.into(),
@@ -121,6 +129,7 @@ impl CommandResponse {
         }
     }
 
+    /// The same response, reporting `incident` too.
     pub fn with_incident(mut self, incident: Incident) -> Self {
         self.incidents.push(incident);
         self
@@ -132,15 +141,28 @@ impl CommandResponse {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Incident {
     /// The command ran past its timeout and was interrupted.
-    TimedOut { after: Duration },
+    TimedOut {
+        /// The timeout it ran past.
+        after: Duration,
+    },
     /// The environment had to be started afresh; `lost` says what state is
     /// gone (e.g. "shell variables and background jobs").
-    Restarted { reason: String, lost: String },
+    Restarted {
+        /// Why it had to start afresh.
+        reason: String,
+        /// What state is gone.
+        lost: String,
+    },
     /// A WebAssembly plugin trapped (panic, interrupt, out of memory, ...).
-    Trapped { cause: String },
+    Trapped {
+        /// What happened, in a few words (`timed out after 5 s`, `panic: ...`).
+        cause: String,
+    },
     /// The output went over the cap; the full text is in `saved_to`.
     OutputCapped {
+        /// The size of the whole output.
         total_bytes: u64,
+        /// The file holding the whole output, if it could be saved.
         saved_to: Option<PathBuf>,
     },
 }
@@ -148,11 +170,14 @@ pub enum Incident {
 /// One environment's part of the screen (seed 000's `ScreenSection`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScreenSection {
+    /// The text shown.
     pub content: String,
+    /// Most lines shown; longer content is cut with a marker.
     pub max_lines: usize,
 }
 
 impl ScreenSection {
+    /// A section of at most [`DEFAULT_MAX_LINES`] lines.
     pub fn new(content: impl Into<String>) -> Self {
         ScreenSection {
             content: content.into(),
@@ -160,6 +185,7 @@ impl ScreenSection {
         }
     }
 
+    /// A section of at most `max_lines` lines.
     pub fn with_max_lines(content: impl Into<String>, max_lines: usize) -> Self {
         ScreenSection {
             content: content.into(),
@@ -177,8 +203,10 @@ pub enum EnvironmentError {
     /// Starting or talking to a child process or file failed.
     #[error("{context}: {source}")]
     Io {
+        /// What was being done.
         context: String,
         #[source]
+        /// The error it met.
         source: std::io::Error,
     },
     /// Anything else, already phrased for the agent.
@@ -187,6 +215,7 @@ pub enum EnvironmentError {
 }
 
 impl EnvironmentError {
+    /// An I/O error met while doing `context`.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         EnvironmentError::Io {
             context: context.into(),
@@ -202,6 +231,8 @@ impl EnvironmentError {
 pub struct EnvironmentName(String);
 
 impl EnvironmentName {
+    /// `name`, if it is an identifier (a letter or `_`, then letters, digits
+    /// or `_`).
     pub fn new(name: &str) -> Result<Self, InvalidName> {
         let mut chars = name.chars();
         let valid = match chars.next() {
@@ -218,6 +249,7 @@ impl EnvironmentName {
         }
     }
 
+    /// The name as text.
     pub fn as_str(&self) -> &str {
         &self.0
     }

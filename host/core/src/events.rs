@@ -19,68 +19,109 @@ use crate::environment::EnvironmentKind;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
+    /// The host started.
     HostStarted {
+        /// envhost's version.
         version: String,
+        /// The project directory.
         project: PathBuf,
+        /// `serve` or `repl`.
         mode: String,
     },
+    /// The host is stopping.
     HostStopping {
+        /// Why.
         reason: String,
     },
+    /// An environment was loaded and registered.
     EnvironmentLoaded {
+        /// The environment's name.
         name: String,
+        /// Built in or a plugin.
         kind: EnvironmentKind,
         #[serde(skip_serializing_if = "Option::is_none")]
+        /// How it was loaded, when there is more to say.
         detail: Option<String>,
     },
+    /// An environment could not be loaded.
     EnvironmentFailed {
+        /// The environment's name.
         name: String,
+        /// Why.
         reason: String,
     },
+    /// An environment was started afresh; `lost` says what state is gone.
     EnvironmentRestarted {
+        /// The environment's name.
         name: String,
+        /// Why.
         reason: String,
+        /// What state is gone.
         lost: String,
     },
+    /// A command arrived.
     CommandReceived {
         #[serde(skip_serializing_if = "Option::is_none")]
+        /// The agent's `id`, if the command had one.
         id: Option<serde_json::Value>,
+        /// The environment.
         environment: String,
+        /// The command's text.
         command: String,
+        /// The time it may take.
         timeout_ms: u64,
     },
+    /// A command finished.
     CommandFinished {
         #[serde(skip_serializing_if = "Option::is_none")]
+        /// The agent's `id`, if the command had one.
         id: Option<serde_json::Value>,
+        /// The environment.
         environment: String,
+        /// Whether it succeeded.
         success: bool,
+        /// How long it took.
         duration_ms: f64,
+        /// The size of its output.
         output_bytes: usize,
         /// The output, cut to a readable size for the record.
         output: String,
     },
+    /// A command ran past its timeout.
     CommandTimedOut {
+        /// The environment.
         environment: String,
+        /// The timeout it ran past.
         after_ms: u64,
     },
+    /// A command's output went over the cap.
     OutputCapped {
+        /// The environment.
         environment: String,
+        /// The size of the whole output.
         total_bytes: u64,
         #[serde(skip_serializing_if = "Option::is_none")]
+        /// The file holding the whole output, if it could be saved.
         saved_to: Option<PathBuf>,
     },
+    /// A plugin trapped.
     PluginTrapped {
+        /// The environment.
         environment: String,
+        /// What happened, in a few words.
         cause: String,
     },
     /// A bad input line, answered with `{"type":"error"}`.
     ProtocolError {
+        /// What was wrong.
         message: String,
     },
     /// An internal failure the host survived (a panic in an environment, a
     /// screen that could not be produced).
     Error {
+        /// Where it happened.
         context: String,
+        /// What was wrong.
         message: String,
     },
 }
@@ -93,6 +134,7 @@ pub struct StampedEvent {
     #[serde(rename = "ts", serialize_with = "serialize_timestamp")]
     pub at: SystemTime,
     #[serde(flatten)]
+    /// What happened.
     pub event: Event,
 }
 
@@ -116,6 +158,7 @@ pub trait Observer: Send {
     /// A short name for messages about this observer ("transcript").
     fn name(&self) -> &str;
 
+    /// Records one event; an error is reported once and the host goes on.
     fn observe(&mut self, event: &StampedEvent) -> Result<(), ObserverError>;
 }
 
@@ -131,10 +174,12 @@ pub struct EventBus {
 }
 
 impl EventBus {
+    /// A bus with no observers.
     pub fn new() -> Self {
         EventBus::default()
     }
 
+    /// Adds an observer; it gets every event from now on.
     pub fn subscribe(&mut self, observer: Box<dyn Observer>) {
         self.subscriptions.push(Subscription {
             observer,
@@ -142,6 +187,7 @@ impl EventBus {
         });
     }
 
+    /// Delivers `event` to every observer, in order, on this thread.
     pub fn emit(&mut self, event: Event) {
         if self.subscriptions.is_empty() {
             return;

@@ -31,6 +31,8 @@ pub struct CommandSpec {
 }
 
 impl CommandSpec {
+    /// A command: how to call it (`view <file> [label]`), what it does, and
+    /// an example.
     pub fn new(signature: &str, description: &str, example: &str) -> Self {
         CommandSpec {
             signature: signature.to_owned(),
@@ -41,11 +43,14 @@ impl CommandSpec {
         }
     }
 
+    /// The one line its short help shows, when not the description's first.
     pub fn with_summary(mut self, summary: &str) -> Self {
         self.summary = Some(summary.to_owned());
         self
     }
 
+    /// Marks it simple: its signature says it all, so its long help is
+    /// short.
     pub fn simple(mut self) -> Self {
         self.simple = true;
         self
@@ -71,17 +76,28 @@ impl CommandSpec {
 /// A description that cannot drive the help system.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HelpError {
+    /// A command has no signature.
     #[error("command #{index} has an empty signature; a signature starts with the command's name")]
-    EmptySignature { index: usize },
+    EmptySignature {
+        /// The command's position in the list.
+        index: usize,
+    },
+    /// Two commands have the same name.
     #[error("two commands are named {name:?}; each command's first word must be unique")]
-    DuplicateName { name: String },
+    DuplicateName {
+        /// The name used twice.
+        name: String,
+    },
 }
 
 /// A command word that matches no described command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownCommand {
+    /// The environment it was sent to.
     pub environment: String,
+    /// The word that names no command.
     pub word: String,
+    /// The names of its commands.
     pub available: Vec<String>,
 }
 
@@ -104,6 +120,7 @@ impl fmt::Display for UnknownCommand {
 /// A command routed to its spec: the name and everything after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Routed<'a> {
+    /// The command's name.
     pub name: &'a str,
     /// The text after the command word on the first line, trimmed.
     pub arguments: &'a str,
@@ -141,10 +158,12 @@ impl CommandHelp {
         })
     }
 
+    /// The commands, in the order the help lists them.
     pub fn commands(&self) -> &[CommandSpec] {
         &self.commands
     }
 
+    /// Whether the command `name` has been used (its help is short now).
     pub fn is_used(&self, name: &str) -> bool {
         self.used.contains(name)
     }

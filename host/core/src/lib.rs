@@ -46,7 +46,7 @@
 //! assert!(!outcome.success);
 //! ```
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod console;
 mod environment;

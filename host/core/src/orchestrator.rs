@@ -30,7 +30,9 @@ const BUILTIN_ORDER: [&str; 3] = ["bash", "python", "editor"];
 /// A command as the orchestrator receives it, protocol details stripped.
 #[derive(Debug, Clone)]
 pub struct CommandRequest {
+    /// The environment it is for.
     pub environment: String,
+    /// The command's text.
     pub command: String,
     /// Per-command timeout; the host's default applies when absent.
     pub timeout: Option<Duration>,
@@ -41,8 +43,11 @@ pub struct CommandRequest {
 /// What the agent gets back for one command.
 #[derive(Debug, Clone)]
 pub struct Outcome {
+    /// The command's output.
     pub output: String,
+    /// Whether it succeeded.
     pub success: bool,
+    /// The screen after it.
     pub screen: Screen,
 }
 
@@ -55,6 +60,7 @@ struct Slot {
 /// Settings the orchestrator applies to every command.
 #[derive(Debug, Clone)]
 pub struct OrchestratorSettings {
+    /// The time a command may take when it does not say.
     pub default_timeout: Duration,
 }
 
@@ -62,9 +68,13 @@ pub struct OrchestratorSettings {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RegisterError {
     #[error("an environment named {0} is already loaded")]
+    /// An environment of that name is registered already.
     Duplicate(String),
 }
 
+/// The registry of environments: it routes each command to its
+/// environment and collects the screen after it, and nothing an
+/// environment does (an error, a panic) takes it down.
 pub struct Orchestrator {
     slots: Vec<Slot>,
     notices: Vec<NoticeSection>,
@@ -75,6 +85,8 @@ pub struct Orchestrator {
 }
 
 impl Orchestrator {
+    /// An orchestrator with no environment yet; `cancel` is handed to every
+    /// command.
     pub fn new(settings: OrchestratorSettings, bus: EventBus, cancel: CancelFlag) -> Self {
         Orchestrator {
             slots: Vec::new(),
@@ -124,10 +136,12 @@ impl Orchestrator {
         self.notices.push(notice);
     }
 
+    /// The registered environments' names, in display order.
     pub fn environment_names(&self) -> Vec<&str> {
         self.slots.iter().map(|s| s.name.as_str()).collect()
     }
 
+    /// The time a command may take when it does not say.
     pub fn default_timeout(&self) -> Duration {
         self.settings.default_timeout
     }

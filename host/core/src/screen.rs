@@ -27,6 +27,7 @@ pub struct Screen {
 }
 
 impl Screen {
+    /// An empty screen.
     pub fn new() -> Self {
         Screen::default()
     }
@@ -43,10 +44,12 @@ impl Screen {
         ));
     }
 
+    /// The sections, in display order, with their names.
     pub fn sections(&self) -> impl Iterator<Item = (&str, &ScreenSection)> {
         self.sections.iter().map(|(name, s)| (name.as_str(), s))
     }
 
+    /// The section named `name`.
     pub fn get(&self, name: &str) -> Option<&ScreenSection> {
         self.sections
             .iter()
@@ -54,10 +57,12 @@ impl Screen {
             .map(|(_, section)| section)
     }
 
+    /// How many sections there are.
     pub fn len(&self) -> usize {
         self.sections.len()
     }
 
+    /// Whether there is no section.
     pub fn is_empty(&self) -> bool {
         self.sections.is_empty()
     }

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use crate::events::{Observer, ObserverError, StampedEvent};
 
+/// The `--transcript FILE` observer: every event as one JSON line.
 pub struct TranscriptObserver {
     path: PathBuf,
     file: File,

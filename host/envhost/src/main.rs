@@ -3,6 +3,8 @@
 //! everything down. Errors here are `anyhow` and end the process with a
 //! message; everything below is typed.
 
+#![deny(missing_docs)]
+
 use std::io::{self, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -18,7 +20,7 @@ use envhost_core::{
     OrchestratorSettings, TranscriptObserver,
 };
 use envhost_plugin::{self as plugin, CodeCache, DiscardSink, LogSink, PluginSettings, StderrSink};
-use envhost_process::{DEFAULT_CAP_BYTES, SecretPolicy, reaper};
+use envhost_process::{DEFAULT_CAP_BYTES, SecretPolicy, install_reaper, terminate_descendants};
 use envhost_protocol::DEFAULT_MAX_LINE_BYTES;
 
 mod repl;
@@ -182,7 +184,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<()> {
     config.python = args.python;
 
     // Before any child exists, so that nothing it starts can escape.
-    reaper::install();
+    install_reaper();
 
     let mut bus = EventBus::new();
     if let Some(path) = &args.transcript {
@@ -271,7 +273,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<()> {
         }
     };
     orchestrator.shutdown(&reason);
-    let report = reaper::terminate_descendants(Duration::from_secs(2));
+    let report = terminate_descendants(Duration::from_secs(2));
     if !report.survivors.is_empty() {
         eprintln!(
             "envhost: {} process(es) could not be stopped: {:?}",

@@ -3,11 +3,11 @@
 //!
 //! This crate owns which built-ins exist and how each works; each lives in
 //! its own module and implements [`envhost_core::Environment`]. It hands
-//! them over as [`LoadedEnvironment`]s ([`builtins`]); it must not know the
+//! them over as [`LoadedEnvironment`](envhost_core::LoadedEnvironment)s ([`builtins`]); it must not know the
 //! orchestrator, the protocol, the screen's assembly or the plugins, and
 //! the built-ins do not know each other.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod bash;
 mod builtins;

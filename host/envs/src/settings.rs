@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 
-use envhost_core::{Environment, EnvironmentKind, EnvironmentName, LoadFailure, LoadedEnvironment};
 use envhost_process::{OutputLimits, SecretPolicy};
 
 /// The settings the built-ins take from the session.

@@ -29,7 +29,9 @@ use envhost_process::OutputLimits;
 
 /// The verdict on one file, rendered.
 pub struct CheckReport {
+    /// Whether the host would load the file.
     pub ok: bool,
+    /// The report, for stdout.
     pub text: String,
 }
 

@@ -108,6 +108,7 @@ pub fn level_name(level: LogLevel) -> &'static str {
 
 /// Receives the host-log lines of plugins.
 pub trait LogSink: Send + Sync {
+    /// Takes one line a plugin wrote.
     fn line(&self, line: &str);
 }
 

@@ -34,7 +34,7 @@
 //! It must not know the orchestrator, the protocol or the built-in
 //! environments.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 #[doc(hidden)]
 pub mod bench;

@@ -10,6 +10,7 @@ use crate::load::cache::CodeCache;
 /// How plugins are run, from the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PluginSettings {
+    /// Where compiled plugin code is kept between starts.
     pub cache: CodeCache,
     /// Bytes of memory each plugin instance may use (unless granted more).
     pub memory_limit: usize,

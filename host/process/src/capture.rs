@@ -78,15 +78,20 @@ pub struct OutputCapture {
 /// The text to return and what happened to the rest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CapturedOutput {
+    /// The text to return: whole, or its head and tail with a marker.
     pub text: String,
+    /// The size of the whole output.
     pub total_bytes: u64,
     /// Set when the output went over the cap.
     pub overflow: Option<Overflow>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
+/// What went over the cap.
 pub struct Overflow {
+    /// Bytes left out of the text.
     pub omitted_bytes: u64,
+    /// The file holding the whole output, if it could be saved.
     pub saved_to: Option<PathBuf>,
 }
 
@@ -115,6 +120,7 @@ impl OutputCapture {
         }
     }
 
+    /// Bytes pushed so far.
     pub fn total_bytes(&self) -> u64 {
         self.total
     }

@@ -24,6 +24,7 @@ use nix::libc;
 /// A process found blocked on terminal input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TerminalReader {
+    /// Its process id.
     pub pid: i32,
     /// The command name from `/proc/<pid>/comm` (e.g. `cat`, `python3`).
     pub name: String,

@@ -9,9 +9,10 @@
 //! - how a running job is interrupted with escalating signals
 //!   ([`escalate`], [`DEFAULT_LADDER`]);
 //! - how the host guarantees that no process it started outlives it
-//!   ([`reaper`]);
-//! - whether a job is blocked waiting for terminal input ([`input_wait`]),
-//!   read from the process table ([`procfs`]);
+//!   ([`install_reaper`], [`spawn_managed`], [`terminate_descendants`]);
+//! - whether a job is blocked waiting for terminal input
+//!   ([`waiting_for_terminal`]), read from the process table
+//!   ([`process_table`]);
 //! - what a terminal would show, as plain text ([`TerminalText`]), kept
 //!   within a byte cap with the whole text saved to a file
 //!   ([`OutputCapture`]);
@@ -23,18 +24,18 @@
 //!
 //! It must not know any particular environment, the protocol or the screen.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod capture;
 mod fd;
-pub mod input_wait;
+mod input_wait;
 mod interrupt;
 mod output;
-pub mod procfs;
+mod procfs;
 mod program;
 mod prompt;
 mod pty;
-pub mod reaper;
+mod reaper;
 mod secrets;
 mod session;
 mod terminal;
@@ -44,11 +45,16 @@ pub use crate::capture::{
     Overflow, RETAINED_FILES,
 };
 pub use crate::fd::{is_hung_up, set_nonblocking};
+pub use crate::input_wait::{TerminalReader, waiting_for_terminal};
 pub use crate::interrupt::{DEFAULT_LADDER, Escalation, escalate, signal_group};
 pub use crate::output::CommandOutput;
+pub use crate::procfs::{ProcessInfo, process_table};
 pub use crate::program::find_program;
 pub use crate::prompt::Prompt;
 pub use crate::pty::{Exit, OpenError, ProgramSpec, Pty, PtyProgram, SpawnError, TerminalSize};
+pub use crate::reaper::{
+    ManagedPid, TerminationReport, install as install_reaper, spawn_managed, terminate_descendants,
+};
 pub use crate::secrets::{SecretPolicy, is_secret_name};
 pub use crate::session::{
     AtDeadline, COLUMNS as TERMINAL_COLUMNS, ROWS as TERMINAL_ROWS, Session, SessionError, Waited,

@@ -9,9 +9,13 @@ use std::fs;
 /// What `/proc/<pid>/stat` says about one process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProcessInfo {
+    /// The process id.
     pub pid: i32,
+    /// Its parent's process id.
     pub parent: i32,
+    /// Its process group.
     pub group: i32,
+    /// Its session.
     pub session: i32,
     /// One-letter state: `R` running, `S` sleeping, `Z` zombie, `T` stopped…
     pub state: char,

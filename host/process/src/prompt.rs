@@ -28,6 +28,9 @@ pub struct Prompt {
 }
 
 impl Prompt {
+    /// A prompt matching the regular expression `pattern` at the end of the
+    /// output; a pattern that could match nothing or too much is refused
+    /// with a reason.
     pub fn new(pattern: &str) -> Result<Prompt, String> {
         if pattern.is_empty() {
             return Err("the prompt pattern is empty; give the regular expression the program's prompt matches, e.g. `sqlite> `".to_owned());

@@ -42,7 +42,9 @@ use super::reaper::{self, ManagedPid};
 /// The terminal's size, which programs read to lay out their output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TerminalSize {
+    /// Lines.
     pub rows: u16,
+    /// Columns.
     pub columns: u16,
 }
 
@@ -50,10 +52,13 @@ pub struct TerminalSize {
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     #[error("no pseudo-terminal: {0:#}")]
+    /// The system has no terminal to give.
     NoTerminal(anyhow::Error),
     #[error("the pseudo-terminal has no descriptor")]
+    /// The terminal's controller side has no descriptor.
     NoDescriptor,
     #[error("duplicating the terminal: {0}")]
+    /// The terminal's descriptor could not be duplicated.
     Duplicate(#[source] io::Error),
 }
 
@@ -64,6 +69,7 @@ pub enum SpawnError {
     #[error("{0:#}")]
     NotStarted(anyhow::Error),
     #[error("it started without a process id")]
+    /// The program started but has no process id.
     NoProcessId,
 }
 
@@ -72,7 +78,9 @@ pub enum SpawnError {
 pub struct ProgramSpec {
     /// A path, or a name looked up in `environment`'s `PATH`.
     pub program: OsString,
+    /// Its arguments.
     pub args: Vec<OsString>,
+    /// The directory it starts in.
     pub cwd: PathBuf,
     /// Exactly the variables the program sees: it inherits none of the
     /// host's (secrets among them).
@@ -87,6 +95,7 @@ pub struct Pty {
 }
 
 impl Pty {
+    /// A fresh pseudo-terminal of `size`.
     pub fn open(size: TerminalSize) -> Result<Pty, OpenError> {
         let pair = native_pty_system()
             .openpty(PtySize {
@@ -158,7 +167,9 @@ impl Pty {
 /// How the program ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
+    /// It exited with this status.
     Code(i32),
+    /// A signal killed it.
     Signal(Signal),
     /// Its status was collected elsewhere (should not happen: the program
     /// is managed).

@@ -80,6 +80,7 @@ fn start_sweeper() {
 pub struct ManagedPid(i32);
 
 impl ManagedPid {
+    /// The process id.
     pub fn pid(&self) -> i32 {
         self.0
     }

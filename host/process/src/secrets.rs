@@ -39,6 +39,8 @@ pub struct SecretPolicy {
 }
 
 impl SecretPolicy {
+    /// Withholds secret-looking variables except those named in
+    /// `pass_through`.
     pub fn new(pass_through: Vec<String>) -> Self {
         SecretPolicy { pass_through }
     }

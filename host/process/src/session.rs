@@ -75,28 +75,65 @@ pub enum AtDeadline {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Waited {
     /// The prompt appeared; the output before it and the prompt's text.
-    Prompt { before: String, prompt: String },
+    Prompt {
+        /// The output before the prompt.
+        before: String,
+        /// The prompt as it appeared.
+        prompt: String,
+    },
     /// The deadline passed first; `how` says whether and how the program
     /// was interrupted. `output` is everything seen.
-    TimedOut { output: String, how: String },
+    TimedOut {
+        /// Everything seen.
+        output: String,
+        /// Whether and how the program was interrupted.
+        how: String,
+    },
     /// The program ended.
-    Exited { output: String, status: i32 },
+    Exited {
+        /// Everything seen.
+        output: String,
+        /// Its exit status.
+        status: i32,
+    },
     /// The host was interrupted (Ctrl-C in the REPL, SIGTERM); the
     /// program got SIGINT, and `how` says whether its prompt came back.
-    Cancelled { output: String, how: String },
+    Cancelled {
+        /// Everything seen.
+        output: String,
+        /// Whether its prompt came back.
+        how: String,
+    },
 }
 
 /// Why talking to the program failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SessionError {
     #[error("{0}")]
+    /// The program could not be started; the text says why.
     CannotStart(String),
+    /// The program has ended.
     #[error("{program} has ended ({status}); start it again to go on")]
-    Ended { program: String, status: String },
+    Ended {
+        /// The program.
+        program: String,
+        /// How it ended.
+        status: String,
+    },
+    /// The command's time ran out while typing.
     #[error("the command's time ran out while typing into {program}")]
-    OutOfTime { program: String },
+    OutOfTime {
+        /// The program.
+        program: String,
+    },
+    /// Reading from or writing to its terminal failed.
     #[error("talking to {program} failed: {why}")]
-    Io { program: String, why: String },
+    Io {
+        /// The program.
+        program: String,
+        /// What failed.
+        why: String,
+    },
 }
 
 /// A running program in its own terminal.
@@ -149,10 +186,12 @@ impl Session {
         })
     }
 
+    /// The program's name, for messages.
     pub fn program(&self) -> &str {
         &self.program
     }
 
+    /// The program's process id.
     pub fn pid(&self) -> i32 {
         self.pty.pid()
     }

@@ -33,6 +33,7 @@ impl Default for TerminalText {
 }
 
 impl TerminalText {
+    /// Nothing seen yet.
     pub fn new() -> Self {
         TerminalText {
             parser: Parser::new(),

@@ -11,7 +11,10 @@ pub enum RawLine {
     /// The bytes of the line, without its `\n`.
     Complete(Vec<u8>),
     /// The line was longer than the cap; its bytes were skipped.
-    TooLong { length: u64 },
+    TooLong {
+        /// How long the line was.
+        length: u64,
+    },
 }
 
 /// Reads newline-terminated lines, never holding more than `max_bytes` of one
@@ -22,6 +25,7 @@ pub struct LineReader<R> {
 }
 
 impl<R: BufRead> LineReader<R> {
+    /// Reads lines of `inner`, holding at most `max_bytes` of one.
     pub fn new(inner: R, max_bytes: usize) -> Self {
         LineReader { inner, max_bytes }
     }

@@ -22,7 +22,7 @@
 //! after a message cannot shift the agent's request/answer pairing. A
 //! trailing `\r` (CRLF line endings) is accepted.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod framing;
 mod reply;

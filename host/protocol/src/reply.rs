@@ -10,18 +10,29 @@ use serde_json::Value;
 /// An answer to one line.
 #[derive(Debug, Clone)]
 pub enum Reply<'a> {
+    /// The answer to a command.
     Response {
+        /// The request's `id`, echoed.
         id: Option<&'a Value>,
+        /// The command's output.
         output: &'a str,
+        /// Whether it succeeded.
         success: bool,
+        /// The screen after it.
         screen: &'a Screen,
     },
+    /// The answer to a screen request.
     Screen {
+        /// The request's `id`, echoed.
         id: Option<&'a Value>,
+        /// The screen after it.
         screen: &'a Screen,
     },
+    /// The answer to a line that is not a valid request.
     Error {
+        /// The request's `id`, echoed.
         id: Option<&'a Value>,
+        /// What was wrong, and what to send instead.
         message: &'a str,
     },
 }

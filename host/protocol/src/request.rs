@@ -20,13 +20,20 @@ const KNOWN_SCREEN_FIELDS: [&str; 2] = ["type", "id"];
 /// A well-formed request.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
+    /// Run `command` in `environment`.
     Command {
+        /// The agent's `id`, to echo on the answer.
         id: Option<Value>,
+        /// The environment to run it in.
         environment: String,
+        /// The command's text.
         command: String,
+        /// `timeout_ms`, when given.
         timeout: Option<Duration>,
     },
+    /// Send the current screen.
     Screen {
+        /// The agent's `id`, to echo on the answer.
         id: Option<Value>,
     },
 }
@@ -34,16 +41,20 @@ pub enum Request {
 /// What a line turned out to be.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Parsed {
+    /// A valid request.
     Request(Request),
     /// An empty or whitespace-only line: no answer.
     Blank,
+    /// Not a valid request; the error says why.
     Invalid(ProtocolError),
 }
 
 /// A line that is not a valid request, with the id if one could be read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProtocolError {
+    /// What was wrong, and what to send instead.
     pub message: String,
+    /// The `id`, when one could be read.
     pub id: Option<Value>,
 }
 

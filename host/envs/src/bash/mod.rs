@@ -65,6 +65,7 @@ pub struct BashEnvironment {
 }
 
 impl BashEnvironment {
+    /// A bash environment; the shell starts with the first command.
     pub fn new(config: &Settings) -> Self {
         BashEnvironment {
             project_dir: config.project_dir.clone(),

@@ -37,10 +37,9 @@ use super::marker::{MarkerScanner, PromptReport};
 use super::reader::{PtyReader, ReaderEvent};
 use super::setup::SessionFiles;
 use envhost_core::{CancelFlag, CommandContext};
-use envhost_process::input_wait::{self, TerminalReader};
-use envhost_process::procfs;
 use envhost_process::{DEFAULT_LADDER, Escalation, escalate, signal_group};
 use envhost_process::{Exit, OpenError, ProgramSpec, Pty, PtyProgram, SpawnError, TerminalSize};
+use envhost_process::{TerminalReader, process_table, waiting_for_terminal};
 
 /// Terminal size. Programs lay out tables and progress bars to the width;
 /// 120 columns keeps lines readable without wrapping most tables.
@@ -554,13 +553,13 @@ impl Shell {
         let members: Vec<i32> = if foreground == self.pty.pid() {
             vec![self.pty.pid()]
         } else {
-            procfs::process_table()
+            process_table()
                 .into_iter()
                 .filter(|p| p.group == foreground)
                 .map(|p| p.pid)
                 .collect()
         };
-        input_wait::waiting_for_terminal(&members, &self.terminal_path)
+        waiting_for_terminal(&members, &self.terminal_path)
     }
 
     /// Passes output to `sink` until the prompt report for `seq` arrives or

@@ -111,6 +111,7 @@ pub struct EditorEnvironment {
 }
 
 impl EditorEnvironment {
+    /// An editor for the project in `settings`.
     pub fn new(settings: EditorSettings) -> Result<Self, HelpError> {
         Ok(EditorEnvironment {
             root: ProjectRoot::new(settings.project_dir, settings.allow_outside_project),

@@ -77,6 +77,8 @@ enum State {
     },
 }
 
+/// The python environment: one persistent interpreter, its variables on
+/// the screen.
 pub struct PythonEnvironment {
     /// How to start python, or why it cannot be.
     launch: Result<Launch, String>,
@@ -89,6 +91,7 @@ pub struct PythonEnvironment {
 }
 
 impl PythonEnvironment {
+    /// A python environment; the interpreter starts with the first command.
     pub fn new(config: &Settings) -> Self {
         let launch = find_interpreter(config.python.as_deref()).map(|program| {
             let mut environment = config.secrets.filtered_environment();

@@ -34,7 +34,9 @@ const WASMTIME_VERSION: &str = "48.0.8";
 /// The cache, or its absence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CodeCache {
+    /// No cache: every start compiles.
     Disabled,
+    /// Compiled code is kept in this folder.
     Directory(PathBuf),
 }
 
