@@ -1,4 +1,4 @@
-//! The declarative style (seed 001's `DeclarativeEnvironment`): a static
+//! The declarative style: a static
 //! table of commands, each a signature, its help and a handler method.
 //! Every [`Declarative`] type is a [`Plugin`]: routing by first word,
 //! `describe`, `handle` and `screen` are implemented here.
@@ -19,7 +19,7 @@ pub trait Declarative: Sized + 'static {
     const COMMANDS: &'static [Command<Self>];
 
     /// The environment's current state, shown above the commands' help
-    /// (seed 001's `get_state_display`).
+    /// (its state display).
     fn state(&self) -> String {
         Self::SUMMARY.to_owned()
     }

@@ -7,7 +7,7 @@
 //! bindings, the exported functions, the single plugin instance) behind two
 //! traits and one macro.
 //!
-//! **Declarative style** (seed 001's `DeclarativeEnvironment`): list your
+//! **Declarative style**: list your
 //! commands with a signature, a description and an example; each one is a
 //! method. The host routes by the first word, answers unknown commands
 //! itself, and shows LONG help for commands the agent has not used yet and
@@ -50,7 +50,7 @@
 //! the whole screen section (or describe commands and still handle them
 //! yourself).
 //!
-//! **Interactive style** (seed 001's `InteractiveEnvironment`): wrap a
+//! **Interactive style**: wrap a
 //! program such as gdb or sqlite3 with a command, a prompt and a
 //! description ([`Interactive`], [`export_interactive!`]); or drive one
 //! from your own commands with [`Program`].

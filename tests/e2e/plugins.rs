@@ -1,4 +1,4 @@
-//! WebAssembly plugins through the real binary: the timer with seed 001's
+//! WebAssembly plugins through the real binary: the timer with its
 //! progressive help, the manual style, every refusal, every sandbox case
 //! (the `rogue` fixture), the compiled-code cache and `envhost check`.
 //!
@@ -141,7 +141,7 @@ Commands:
 ";
 
 #[test]
-fn the_timer_plugin_works_with_seed_001_progressive_help() {
+fn the_timer_plugin_works_with_progressive_help() {
     let project = Project::new();
     install(&project, &[("timer", "timer")]);
     let mut host = start(&project, &[]);

@@ -1,7 +1,7 @@
 //! Plugins written in Python and JavaScript, through the real binary: the
 //! `tasks` board (componentize-py) and the `regex` workbench
-//! (componentize-js) answer their commands, keep their state, get seed
-//! 001's progressive help, pass `envhost check`, and an exception they do
+//! (componentize-js) answer their commands, keep their state, get the
+//! progressive help (long until a command is first used), pass `envhost check`, and an exception they do
 //! not catch costs their state but not the host.
 //!
 //! The components are built by `scripts/build-polyglot-plugins` (run here

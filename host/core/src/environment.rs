@@ -14,13 +14,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// Default `max_lines` of a screen section (seed 000's `ScreenSection`).
+/// Default `max_lines` of a screen section.
 pub const DEFAULT_MAX_LINES: usize = 50;
 
 /// A persistent, stateful environment: bash, python, the editor, or a plugin.
 ///
-/// Calls are synchronous and strictly sequential (seed 000, "Synchronous vs
-/// Async Environments"). An implementation must return from
+/// Calls are synchronous and strictly sequential. An implementation must return from
 /// [`handle_command`](Environment::handle_command) by the context's deadline
 /// (give or take a grace period for interrupting what it runs), and promptly
 /// once the context is cancelled.
@@ -96,7 +95,7 @@ impl CancelFlag {
     }
 }
 
-/// The result of one command (seed 000's `CommandResponse`), plus the facts
+/// The result of one command, plus the facts
 /// the orchestrator needs to emit events.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandResponse {
@@ -167,7 +166,7 @@ pub enum Incident {
     },
 }
 
-/// One environment's part of the screen (seed 000's `ScreenSection`).
+/// One environment's part of the screen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScreenSection {
     /// The text shown.
@@ -224,8 +223,8 @@ impl EnvironmentError {
     }
 }
 
-/// A valid environment name: an identifier, as seed 000's `EnvironmentName`
-/// requires (`str.isidentifier()`): a letter or `_`, then letters, digits or
+/// A valid environment name: an identifier, as Python's
+/// `str.isidentifier()` has it: a letter or `_`, then letters, digits or
 /// `_`. Letters may be any Unicode letters, as in Python.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct EnvironmentName(String);

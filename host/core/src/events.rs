@@ -1,5 +1,4 @@
-//! Typed events and the synchronous bus that delivers them to observers
-//! (seed 004's executor + event bus + observers).
+//! Typed events and the synchronous bus that delivers them to observers.
 //!
 //! This module owns the [`Event`] vocabulary, the [`EventBus`] and the
 //! [`Observer`] trait. The bus guarantees that an observer can never stop

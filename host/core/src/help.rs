@@ -1,4 +1,4 @@
-//! Seed 001's help system: declarative command descriptions, per-command
+//! Progressive help: declarative command descriptions, per-command
 //! usage tracking, routing by first word, and progressive disclosure on the
 //! screen (LONG help for commands not used yet, SHORT help for used ones).
 //!
@@ -169,7 +169,7 @@ impl CommandHelp {
     }
 
     /// Finds the command a text is for, by its first word, and marks it used
-    /// (as seed 001's `DeclarativeEnvironment` does, before it runs).
+    /// (before it runs).
     pub fn route<'t>(&mut self, text: &'t str) -> Result<Routed<'t>, UnknownCommand> {
         let routed = split_command(text);
         if !self.commands.iter().any(|c| c.name() == routed.name) {
@@ -183,7 +183,7 @@ impl CommandHelp {
         Ok(routed)
     }
 
-    /// The `Commands:` part of a screen, seed 001's format.
+    /// The `Commands:` part of a screen.
     pub fn render(&self) -> String {
         let mut out = String::from("Commands:\n");
         let mut previous: Option<(bool, bool)> = None; // (long, simple)
@@ -212,7 +212,7 @@ impl CommandHelp {
     }
 
     /// A whole structured-environment screen: the state display, then the
-    /// commands (seed 001's `DeclarativeEnvironment.get_screen`).
+    /// commands.
     pub fn screen_with_state(&self, state: &str) -> String {
         let state = state.trim_end_matches('\n');
         if state.is_empty() {
@@ -297,7 +297,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_001_timer_before_any_command() {
+    fn the_timer_before_any_command_shows_long_help() {
         let help = timer();
         let expected = "\
 Timer: Stopped (0.00s)
@@ -328,7 +328,7 @@ Commands:
     }
 
     #[test]
-    fn seed_001_timer_after_start() {
+    fn the_timer_after_start_shows_short_help_for_start() {
         let mut help = timer();
         help.route("start").unwrap();
         let rendered = help.render();
@@ -377,7 +377,7 @@ Commands:
     }
 
     #[test]
-    fn seed_001_grouping_after_view_edit_search() {
+    fn used_commands_group_after_view_edit_search() {
         let mut help = editor();
         for cmd in ["view a /x/ /y/", "edit a 1-1\nz", "search \"q\" *"] {
             help.route(cmd).unwrap();
@@ -403,7 +403,7 @@ Commands:
     }
 
     #[test]
-    fn seed_001_short_regular_then_short_simple_are_separated() {
+    fn short_regular_then_short_simple_are_separated() {
         let mut help = editor();
         for cmd in [
             "view a /x/ /y/",

@@ -67,7 +67,7 @@ impl Screen {
         self.sections.is_empty()
     }
 
-    /// Renders the screen for a person, with seed 001's section headers:
+    /// Renders the screen for a person, with a header per section:
     /// `==================== BASH ====================`.
     pub fn render_for_humans(&self) -> String {
         self.render_changes_since(None)

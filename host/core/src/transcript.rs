@@ -1,5 +1,5 @@
 //! The `--transcript FILE` observer: every event as one JSON line with a UTC
-//! timestamp (seed 002's structured logs).
+//! timestamp (a structured log).
 //!
 //! Each event is written with a single `write` to a file opened for
 //! appending, without user-space buffering, so a host killed at any moment

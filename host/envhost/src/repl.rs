@@ -6,7 +6,7 @@
 //! or pasted. `:screen` shows the screen, `:help` the syntax, `:quit` (or
 //! end of input) leaves. Ctrl-C interrupts the running command and keeps the
 //! session. After each command the output and the whole screen are printed
-//! with seed 001's section headers: what an agent would see, except that
+//! with a header per section: what an agent would see, except that
 //! sections unchanged since they were last printed are only named. When
 //! the input is not a terminal (a scripted session), each command is echoed
 //! before its output.

@@ -1,7 +1,8 @@
 //! A loaded plugin as an [`Environment`]: help, routing, bounded output, and
 //! recovery from traps.
 //!
-//! A plugin that describes commands gets seed 001's progressive help from
+//! A plugin that describes commands gets the host's progressive help (long
+//! help until a command is first used, short after) from
 //! `help.rs`, exactly like the editor: the host routes by first word
 //! (answering unknown words itself, without calling the plugin), tracks
 //! which commands were used, and renders the help under the plugin's own

@@ -1,6 +1,6 @@
 //! Output that cannot flood: a byte cap with head and tail kept, and the
-//! full text saved to a file (seed 000's "file-based output for large
-//! data").
+//! full text saved to a file (large data goes to a file the agent can
+//! read piece by piece).
 //!
 //! [`OutputCapture`] holds at most the cap in memory whatever a command
 //! prints. Up to the cap, the output is returned whole. Past it, the text is

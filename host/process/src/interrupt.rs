@@ -1,6 +1,6 @@
 //! Interrupting a running job with escalating signals.
 //!
-//! Seed 003 (AC4.5) and the brief: a timed-out command first gets SIGINT
+//! An interruption that keeps what it can: a timed-out command first gets SIGINT
 //! (what Ctrl-C would send, so shells and interpreters keep their state),
 //! then SIGTERM, then SIGKILL, each after a grace period. This module owns
 //! that sequence; the caller says how to deliver a signal (to a process
@@ -19,7 +19,7 @@ pub struct Step {
 }
 
 /// The default ladder: SIGINT, SIGTERM, SIGKILL with two seconds each
-/// (seed 003's "SIGTERM, then SIGKILL after 2s", preceded by SIGINT).
+/// ("SIGTERM, then SIGKILL after 2 s", preceded by SIGINT).
 pub const DEFAULT_LADDER: [Step; 3] = [
     Step {
         signal: Signal::SIGINT,

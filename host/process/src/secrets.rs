@@ -1,6 +1,6 @@
 //! Which environment variables a child process inherits.
 //!
-//! Seed 003 (AC4.6): variables that look like secrets (`*_API_KEY`,
+//! Secrets stay out of reach: variables that look like secrets (`*_API_KEY`,
 //! `*_SECRET`, `*_TOKEN`, `*_PASSWORD`, `*_CREDENTIAL`) are left out of every
 //! environment's variables by default, so an agent cannot read, print or leak
 //! them. We also catch the common shapes that list misses
@@ -85,7 +85,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn seed_003_patterns_are_secret() {
+    fn secret_looking_names_are_secret() {
         for name in [
             "OPENAI_API_KEY",
             "ANTHROPIC_API_KEY",

@@ -1,7 +1,7 @@
 //! The shell's background jobs, read from its own job table.
 //!
-//! The prompt report carries the output of `jobs -l` (seed 000: "background
-//! jobs via shell", not tracked by the host). This module parses that text
+//! The prompt report carries the output of `jobs -l` (background jobs are
+//! the shell's, not tracked by the host). This module parses that text
 //! into [`Job`]s and says whether a job's processes still exist. It does not
 //! run anything.
 

@@ -1,5 +1,4 @@
-//! The bash environment: a persistent shell that never hangs the agent
-//! (seed 000's Bash Environment, issue 3).
+//! The bash environment: a persistent shell that never hangs the agent.
 //!
 //! One bash runs in a pseudo-terminal for the whole session; working
 //! directory, variables, aliases, functions and background jobs persist

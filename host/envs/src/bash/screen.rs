@@ -1,5 +1,4 @@
-//! The bash section of the screen (seed 001, "Bash Environment
-//! (Freeform)"):
+//! The bash section of the screen:
 //!
 //! ```text
 //! Working directory: /home/user/project
@@ -9,7 +8,7 @@
 //! Any bash command. Use & for background jobs.
 //! ```
 //!
-//! Before the first command, seed 000's minimal form, `Bash shell (ready)`,
+//! Before the first command, a minimal form, `Bash shell (ready)`,
 //! with the same one-line help under it. This module renders from the state
 //! recorded at the last prompt; it never talks to the shell, so the screen
 //! costs no round trip (only a `kill(pgid, 0)` per running job, to mark
@@ -121,7 +120,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_001_format_without_and_with_jobs() {
+    fn the_section_without_and_with_jobs() {
         let mut status = ShellStatus::new("/home/user/project".into());
         status.used = true;
         assert_eq!(

@@ -1,4 +1,4 @@
-//! Verified line edits (seed 000, "Edit implementation"): the lines must be
+//! Verified line edits: the lines must be
 //! visible in a view, must still hold what the view showed, and are
 //! replaced without disturbing a single other byte of the file.
 //!
@@ -166,7 +166,7 @@ pub fn boundaries_after(
     })
 }
 
-/// The recovery text of seed 001 ("Error Recovery") for an edit of a file
+/// The recovery steps for an edit of a file
 /// no view shows. `suggested` is a view command for those lines.
 pub fn no_view_help(file: &str, range: LineRange, suggested: &str) -> String {
     format!(
@@ -403,7 +403,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_001_recovery_text() {
+    fn an_edit_without_a_view_gives_recovery_steps() {
         let text = no_view_help(
             "src/main.py",
             range(45, 50),

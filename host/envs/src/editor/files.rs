@@ -31,8 +31,8 @@ pub enum FileProblem {
 }
 
 impl FileProblem {
-    /// The marker a view shows once before it is removed, as seed 000
-    /// writes them (`[ERROR: file not found]`).
+    /// The marker a view shows once before it is removed
+    /// (`[ERROR: file not found]`).
     pub fn marker(&self) -> String {
         match self {
             FileProblem::NotFound => "[ERROR: file not found]".to_owned(),

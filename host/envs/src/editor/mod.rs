@@ -1,5 +1,5 @@
-//! The editor environment (seed 000, "Editor Environment"), with seed
-//! 001's per-command progressive help.
+//! The editor environment: pattern views of files, verified line edits and
+//! search, with long help for each command until it is first used.
 //!
 //! This module owns the `Environment` implementation: the command
 //! descriptions the help system renders, routing each command to its
@@ -54,7 +54,7 @@ pub struct EditorSettings {
     pub allow_outside_project: bool,
 }
 
-/// Seed 001's descriptions of the editor's commands.
+/// The descriptions of the editor's commands, for the progressive help.
 pub fn command_specs() -> Vec<CommandSpec> {
     vec![
         CommandSpec::new(
@@ -366,7 +366,7 @@ impl EditorEnvironment {
     }
 
     /// Keeps the views of an edited file on the same lines: a replaced
-    /// boundary line becomes an escaped literal pattern (seed 000), and each
+    /// boundary line becomes an escaped literal pattern, and each
     /// view keeps showing the match that starts where its section now is.
     fn follow_edit(
         &mut self,
@@ -456,8 +456,8 @@ impl EditorEnvironment {
 }
 
 /// A `view` command that would show the lines an edit asked for: their
-/// first and last lines as literal patterns when the file has them, seed
-/// 001's example otherwise.
+/// first and last lines as literal patterns when the file has them, the
+/// help's example otherwise.
 fn suggest_view(path: &paths::ResolvedPath, display: &str, range: LineRange) -> String {
     let fallback = format!("view {display} /^def main/ /^$/");
     let Ok(bytes) = files::read_resolved(path) else {
@@ -542,7 +542,7 @@ mod tests {
     }
 
     #[test]
-    fn before_first_use_the_screen_is_seed_001s() {
+    fn before_first_use_the_screen_shows_long_help() {
         let dir = tempfile::tempdir().unwrap();
         let mut editor = EditorEnvironment::new(EditorSettings {
             project_dir: dir.path().canonicalize().unwrap(),

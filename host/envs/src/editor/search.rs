@@ -367,7 +367,7 @@ fn relative_display(relative: &Path) -> String {
 }
 
 impl Report {
-    /// The response text: seed 000's `Matches:` list, then what was left
+    /// The response text: the `Matches:` list, then what was left
     /// out and why.
     pub fn render(&self, pattern: &str, globs: &[String]) -> String {
         let scope = if globs.is_empty() {

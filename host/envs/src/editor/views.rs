@@ -1,4 +1,4 @@
-//! Pattern views (seed 000): file sections bounded by a start and an end
+//! Pattern views: file sections bounded by a start and an end
 //! pattern, re-read from disk on every screen.
 //!
 //! This module owns the set of views (at most [`MAX_VIEWS`], ids never

@@ -232,7 +232,7 @@ def run(source, number):
 
 
 def type_name(value):
-    """seed 000's get_type_name: a class shows its own name, anything else
+    """The type shown next to a variable: a class shows its own name, anything else
     the name of its type (ndarray, DataFrame, Series, int, ...)."""
     kind = type(value)
     try:

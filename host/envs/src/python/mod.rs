@@ -1,5 +1,5 @@
-//! The python environment: a persistent Python REPL (seed 000's "Python
-//! Environment", with seed 001's screen).
+//! The python environment: a persistent Python REPL whose screen shows the
+//! working directory and the variables, most recently used first.
 //!
 //! One `python3` child runs a driver shipped inside the binary
 //! ([`process`]); its namespace, imports and working directory persist from
@@ -36,10 +36,10 @@ use variables::{MAX_SHOWN, RecentVariables, Variable};
 
 pub use process::find_interpreter;
 
-/// The one-line help under every form of the section (seed 001).
+/// The one-line help under every form of the section.
 const HELP: &str = "Any Python code. Variables and imports persist across commands.";
 
-/// The section before the first command (seed 000: minimal until used).
+/// The section before the first command (minimal until used).
 const READY: &str = "Python REPL (ready)";
 
 /// What a new interpreter has lost, for responses and events.
@@ -421,8 +421,8 @@ impl Environment for PythonEnvironment {
 }
 
 impl PythonEnvironment {
-    /// Seed 000 / 001's screen: working directory, variables by recent use,
-    /// help.
+    /// The screen once running: working directory, variables by recent
+    /// use, help.
     fn running_screen(&self) -> String {
         let mut text = format!("Working directory: {}\n\n", self.cwd);
         if self.variables.is_empty() {

@@ -1,6 +1,6 @@
 //! The python screen's variable list, ordered by recent use.
 //!
-//! Seed 000's algorithm: after each command, the variables whose name
+//! Most recently used first: after each command, the variables whose name
 //! appears in the command text as a whole word (`\bname\b`) move to the
 //! front of the list, in namespace order among themselves; the others keep
 //! their order behind them. Names the command did not mention but that are
@@ -16,7 +16,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-/// Most variables shown on the screen (seed 000).
+/// Most variables shown on the screen.
 pub const MAX_SHOWN: usize = 100;
 
 /// A variable as the screen shows it.
@@ -132,7 +132,7 @@ mod tests {
         assert_eq!(names(&recent), ["c", "b", "a"]);
         recent.update("print(a)", vars(&["a", "b", "c"]));
         assert_eq!(names(&recent), ["a", "c", "b"]);
-        // Matches among themselves follow namespace order (the seed's loop).
+        // Matches among themselves follow namespace order.
         recent.update("b + c", vars(&["a", "b", "c"]));
         assert_eq!(names(&recent), ["b", "c", "a"]);
     }

@@ -1,7 +1,7 @@
 //! Finding and loading plugins: `<project>/env/*.wasm` → checked, compiled
 //! (or taken from the cache), linked, test-instantiated and described.
 //!
-//! Discovery follows seed 000: every `*.wasm` in `env/`, names starting with
+//! Discovery: every `*.wasm` in `env/`, names starting with
 //! `_` skipped, the file's stem is the environment's name and must be an
 //! identifier, and a built-in's name (bash, python, editor) is refused.
 //! Loading runs the whole type-check — the operator's pin first, then
@@ -387,7 +387,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn discovery_follows_seed_000_naming() {
+    fn discovery_names_environments_after_their_files() {
         let dir = tempfile::tempdir().unwrap();
         for file in [
             "timer.wasm",
