@@ -5,9 +5,8 @@
 //! 2. `search` over 10,000 files (~100 MB) beside `grep -rn` on the same
 //!    tree, both producing every match. Target: ratio ≤ 1×.
 //!
-//! Run: `cargo bench -p envhost-envs --bench editor` (release; what the
-//! numbers mean) or `cargo bench -p envhost-envs --profile dev --bench
-//! editor` (a quick check that it runs).
+//! Run: `cargo bench --bench editor` (release; what the numbers mean) or
+//! `cargo bench --profile dev --bench editor` (a quick check that it runs).
 //! The search tree is generated once under the target directory and reused.
 
 #[path = "../../envhost/benches/support/stats.rs"]

@@ -9,6 +9,8 @@ use std::fmt;
 use std::fs::File;
 use std::io::{ErrorKind, Read};
 
+use envhost_core::text;
+
 use super::lines::is_binary;
 use super::paths::{ProjectRoot, ResolvedPath};
 
@@ -41,7 +43,7 @@ impl FileProblem {
             FileProblem::TooLarge { bytes } => {
                 format!(
                     "[ERROR: file grew to {}, over the 64 MiB a view can re-read]",
-                    size(*bytes)
+                    text::bytes(*bytes)
                 )
             }
             FileProblem::Unreadable(reason) => format!("[ERROR: cannot read the file: {reason}]"),
@@ -64,7 +66,7 @@ impl FileProblem {
             ),
             FileProblem::TooLarge { bytes } => format!(
                 "{display} is {}, over the 64 MiB the editor re-reads on every screen; use search, or bash (grep -n, sed -n 'A,Bp') to look into it.",
-                size(*bytes)
+                text::bytes(*bytes)
             ),
             FileProblem::Unreadable(reason) => format!("{display} cannot be read: {reason}"),
         }
@@ -75,10 +77,6 @@ impl fmt::Display for FileProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.marker())
     }
-}
-
-fn size(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 /// A text file, read whole.

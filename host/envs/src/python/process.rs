@@ -171,7 +171,7 @@ pub enum StartError {
     },
     #[error("{program} {how} before it was ready")]
     EndedEarly { program: String, how: String },
-    #[error("{program} was not ready within {} seconds", .limit.as_secs())]
+    #[error("{program} was not ready within {}", envhost_core::text::duration(*.limit))]
     TooSlow { program: String, limit: Duration },
     #[error("starting {program} was interrupted")]
     Cancelled { program: String },
