@@ -291,6 +291,13 @@ fn the_python_tasks_plugin_keeps_a_board_with_progressive_help() {
     );
     assert_eq!(host.command("tasks", "clear").ok(), "Cleared 1 done task.");
 
+    // The plugin splits a command by the host's rule: a tab after the name
+    // routes in both (it used to reach the plugin as "Unknown command").
+    assert_eq!(
+        host.command("tasks", "show\t2").ok(),
+        "2. Write a failing test\nStatus: todo\nNotes: none"
+    );
+
     let (status, _) = host.finish();
     assert!(status.success());
     let detail = load_detail(&transcript(&project), "tasks");
