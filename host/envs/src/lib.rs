@@ -15,8 +15,6 @@ mod editor;
 mod python;
 mod settings;
 
-pub use crate::bash::BashEnvironment;
 pub use crate::builtins::builtins;
 pub use crate::editor::{EditorEnvironment, EditorSettings};
-pub use crate::python::PythonEnvironment;
 pub use crate::settings::Settings;

@@ -56,5 +56,5 @@ pub use crate::check::{CheckReport, check_file};
 pub use crate::guest_io::{DiscardSink, LogSink, StderrSink};
 pub use crate::limits::DEFAULT_MEMORY_LIMIT;
 pub use crate::load::cache::{CodeCache, content_sha256};
-pub use crate::load::{CONFIG_SECTION, LoadReport, Plugin, Plugins, REFUSED_SECTION, load};
+pub use crate::load::{LoadReport, Plugin, Plugins, load};
 pub use crate::settings::PluginSettings;

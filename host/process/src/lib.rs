@@ -41,10 +41,9 @@ mod session;
 mod terminal;
 
 pub use crate::capture::{
-    CapturedOutput, DEFAULT_CAP_BYTES, DEFAULT_SPILL_LIMIT_BYTES, OutputCapture, OutputLimits,
-    Overflow, RETAINED_FILES,
+    CapturedOutput, DEFAULT_CAP_BYTES, OutputCapture, OutputLimits, Overflow,
 };
-pub use crate::fd::{is_hung_up, set_nonblocking};
+pub use crate::fd::set_nonblocking;
 pub use crate::input_wait::{TerminalReader, waiting_for_terminal};
 pub use crate::interrupt::{DEFAULT_LADDER, Escalation, escalate, signal_group};
 pub use crate::output::CommandOutput;
@@ -55,7 +54,7 @@ pub use crate::pty::{Exit, OpenError, ProgramSpec, Pty, PtyProgram, SpawnError, 
 pub use crate::reaper::{
     ManagedPid, TerminationReport, install as install_reaper, spawn_managed, terminate_descendants,
 };
-pub use crate::secrets::{SecretPolicy, is_secret_name};
+pub use crate::secrets::SecretPolicy;
 pub use crate::session::{
     AtDeadline, COLUMNS as TERMINAL_COLUMNS, ROWS as TERMINAL_ROWS, Session, SessionError, Waited,
 };

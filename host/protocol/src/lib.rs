@@ -30,6 +30,4 @@ mod request;
 
 pub use crate::framing::{LineReader, RawLine};
 pub use crate::reply::{Reply, write_reply};
-pub use crate::request::{
-    DEFAULT_MAX_LINE_BYTES, MAX_TIMEOUT_MS, Parsed, ProtocolError, Request, parse_line,
-};
+pub use crate::request::{DEFAULT_MAX_LINE_BYTES, Parsed, ProtocolError, Request, parse_line};

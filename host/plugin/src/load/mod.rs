@@ -124,7 +124,7 @@ impl Plugins {
 
 /// Loads `<project>/env/*.wasm`: the plugins that pass every check, ready
 /// to register, and the refused ones, for stderr, an `environment_failed`
-/// event each and the [`REFUSED_SECTION`] of the screen (every other
+/// event each and the `refused-plugins` section of the screen (every other
 /// environment still loads). With no `*.wasm` files, no engine is even
 /// built. `log` receives what the plugins write (stdout, stderr, log lines)
 /// from then on.
