@@ -12,7 +12,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Default `max_lines` of a screen section.
 pub const DEFAULT_MAX_LINES: usize = 50;
@@ -45,21 +45,126 @@ pub trait Environment: Send {
     /// Releases everything the environment holds: child processes, pseudo
     /// terminals, temporary files. Called once, when the host stops.
     fn shutdown(&mut self) {}
+
+    // Commands that outlive the wait. A command whose context carries
+    // `yield_after` and is still running then is left running: the
+    // environment answers with the output so far and `running: true`, and
+    // the agent goes on with `wait`, `input` or `interrupt`. Environments
+    // whose commands always end within the call (the editor, WebAssembly
+    // calls) keep the defaults: they never report a running command, so the
+    // orchestrator never calls the three methods below on them.
+
+    /// The command that yielded and has not ended, if any. Must be cheap:
+    /// the orchestrator asks before every request to this environment and
+    /// for every screen.
+    fn running(&self) -> Option<RunningCommand> {
+        None
+    }
+
+    /// Collects the running command's output produced since the last
+    /// answer: returns as soon as the command ends (`running: false`, the
+    /// command's own outcome) or once `context.yield_after` has passed
+    /// (`running: true`). `context.timeout` is `None`: the command keeps the
+    /// limit it started with.
+    fn wait(&mut self, context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
+        let _ = context;
+        Ok(CommandResponse::failure(NOTHING_RUNNING))
+    }
+
+    /// Types `text` into the running command (its terminal, or its standard
+    /// input), control characters included, then answers as
+    /// [`wait`](Environment::wait) does.
+    fn input(
+        &mut self,
+        text: &str,
+        context: &CommandContext,
+    ) -> Result<CommandResponse, EnvironmentError> {
+        let _ = (text, context);
+        Ok(CommandResponse::failure(NOTHING_RUNNING))
+    }
+
+    /// Interrupts the running command with the same ladder a timeout uses
+    /// and answers with its final output (`running: false`).
+    fn interrupt(&mut self, context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
+        let _ = context;
+        Ok(CommandResponse::failure(NOTHING_RUNNING))
+    }
+
+    /// Ends the environment (and whatever it runs) and starts a fresh one in
+    /// the project directory; the output says what was lost.
+    fn restart(&mut self, context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
+        let _ = context;
+        Err(EnvironmentError::Failed(
+            "this environment cannot be restarted".to_owned(),
+        ))
+    }
+}
+
+/// What the default [`Environment::wait`], [`Environment::input`] and
+/// [`Environment::interrupt`] answer; the orchestrator words the refusal
+/// itself before it gets that far.
+const NOTHING_RUNNING: &str = "Nothing is running in this environment.";
+
+/// A command that yielded and is still running, as the busy refusal and the
+/// screen describe it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunningCommand {
+    /// The command's text, as the agent sent it.
+    pub command: String,
+    /// When it started.
+    pub started: Instant,
+    /// Bytes of output it has produced so far (delivered or not).
+    pub output_bytes: u64,
+    /// The last non-empty line of its output, cleaned for display.
+    pub last_line: Option<String>,
+    /// It looks blocked reading input (a prompt waiting for an answer).
+    pub waiting_for_input: bool,
 }
 
 /// What the orchestrator hands an environment along with a command.
 #[derive(Debug, Clone)]
 pub struct CommandContext {
-    /// How long the command may run before it is interrupted.
-    pub timeout: Duration,
+    /// How long the command may run before it is interrupted. `None` means
+    /// no limit: a command that may yield runs until it ends, is
+    /// interrupted, or the host stops, unless the agent gave it a timeout.
+    pub timeout: Option<Duration>,
+    /// Answer after this long with the output so far and leave the command
+    /// running (`running: true`). `None`: wait for the command to end (or
+    /// to reach its timeout). For [`Environment::wait`] and
+    /// [`Environment::input`], how long to wait.
+    pub yield_after: Option<Duration>,
     /// Set when the host is shutting down; long waits must watch it.
     pub cancel: CancelFlag,
 }
 
 impl CommandContext {
-    /// A command may run for `timeout` and must stop once `cancel` is set.
+    /// A command may run for `timeout` and must stop once `cancel` is set;
+    /// it does not yield.
     pub fn new(timeout: Duration, cancel: CancelFlag) -> Self {
-        CommandContext { timeout, cancel }
+        CommandContext {
+            timeout: Some(timeout),
+            yield_after: None,
+            cancel,
+        }
+    }
+
+    /// The same context, yielding after `after` (`None`: never).
+    pub fn yielding_after(mut self, after: Option<Duration>) -> Self {
+        self.yield_after = after;
+        self
+    }
+
+    /// The same context with the limit `timeout` (`None`: no limit).
+    pub fn limited_to(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// When a command that started at `started` reaches its limit, if it
+    /// has one (and the limit can be represented).
+    pub fn deadline(&self, started: Instant) -> Option<Instant> {
+        self.timeout
+            .and_then(|timeout| started.checked_add(timeout))
     }
 }
 
@@ -101,8 +206,12 @@ impl CancelFlag {
 pub struct CommandResponse {
     /// What the agent reads: the command's output and the host's notes.
     pub output: String,
-    /// Whether the command succeeded.
+    /// Whether the command succeeded (while it runs: that nothing failed
+    /// yet).
     pub success: bool,
+    /// The command yielded and is still running; the agent goes on with
+    /// `wait`, `input` or `interrupt`.
+    pub running: bool,
     /// Notable things that happened while handling the command. They are not
     /// sent to the agent as such (the output already says them in words);
     /// they become events for the transcript and the console.
@@ -115,6 +224,18 @@ impl CommandResponse {
         CommandResponse {
             output: output.into(),
             success: true,
+            running: false,
+            incidents: Vec::new(),
+        }
+    }
+
+    /// A command that has not ended yet: `output` is what it produced so
+    /// far, followed by the sentence that says how to go on.
+    pub fn still_running(output: impl Into<String>) -> Self {
+        CommandResponse {
+            output: output.into(),
+            success: true,
+            running: true,
             incidents: Vec::new(),
         }
     }
@@ -124,6 +245,7 @@ impl CommandResponse {
         CommandResponse {
             output: output.into(),
             success: false,
+            running: false,
             incidents: Vec::new(),
         }
     }

@@ -61,7 +61,7 @@ pub use crate::console::ConsoleObserver;
 pub use crate::environment::{
     CancelFlag, CommandContext, CommandResponse, DEFAULT_MAX_LINES, Environment, EnvironmentError,
     EnvironmentKind, EnvironmentName, Incident, InvalidName, LoadFailure, LoadedEnvironment,
-    ScreenSection,
+    RunningCommand, ScreenSection,
 };
 pub use crate::events::{Event, EventBus, Observer, ObserverError, StampedEvent, panic_message};
 pub use crate::help::{CommandHelp, CommandSpec, HelpError, Routed, UnknownCommand, split_command};

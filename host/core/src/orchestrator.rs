@@ -374,7 +374,7 @@ mod tests {
                 "fail" => Err(EnvironmentError::Failed("child vanished".into())),
                 "slow" => Ok(CommandResponse::failure("took too long").with_incident(
                     Incident::TimedOut {
-                        after: context.timeout,
+                        after: context.timeout.unwrap_or_default(),
                     },
                 )),
                 other => Ok(CommandResponse::success(other)),

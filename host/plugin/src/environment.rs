@@ -230,10 +230,10 @@ impl Environment for PluginEnvironment {
                         capture.push(&answer.output);
                         let captured = capture.finish();
                         let incident = captured.incident();
-                        let mut response = CommandResponse {
-                            output: captured.text,
-                            success: answer.success,
-                            incidents: Vec::new(),
+                        let mut response = if answer.success {
+                            CommandResponse::success(captured.text)
+                        } else {
+                            CommandResponse::failure(captured.text)
                         };
                         if let Some(incident) = incident {
                             response = response.with_incident(incident);

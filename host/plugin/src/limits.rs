@@ -40,13 +40,21 @@ pub const DEFAULT_MEMORY_LIMIT: usize = 256 << 20;
 
 /// A command's time: the agent's `timeout` (or the host's default), capped
 /// by the operator's `time-limit` for the plugin; and whether the cap
-/// applied.
-pub(crate) fn command_limit(timeout: Duration, granted: Option<Duration>) -> (Duration, bool) {
+/// applied. A command without a limit (sent with `yield_ms`) gets
+/// [`CALL_LIMIT_WITHOUT_TIMEOUT`]: a WebAssembly call never yields.
+pub(crate) fn command_limit(
+    timeout: Option<Duration>,
+    granted: Option<Duration>,
+) -> (Duration, bool) {
+    let timeout = timeout.unwrap_or(CALL_LIMIT_WITHOUT_TIMEOUT);
     match granted {
         Some(limit) if limit < timeout => (limit, true),
         _ => (timeout, false),
     }
 }
+
+/// The time a plugin command may take when its context sets no limit.
+const CALL_LIMIT_WITHOUT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Elements a plugin's tables may hold (function references, resources).
 const TABLE_ELEMENTS_LIMIT: usize = 1 << 20;

@@ -95,6 +95,7 @@ impl CommandOutput {
         CommandResponse {
             output: text,
             success: self.success,
+            running: false,
             incidents,
         }
     }

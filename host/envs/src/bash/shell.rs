@@ -370,10 +370,11 @@ impl Shell {
                 self.pty.terminal().write_all(line.as_bytes())
             });
         let started = Instant::now();
+        let limit = context.timeout.unwrap_or(crate::LIMIT_WITHOUT_TIMEOUT);
         let awaited = match typed {
             Ok(()) => {
                 let watch = Watch {
-                    until: started + context.timeout,
+                    until: started + limit,
                     cancel: Some(&context.cancel),
                     detect_input: true,
                 };
@@ -400,7 +401,7 @@ impl Shell {
             },
             Awaited::Deadline => {
                 let cause = StopCause::Timeout {
-                    limit: context.timeout,
+                    limit,
                     reading: self.input_waiter(),
                 };
                 let run = self.stop(seq, cause, sink);

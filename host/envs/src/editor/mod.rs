@@ -45,6 +45,11 @@ pub const NAME: &str = "editor";
 /// want to edit.
 const MIN_SCREEN_LINES: usize = 100;
 
+/// How long a search may take when its command came without a limit (a
+/// command sent with `yield_ms` and no `timeout_ms`): the editor never
+/// yields, so its searches always need one.
+const SEARCH_LIMIT_WITHOUT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// What the editor needs from the host's configuration.
 #[derive(Debug, Clone)]
 pub struct EditorSettings {
@@ -430,7 +435,7 @@ impl EditorEnvironment {
             Err(err) => return CommandResponse::failure(err.to_string()),
         };
         let started = Instant::now();
-        let deadline = started + context.timeout;
+        let deadline = started + context.timeout.unwrap_or(SEARCH_LIMIT_WITHOUT_TIMEOUT);
         let query = search::Query {
             pattern: &pattern,
             globs: &args.globs,

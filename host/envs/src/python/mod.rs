@@ -342,7 +342,8 @@ impl Environment for PythonEnvironment {
         };
 
         interpreter.collect_stray_output(&mut |b| run.feed(b));
-        let deadline = Instant::now() + context.timeout;
+        let limit = context.timeout.unwrap_or(crate::LIMIT_WITHOUT_TIMEOUT);
+        let deadline = Instant::now() + limit;
         // If the request cannot be delivered the interpreter is gone or
         // stuck; the wait below finds out which.
         let waited = interpreter
@@ -364,13 +365,11 @@ impl Environment for PythonEnvironment {
                 ending.exit_code() == Some(0)
             }
             Ok(Wait::Deadline) => {
-                run.incident(Incident::TimedOut {
-                    after: context.timeout,
-                });
+                run.incident(Incident::TimedOut { after: limit });
                 self.interrupt(
                     command,
                     &mut run,
-                    Interruption::Timeout(context.timeout),
+                    Interruption::Timeout(limit),
                     &context.cancel,
                 );
                 false
