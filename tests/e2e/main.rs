@@ -5,6 +5,7 @@
 
 mod bash;
 mod capabilities;
+mod containment;
 mod editor;
 mod harness;
 mod plugins;

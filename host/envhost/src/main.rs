@@ -20,7 +20,9 @@ use envhost_core::{
     OrchestratorSettings, TranscriptObserver,
 };
 use envhost_plugin::{self as plugin, CodeCache, DiscardSink, LogSink, PluginSettings, StderrSink};
-use envhost_process::{DEFAULT_CAP_BYTES, SecretPolicy, install_reaper, terminate_descendants};
+use envhost_process::{
+    DEFAULT_CAP_BYTES, SecretPolicy, configure_containment, install_reaper, terminate_descendants,
+};
 use envhost_protocol::DEFAULT_MAX_LINE_BYTES;
 
 mod repl;
@@ -145,6 +147,12 @@ struct SessionArgs {
     #[arg(long, value_name = "FILE")]
     transcript: Option<PathBuf>,
 
+    /// Do not put each program an environment starts in a cgroup of its
+    /// own; contain them with process groups, sessions and a sweep of
+    /// /proc only (what happens anyway where cgroups are unavailable).
+    #[arg(long)]
+    no_cgroups: bool,
+
     /// Describe the session on stderr as it happens.
     #[arg(short, long)]
     verbose: bool,
@@ -184,6 +192,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<()> {
     config.python = args.python;
 
     // Before any child exists, so that nothing it starts can escape.
+    configure_containment(!args.no_cgroups);
     install_reaper();
 
     let mut bus = EventBus::new();

@@ -75,6 +75,42 @@ pub fn waiting_for_terminal(pids: &[i32], terminal: &Path) -> Option<TerminalRea
     reader
 }
 
+/// Whether every thread of `pid` is blocked waiting for input of any kind
+/// (reading a descriptor, polling, a socket): the process will do nothing
+/// until something arrives. A process that is running, sleeping on a timer
+/// or waiting for a child is not. A process that is gone is (it will not
+/// do anything either).
+pub fn waiting_for_any_input(pid: i32) -> bool {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return true;
+    };
+    tasks.filter_map(|t| t.ok()).all(|task| {
+        let Some(tid) = task
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<i32>().ok())
+        else {
+            return true;
+        };
+        let base = format!("/proc/{pid}/task/{tid}");
+        let Ok(stat) = fs::read_to_string(format!("{base}/stat")) else {
+            return true;
+        };
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or("");
+        if state != "S" {
+            return matches!(state, "Z" | "X");
+        }
+        fs::read_to_string(format!("{base}/syscall"))
+            .ok()
+            .and_then(|text| Syscall::parse(&text))
+            .is_some_and(|call| !matches!(call.kind(), CallKind::Other))
+    })
+}
+
 fn command_name(pid: i32) -> String {
     fs::read_to_string(format!("/proc/{pid}/comm"))
         .map(|name| name.trim_end().to_owned())

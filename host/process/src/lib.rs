@@ -8,6 +8,10 @@
 //! - how a program runs in its own pseudo-terminal ([`Pty`]);
 //! - how a running job is interrupted with escalating signals
 //!   ([`escalate`], [`DEFAULT_LADDER`]);
+//! - how a program starts: in a cgroup of its own where the machine allows
+//!   it ([`Enclosure`], [`configure_containment`]), unable to signal the
+//!   host ([`guard_status`]), its exit status its environment's
+//!   ([`spawn_managed_command`], [`Pty::spawn`]);
 //! - how the host guarantees that no process it started outlives it
 //!   ([`install_reaper`], [`spawn_managed`], [`terminate_descendants`]);
 //! - whether a job is blocked waiting for terminal input
@@ -27,7 +31,9 @@
 #![deny(missing_docs)]
 
 mod capture;
+mod containment;
 mod fd;
+mod guard;
 mod input_wait;
 mod interrupt;
 mod output;
@@ -38,16 +44,19 @@ mod pty;
 mod reaper;
 mod secrets;
 mod session;
+mod spawn;
 mod terminal;
 
 pub use crate::capture::{
     CapturedOutput, DEFAULT_CAP_BYTES, OutputCapture, OutputLimits, Overflow,
 };
+pub use crate::containment::{Containment, Enclosure, configure as configure_containment};
 pub use crate::fd::set_nonblocking;
-pub use crate::input_wait::{TerminalReader, waiting_for_terminal};
+pub use crate::guard::status as guard_status;
+pub use crate::input_wait::{TerminalReader, waiting_for_any_input, waiting_for_terminal};
 pub use crate::interrupt::{DEFAULT_LADDER, Escalation, escalate, signal_group};
 pub use crate::output::CommandOutput;
-pub use crate::procfs::{ProcessInfo, process_table};
+pub use crate::procfs::{ProcessInfo, descendants, process_info, process_table};
 pub use crate::program::find_program;
 pub use crate::prompt::Prompt;
 pub use crate::pty::{Exit, OpenError, ProgramSpec, Pty, PtyProgram, SpawnError, TerminalSize};
@@ -58,4 +67,5 @@ pub use crate::secrets::SecretPolicy;
 pub use crate::session::{
     AtDeadline, COLUMNS as TERMINAL_COLUMNS, ROWS as TERMINAL_ROWS, Session, SessionError, Waited,
 };
+pub use crate::spawn::{PassedFd, spawn_managed_command};
 pub use crate::terminal::TerminalText;

@@ -2,42 +2,48 @@
 //! environment and the programs plugins drive (`plugin::interactive`)
 //! share.
 //!
-//! [`Pty::open`] opens a portable-pty pair of a given size and keeps a
-//! duplicate of its master side as a [`File`], which the caller may set up
-//! (terminal modes, non-blocking) and duplicate further before
-//! [`Pty::spawn`] starts the program: in its own session with the terminal
-//! as its controlling terminal, in the given folder, with exactly the given
-//! environment, registered with [`reaper::spawn_managed`] so that its exit
-//! status is collected here ([`PtyProgram::exit`]) and never by the sweeper.
-//! The host keeps no slave side open, so reading the master side ends once
-//! the program and everything it started have closed the terminal.
-//! [`PtyProgram`] also finds and signals the terminal's foreground process
-//! group: the job a shell runs, or the program itself.
+//! [`Pty::open`] opens a pseudo-terminal pair of a given size and keeps its
+//! master side as a [`File`], which the caller may set up (terminal modes,
+//! non-blocking) and duplicate further before [`Pty::spawn`] starts the
+//! program through [`crate::spawn`]: in its own session with the terminal
+//! as its controlling terminal, in its own cgroup where the machine allows
+//! it, guarded against signalling the host, in the given folder, with
+//! exactly the given environment and no inherited descriptor but the
+//! terminal and those passed on purpose ([`Pty::spawn_with`]). Its pid is
+//! registered with the reaper so that its exit status is collected here
+//! ([`PtyProgram::exit`]) and never by the sweeper. The host keeps no slave
+//! side open, so reading the master side ends once the program and
+//! everything it started have closed the terminal. [`PtyProgram`] also
+//! finds and signals the terminal's foreground process group: the job a
+//! shell runs, or the program itself.
 //!
 //! It must not read or interpret what the program prints, decide when or
 //! how hard to interrupt it, or end its session: reading, time limits and
 //! the shutdown policy are the callers' (`envs::bash::shell`,
-//! `plugin::interactive::session`), whose `Drop` ends the session and reaps
-//! the program. Dropping a [`PtyProgram`] by itself only closes the host's
-//! side of the terminal.
+//! `plugin::interactive::session`). Dropping a [`PtyProgram`] closes the
+//! host's side of the terminal and kills whatever is left in the program's
+//! cgroup (nothing more without cgroups).
 
 use std::cell::Cell;
 use std::ffi::OsString;
 use std::fmt;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
+use std::process::{Command, Stdio};
 
 use nix::errno::Errno;
+use nix::pty::{Winsize, openpty};
 use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{Pid, tcgetpgrp};
-use portable_pty::{CommandBuilder, MasterPty, PtySize, SlavePty, native_pty_system};
 
+use super::containment::Enclosure;
 use super::interrupt::signal_group;
 use super::procfs;
 use super::reaper::{self, ManagedPid};
+use super::spawn::{ChildSetup, PassedFd};
 
 /// The terminal's size, which programs read to lay out their output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,12 +57,9 @@ pub struct TerminalSize {
 /// Why no pseudo-terminal could be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
-    #[error("no pseudo-terminal: {0:#}")]
+    #[error("no pseudo-terminal: {0}")]
     /// The system has no terminal to give.
-    NoTerminal(anyhow::Error),
-    #[error("the pseudo-terminal has no descriptor")]
-    /// The terminal's controller side has no descriptor.
-    NoDescriptor,
+    NoTerminal(#[source] io::Error),
     #[error("duplicating the terminal: {0}")]
     /// The terminal's descriptor could not be duplicated.
     Duplicate(#[source] io::Error),
@@ -65,9 +68,15 @@ pub enum OpenError {
 /// Why the program could not be started in the terminal.
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
-    /// Not found, not executable, no such folder...: portable-pty's reason.
-    #[error("{0:#}")]
-    NotStarted(anyhow::Error),
+    /// Not found, not executable, no such folder...
+    #[error("cannot start {program}: {source}")]
+    NotStarted {
+        /// The program as given.
+        program: String,
+        /// The operating system's reason.
+        #[source]
+        source: io::Error,
+    },
     #[error("it started without a process id")]
     /// The program started but has no process id.
     NoProcessId,
@@ -89,31 +98,33 @@ pub struct ProgramSpec {
 
 /// An open pseudo-terminal whose program has not started yet.
 pub struct Pty {
-    master: Box<dyn MasterPty + Send>,
-    slave: Box<dyn SlavePty + Send>,
+    slave: OwnedFd,
     terminal: File,
+    tty_path: Option<PathBuf>,
 }
 
 impl Pty {
     /// A fresh pseudo-terminal of `size`.
     pub fn open(size: TerminalSize) -> Result<Pty, OpenError> {
-        let pair = native_pty_system()
-            .openpty(PtySize {
-                rows: size.rows,
-                cols: size.columns,
-                pixel_width: 0,
-                pixel_height: 0,
-            })
-            .map_err(OpenError::NoTerminal)?;
-        let raw = pair.master.as_raw_fd().ok_or(OpenError::NoDescriptor)?;
-        // SAFETY: `raw` belongs to `pair.master`, which is alive here; the
-        // borrow only lasts for the duplication.
-        let master = unsafe { BorrowedFd::borrow_raw(raw) };
-        let terminal = File::from(master.try_clone_to_owned().map_err(OpenError::Duplicate)?);
+        let winsize = Winsize {
+            ws_row: size.rows,
+            ws_col: size.columns,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        let pair = openpty(Some(&winsize), None).map_err(|e| OpenError::NoTerminal(e.into()))?;
+        for fd in [&pair.master, &pair.slave] {
+            nix::fcntl::fcntl(
+                std::os::fd::AsRawFd::as_raw_fd(fd),
+                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+            )
+            .map_err(|e| OpenError::NoTerminal(e.into()))?;
+        }
+        let tty_path = nix::unistd::ttyname(pair.slave.as_fd()).ok();
         Ok(Pty {
-            master: pair.master,
             slave: pair.slave,
-            terminal,
+            terminal: File::from(pair.master),
+            tty_path,
         })
     }
 
@@ -131,34 +142,60 @@ impl Pty {
 
     /// Starts `spec` in this terminal.
     pub fn spawn(self, spec: ProgramSpec) -> Result<PtyProgram, SpawnError> {
-        let mut command = CommandBuilder::new(spec.program);
-        command.args(spec.args);
-        command.env_clear();
-        for (name, value) in spec.environment {
-            command.env(name, value);
-        }
-        command.cwd(spec.cwd.into_os_string());
+        self.spawn_with(spec, Vec::new())
+    }
+
+    /// Starts `spec` in this terminal with `passed` descriptors open in it
+    /// at the numbers they name (every other inherited descriptor is
+    /// closed). The host's copies are closed once the program has started.
+    pub fn spawn_with(
+        self,
+        spec: ProgramSpec,
+        passed: Vec<PassedFd>,
+    ) -> Result<PtyProgram, SpawnError> {
         let Pty {
-            master,
             slave,
             terminal,
+            tty_path,
         } = self;
+        let program_name = spec.program.to_string_lossy().into_owned();
+        let not_started = |source| SpawnError::NotStarted {
+            program: program_name.clone(),
+            source,
+        };
+        let label = std::path::Path::new(&spec.program)
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "program".into());
+        let mut enclosure = Enclosure::create(&label);
+        let stdio = || slave.try_clone().map(Stdio::from);
+        let mut command = Command::new(&spec.program);
+        command
+            .args(&spec.args)
+            .env_clear()
+            .envs(spec.environment.iter().map(|(k, v)| (k, v)))
+            .current_dir(&spec.cwd)
+            .stdin(stdio().map_err(not_started)?)
+            .stdout(stdio().map_err(not_started)?)
+            .stderr(stdio().map_err(not_started)?);
+        ChildSetup::for_terminal(&enclosure, &passed).attach(&mut command);
         let (child, managed) =
-            reaper::spawn_managed(|| slave.spawn_command(command), |c| c.process_id())
-                .map_err(SpawnError::NotStarted)?;
+            reaper::spawn_managed(|| command.spawn(), |c| Some(c.id())).map_err(not_started)?;
+        enclosure.started();
         // The program and its jobs hold the slave side; the host must not,
         // or it would never see the terminal hang up.
+        drop(command);
         drop(slave);
-        let pid = child
-            .process_id()
-            .and_then(|p| i32::try_from(p).ok())
-            .ok_or(SpawnError::NoProcessId)?;
+        drop(passed);
+        let pid = i32::try_from(child.id()).map_err(|_| SpawnError::NoProcessId)?;
+        let Some(managed) = managed else {
+            return Err(SpawnError::NoProcessId);
+        };
         Ok(PtyProgram {
             pid,
-            _child: child,
-            _managed: managed,
-            master,
+            managed: managed.holding(enclosure),
             terminal,
+            tty_path,
             exit: Cell::new(None),
         })
     }
@@ -202,13 +239,12 @@ impl fmt::Display for Exit {
 /// the terminal's controlling process.
 pub struct PtyProgram {
     pid: i32,
-    // Held for the program's life. Field order is drop order: the pid goes
-    // back to the reaper's sweeper (`_managed`) before the terminal closes,
-    // so a program that the hang-up ends is still reaped.
-    _child: Box<dyn portable_pty::Child + Send + Sync>,
-    _managed: Option<ManagedPid>,
-    master: Box<dyn MasterPty + Send>,
+    // Field order is drop order: the cgroup is killed and the pid goes back
+    // to the reaper's sweeper (`managed`) before the terminal closes, so a
+    // program that the hang-up ends is still reaped.
+    managed: ManagedPid,
     terminal: File,
+    tty_path: Option<PathBuf>,
     exit: Cell<Option<Exit>>,
 }
 
@@ -228,9 +264,15 @@ impl PtyProgram {
     /// The slave side's path (`/dev/pts/N`), as the program's own
     /// descriptors name it.
     pub fn tty_path(&self) -> Option<PathBuf> {
-        self.master
-            .tty_name()
+        self.tty_path
+            .clone()
             .or_else(|| std::fs::read_link(format!("/proc/{}/fd/0", self.pid)).ok())
+    }
+
+    /// The program's cgroup (empty without cgroups): everything it started,
+    /// wherever that went.
+    pub fn enclosure(&self) -> &Enclosure {
+        self.managed.enclosure()
     }
 
     /// How the program ended, if it has: one non-blocking `waitpid`, whose
@@ -469,12 +511,83 @@ mod tests {
             Pty::open(SIZE)
                 .unwrap()
                 .spawn(spec("envhost-no-such-program", &[], dir.path()));
-        let Err(SpawnError::NotStarted(why)) = refused else {
+        let Err(why @ SpawnError::NotStarted { .. }) = refused else {
             panic!("a missing program started");
         };
-        assert!(
-            format!("{why:#}").contains("envhost-no-such-program"),
-            "{why:#}"
+        assert!(why.to_string().contains("envhost-no-such-program"), "{why}");
+    }
+
+    /// Reads lines from the terminal until one parses as a number.
+    fn read_number(terminal: &File) -> i32 {
+        let mut text = Vec::new();
+        let mut buffer = [0u8; 256];
+        let mut terminal = terminal;
+        let deadline = Instant::now() + PATIENCE;
+        while Instant::now() < deadline {
+            let n = terminal.read(&mut buffer).expect("read the terminal");
+            text.extend_from_slice(&buffer[..n]);
+            let printed = String::from_utf8_lossy(&text);
+            if let Some(number) = printed
+                .lines()
+                .filter(|_| printed.ends_with('\n'))
+                .find_map(|line| line.trim().parse().ok())
+            {
+                return number;
+            }
+        }
+        panic!("no number printed: {:?}", String::from_utf8_lossy(&text));
+    }
+
+    #[test]
+    fn a_program_cannot_signal_the_host() {
+        crate::guard::prepare();
+        if let Err(reason) = crate::guard::status() {
+            eprintln!("SKIPPED: no guard on this machine: {reason}");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let program = Ended(
+            Pty::open(SIZE)
+                .unwrap()
+                .spawn(spec(
+                    "sh",
+                    &["-c", "kill -CONT $PPID 2>/dev/null; echo $?"],
+                    dir.path(),
+                ))
+                .unwrap(),
         );
+        assert_eq!(read_number(program.0.terminal()), 1, "kill was refused");
+    }
+
+    #[test]
+    fn a_program_and_what_leaves_its_session_are_killed_with_its_cgroup() {
+        if !matches!(
+            crate::containment::mode(),
+            crate::containment::Containment::Cgroups { .. }
+        ) {
+            eprintln!("SKIPPED: no cgroups here: {:?}", crate::containment::mode());
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let program = Pty::open(SIZE)
+            .unwrap()
+            .spawn(spec(
+                "sh",
+                &[
+                    "-c",
+                    "setsid sleep 300 >/dev/null 2>&1 & echo $!; exec sleep 300",
+                ],
+                dir.path(),
+            ))
+            .unwrap();
+        let escaped = read_number(program.terminal());
+        assert!(program.enclosure().is_cgroup());
+        wait_until("the escaped process is not in the cgroup", || {
+            program.enclosure().members().contains(&escaped)
+        });
+        drop(program);
+        wait_until("the escaped process survived", || {
+            procfs::process_info(escaped).is_none_or(|p| p.state == 'Z')
+        });
     }
 }

@@ -12,6 +12,14 @@
 //! their usual `wait` calls; they register those pids with
 //! [`spawn_managed`] so the sweeper never steals their exit status.
 //!
+//! Where cgroups are available ([`crate::containment`]), every program's
+//! tree is also killed through its cgroup at shutdown, which no forking
+//! loop can outrun; the sweep below is then a second net. Without cgroups
+//! the sweep is the mechanism: it signals each descendant's process group
+//! as well as the process (a loop that forks and exits stays in its group,
+//! and a group signal reaches the members forked while it is delivered),
+//! and repeats until nothing is left.
+//!
 //! This module knows nothing of environments; it only knows pids.
 
 use std::collections::BTreeSet;
@@ -24,10 +32,16 @@ use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 
+use super::containment::{self, Enclosure};
 use super::procfs;
 
 /// Pids whose exit status belongs to an environment, not to the sweeper.
 static MANAGED: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+/// Set while [`terminate_descendants`] hunts: the sweeper leaves zombies
+/// alone, since each one still names its process group (the way to reach a
+/// process that forks and exits faster than the process table is read).
+static HUNTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 fn managed() -> MutexGuard<'static, BTreeSet<i32>> {
     // A panic while holding this lock cannot leave the set inconsistent
@@ -37,11 +51,15 @@ fn managed() -> MutexGuard<'static, BTreeSet<i32>> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Makes the host the subreaper of everything it starts and starts the
-/// sweeper thread. Call once, early; later calls do nothing.
+/// Makes the host the subreaper of everything it starts, decides how
+/// programs are contained (cgroups unless [`crate::configure_containment`]
+/// said otherwise first) and guarded, and starts the sweeper thread. Call
+/// once, early; later calls do nothing.
 pub fn install() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
+        containment::mode();
+        crate::guard::prepare();
         if let Err(err) = nix::sys::prctl::set_child_subreaper(true) {
             eprintln!(
                 "envhost: cannot become a child subreaper ({err}); processes that detach from \
@@ -75,20 +93,40 @@ fn start_sweeper() {
     }
 }
 
-/// A registered child pid; unregisters itself when dropped.
+/// A registered child pid; unregisters itself when dropped. When it holds
+/// the program's cgroup ([`crate::spawn_managed_command`], the PTY spawn),
+/// dropping it also kills whatever is still in that cgroup: the program's
+/// environment is done with it.
 #[derive(Debug)]
-pub struct ManagedPid(i32);
+pub struct ManagedPid {
+    pid: i32,
+    enclosure: Enclosure,
+}
 
 impl ManagedPid {
     /// The process id.
     pub fn pid(&self) -> i32 {
-        self.0
+        self.pid
+    }
+
+    /// The same registration, holding the program's cgroup.
+    pub(crate) fn holding(mut self, enclosure: Enclosure) -> ManagedPid {
+        self.enclosure = enclosure;
+        self
+    }
+
+    /// The program's cgroup (empty without cgroups).
+    pub fn enclosure(&self) -> &Enclosure {
+        &self.enclosure
     }
 }
 
 impl Drop for ManagedPid {
     fn drop(&mut self) {
-        managed().remove(&self.0);
+        // Kill first: the program's own exit status is no longer wanted, and
+        // once unregistered the sweeper reaps it.
+        self.enclosure.kill();
+        managed().remove(&self.pid);
     }
 }
 
@@ -104,7 +142,10 @@ pub fn spawn_managed<T, E>(
         .and_then(|pid| i32::try_from(pid).ok())
         .map(|pid| {
             registry.insert(pid);
-            ManagedPid(pid)
+            ManagedPid {
+                pid,
+                enclosure: Enclosure::none(),
+            }
         });
     Ok((child, guard))
 }
@@ -112,6 +153,9 @@ pub fn spawn_managed<T, E>(
 /// Reaps children of the host that are zombies and not managed by an
 /// environment: orphans re-parented to the host that have since exited.
 pub fn reap_exited_orphans() {
+    if HUNTING.load(std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
     let me = std::process::id() as i32;
     let registry = managed();
     for process in procfs::process_table() {
@@ -133,45 +177,83 @@ pub struct TerminationReport {
 }
 
 /// Ends every process below the host: SIGTERM (and SIGCONT, so stopped jobs
-/// can act on it), up to `grace` to exit, then SIGKILL; reaps them all.
+/// can act on it), up to `grace` to exit, then SIGKILL, through each
+/// program's cgroup and through the process table; reaps them all.
 pub fn terminate_descendants(grace: Duration) -> TerminationReport {
+    use std::sync::atomic::Ordering;
     let me = std::process::id() as i32;
     let mut report = TerminationReport::default();
+    HUNTING.store(true, Ordering::SeqCst);
     let living = living_descendants(me);
-    for pid in &living {
-        let pid = Pid::from_raw(*pid);
-        let _ = kill(pid, Signal::SIGTERM);
-        let _ = kill(pid, Signal::SIGCONT);
-    }
     report.terminated = living.len();
     if !wait_until_gone(me, grace) {
-        let stubborn = living_descendants(me);
-        report.killed = stubborn.len();
-        for pid in stubborn {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        report.killed = living_descendants(me).len();
+        containment::end_all();
+        // Until nothing is left: a process forked while the last round was
+        // being sent is in the next snapshot, or its group is.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !living_descendants(me).is_empty() && Instant::now() < deadline {
+            signal_tree(me, &[Signal::SIGKILL], &mut BTreeSet::new());
+            thread::sleep(Duration::from_millis(5));
         }
-        wait_until_gone(me, Duration::from_secs(2));
     }
-    report.survivors = living_descendants(me);
+    HUNTING.store(false, Ordering::SeqCst);
+    report.survivors.extend(containment::end_all());
+    report
+        .survivors
+        .extend(living_descendants(me).iter().map(|p| p.pid));
+    report.survivors.sort_unstable();
+    report.survivors.dedup();
     reap_all_children();
     report
 }
 
+/// Sends `signals` to every descendant not in `done` and to every process
+/// group a descendant (living, or a zombie not yet reaped) belongs to,
+/// except the host's own group; adds them to `done`.
+fn signal_tree(me: i32, signals: &[Signal], done: &mut BTreeSet<i32>) {
+    let table = procfs::process_table();
+    let own_group = nix::unistd::getpgrp().as_raw();
+    let mut groups = BTreeSet::new();
+    for process in procfs::descendants(&table, me) {
+        if process.state != 'Z' && process.state != 'X' && done.insert(process.pid) {
+            for &signal in signals {
+                let _ = kill(Pid::from_raw(process.pid), signal);
+            }
+        }
+        if process.group > 1 && process.group != own_group {
+            groups.insert(process.group);
+        }
+    }
+    for group in groups {
+        // Groups are negative in `done`, apart from pids.
+        if done.insert(-group) {
+            for &signal in signals {
+                let _ = nix::sys::signal::killpg(Pid::from_raw(group), signal);
+            }
+        }
+    }
+}
+
 /// Descendants that are not zombies.
-fn living_descendants(me: i32) -> Vec<i32> {
+fn living_descendants(me: i32) -> Vec<procfs::ProcessInfo> {
     let table = procfs::process_table();
     procfs::descendants(&table, me)
         .into_iter()
         .filter(|p| p.state != 'Z' && p.state != 'X')
-        .map(|p| p.pid)
         .collect()
 }
 
-/// Reaps as it waits, since re-parented processes become the host's zombies.
+/// SIGTERM and SIGCONT to everything below the host and every group seen
+/// there, again for what appears (a process forked meanwhile, a group first
+/// seen through a zombie), until nothing is left or `limit` has passed.
+/// Zombies are left for the next round's snapshot (they name their
+/// groups); the hunt reaps them when it is over.
 fn wait_until_gone(me: i32, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
+    let mut signalled = BTreeSet::new();
     loop {
-        reap_all_children();
+        signal_tree(me, &[Signal::SIGTERM, Signal::SIGCONT], &mut signalled);
         if living_descendants(me).is_empty() {
             return true;
         }

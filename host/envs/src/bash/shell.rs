@@ -168,7 +168,7 @@ impl From<OpenError> for StartError {
 impl From<SpawnError> for StartError {
     fn from(err: SpawnError) -> StartError {
         StartError::NotRunnable(match err {
-            SpawnError::NotStarted(_) => format!(
+            SpawnError::NotStarted { .. } => format!(
                 "{err}. Install bash or make it reachable through the PATH envhost runs with"
             ),
             SpawnError::NoProcessId => "bash started without a process id".into(),

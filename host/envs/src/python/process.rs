@@ -37,7 +37,7 @@ use serde::Deserialize;
 
 use envhost_core::CancelFlag;
 use envhost_process::signal_group;
-use envhost_process::{ManagedPid, spawn_managed};
+use envhost_process::{ManagedPid, spawn_managed_command};
 
 /// The driver program, shipped inside the binary.
 pub const DRIVER: &str = include_str!("driver.py");
@@ -252,7 +252,7 @@ impl Interpreter {
             command.pre_exec(move || prepare_child(host_pid, request_fd, reply_fd));
         }
         let (child, managed) =
-            spawn_managed(|| command.spawn(), |c| Some(c.id())).map_err(spawn_error)?;
+            spawn_managed_command(&mut command, "python").map_err(spawn_error)?;
         // The child's ends now live in the child only; the parent must not
         // keep them, or it would never see the driver close them.
         drop(command);

@@ -1,0 +1,241 @@
+//! Every process an environment starts can be ended for certain, and none
+//! of them can end the host.
+//!
+//! The fork-hopper (a process that forks and exits in a tight loop, so that
+//! it is never in a snapshot of the process table for long) runs only with
+//! the host inside a cgroup whose `pids.max` bounds the whole tree, so that
+//! a failure cannot exhaust the machine; without a pids controller the test
+//! is skipped with a reason.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::harness::{Host, Project, process_alive, wait_until_dead};
+
+fn pids(output: &str) -> Vec<i32> {
+    output
+        .lines()
+        .filter_map(|line| line.trim().parse().ok())
+        .collect()
+}
+
+/// A cgroup with a pids controller and `pids.max` set, for one test;
+/// everything in it is killed and the cgroup removed when dropped.
+struct PidsLimit {
+    dir: PathBuf,
+}
+
+impl PidsLimit {
+    /// A fresh cgroup holding at most `max` tasks, or why there is none.
+    fn create(max: u32) -> Result<PidsLimit, String> {
+        let name = format!("envhost-test-{}-{}", std::process::id(), unique());
+        let v1 = Path::new("/sys/fs/cgroup/pids");
+        let v2 = Path::new("/sys/fs/cgroup");
+        let parent = if v1.join("cgroup.procs").exists() {
+            v1.to_owned()
+        } else if fs::read_to_string(v2.join("cgroup.subtree_control"))
+            .is_ok_and(|controllers| controllers.split_whitespace().any(|c| c == "pids"))
+        {
+            v2.to_owned()
+        } else {
+            return Err("no cgroup with a pids controller (v1 pids hierarchy, or pids enabled at the v2 root)".into());
+        };
+        let dir = parent.join(name);
+        fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let limit = PidsLimit { dir };
+        fs::write(limit.dir.join("pids.max"), max.to_string())
+            .map_err(|e| format!("cannot set pids.max: {e}"))?;
+        Ok(limit)
+    }
+
+    fn add(&self, pid: u32) {
+        fs::write(self.dir.join("cgroup.procs"), pid.to_string()).expect("move into the cgroup");
+    }
+
+    fn members(&self) -> Vec<i32> {
+        pids(&fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default())
+            .into_iter()
+            .filter(|pid| process_alive(*pid))
+            .collect()
+    }
+
+    /// Waits up to `limit` for the cgroup to hold no living process.
+    fn empties_within(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if self.members().is_empty() {
+                return true;
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        self.members().is_empty()
+    }
+}
+
+impl Drop for PidsLimit {
+    fn drop(&mut self) {
+        // No new task can start; kill what is there until nothing is.
+        let _ = fs::write(self.dir.join("pids.max"), "0");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            let members = self.members();
+            if members.is_empty() {
+                break;
+            }
+            for pid in members {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        let _ = fs::remove_dir(&self.dir);
+    }
+}
+
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A program that forks and exits in a tight loop, in its own session;
+/// each generation lives a few microseconds.
+const FORK_HOPPER: &str = r#"(setsid perl -e 'open(my $f, ">", "hopping"); close($f); while (1) { exit 0 if fork() }' >/dev/null 2>&1 &)
+until [ -e hopping ]; do sleep 0.05; done; echo hopping"#;
+
+fn fork_hopper_does_not_outlive_the_host(args: &[&str]) {
+    let limit = match PidsLimit::create(200) {
+        Ok(limit) => limit,
+        Err(reason) => {
+            eprintln!("SKIPPED: the fork-hopper needs a bounded process count: {reason}");
+            return;
+        }
+    };
+    let project = Project::new();
+    let mut host = Host::builder()
+        .args(args.iter().copied())
+        .start(project.path());
+    limit.add(host.pid());
+    let reply = host.command("bash", FORK_HOPPER);
+    assert_eq!(reply.ok(), "hopping\n", "{}", reply.0);
+    thread::sleep(Duration::from_millis(300));
+    assert!(
+        limit.members().len() >= 2,
+        "the hopper runs next to the host"
+    );
+    let (status, _) = host.finish();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        limit.empties_within(Duration::from_secs(15)),
+        "processes outlived the host: {:?}",
+        limit.members()
+    );
+}
+
+#[test]
+fn a_fork_hopper_does_not_outlive_the_host() {
+    fork_hopper_does_not_outlive_the_host(&[]);
+}
+
+#[test]
+fn a_fork_hopper_that_keeps_its_process_group_does_not_outlive_the_host_without_cgroups() {
+    fork_hopper_does_not_outlive_the_host(&["--no-cgroups"]);
+}
+
+#[test]
+fn the_shell_cannot_kill_the_host() {
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    for attack in [
+        "kill -9 $PPID",
+        "kill -KILL -1",
+        "kill -9 -- -$(ps -o pgid= $PPID)",
+        "python3 -c 'import os, sys; os.kill(int(sys.argv[1]), 9)' $PPID",
+        "bash -c 'kill -9 $(ps -o ppid= $PPID)'",
+    ] {
+        let reply = host.command("bash", &format!("{attack}; echo after"));
+        assert!(host.is_running(), "`{attack}` killed the host");
+        assert!(reply.output().contains("after"), "{attack}: {}", reply.0);
+        assert_eq!(
+            host.command("bash", "echo alive").ok(),
+            "alive\n",
+            "{attack}"
+        );
+    }
+    host.finish();
+}
+
+#[test]
+fn python_code_cannot_kill_the_host() {
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    let reply = host.command(
+        "python",
+        "import os, signal\ntry:\n    os.kill(os.getppid(), signal.SIGKILL)\nexcept OSError as e:\n    print('refused', e.errno)",
+    );
+    assert!(host.is_running(), "python killed the host");
+    assert!(reply.output().contains("refused"), "{}", reply.0);
+    host.finish();
+}
+
+/// Whether the host made its folder of cgroups (`envhost-<pid>` next to its
+/// own cgroup v2), as it does wherever the machine allows.
+fn host_uses_cgroups(host: &Host) -> bool {
+    let pid = host.pid();
+    let own = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    let Some(own) = own.lines().find_map(|line| line.strip_prefix("0::")) else {
+        return false;
+    };
+    let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    mounts.lines().any(|line| {
+        let Some((fields, after)) = line.split_once(" - ") else {
+            return false;
+        };
+        if !after.starts_with("cgroup2 ") {
+            return false;
+        }
+        let fields: Vec<&str> = fields.split_whitespace().collect();
+        let (root, mount) = (fields.get(3), fields.get(4));
+        let (Some(root), Some(mount)) = (root, mount) else {
+            return false;
+        };
+        let relative = own
+            .strip_prefix(root)
+            .unwrap_or(own)
+            .trim_start_matches('/');
+        Path::new(mount)
+            .join(relative)
+            .join(format!("envhost-{pid}"))
+            .is_dir()
+    })
+}
+
+#[test]
+fn a_restarted_shell_takes_every_process_it_started_with_it() {
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    let reply = host.command(
+        "bash",
+        "(setsid sh -c 'echo $$ > escaped.pid; exec sleep 1021' >/dev/null 2>&1 &)
+until [ -s escaped.pid ]; do sleep 0.05; done; cat escaped.pid",
+    );
+    let escaped = pids(reply.ok())[0];
+    assert!(process_alive(escaped));
+    if !host_uses_cgroups(&host) {
+        // Without cgroups a process that left the shell's session lives
+        // until the host ends (the fallback the no-orphan tests cover).
+        eprintln!("SKIPPED: the host has no cgroups on this machine");
+        return;
+    }
+    let reply = host.command("bash", "exit 0");
+    assert!(reply.output().contains("fresh shell"), "{}", reply.0);
+    assert!(
+        wait_until_dead(escaped, Duration::from_secs(10)),
+        "a process that left the shell's session outlived the shell"
+    );
+    host.finish();
+}
