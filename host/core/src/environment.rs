@@ -19,7 +19,9 @@ pub const DEFAULT_MAX_LINES: usize = 50;
 
 /// A persistent, stateful environment: bash, python, the editor, or a plugin.
 ///
-/// Calls are synchronous and strictly sequential. An implementation must return from
+/// Calls are synchronous and strictly sequential: the orchestrator holds
+/// the environment's own lock for each call, while other environments may
+/// be called from other threads at the same time. An implementation must return from
 /// [`handle_command`](Environment::handle_command) by the context's deadline
 /// (give or take a grace period for interrupting what it runs), and promptly
 /// once the context is cancelled.
@@ -54,9 +56,12 @@ pub trait Environment: Send {
     // calls) keep the defaults: they never report a running command, so the
     // orchestrator never calls the three methods below on them.
 
-    /// The command that yielded and has not ended, if any. Must be cheap:
-    /// the orchestrator asks before every request to this environment and
-    /// for every screen.
+    /// The command that yielded and has not ended, if any: `Some` from the
+    /// answer that left it running until an answer (to `wait`, `input` or
+    /// `interrupt`) has reported its end, so that its last output is never
+    /// lost. Must be cheap: the orchestrator asks before every request to
+    /// this environment and for every screen, where it shows the command
+    /// above the environment's own section (so `screen` need not).
     fn running(&self) -> Option<RunningCommand> {
         None
     }
@@ -91,7 +96,10 @@ pub trait Environment: Send {
     }
 
     /// Ends the environment (and whatever it runs) and starts a fresh one in
-    /// the project directory; the output says what was lost.
+    /// the project directory; the output says what was lost, and an
+    /// [`Incident::Restarted`] says it for the record (without one the
+    /// orchestrator records the output). Called whether or not a command
+    /// runs.
     fn restart(&mut self, context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
         let _ = context;
         Err(EnvironmentError::Failed(
@@ -229,8 +237,9 @@ impl CommandResponse {
         }
     }
 
-    /// A command that has not ended yet: `output` is what it produced so
-    /// far, followed by the sentence that says how to go on.
+    /// A command that has not ended yet: `output` is what it produced
+    /// since the last answer. The orchestrator ends it with the sentence
+    /// that says how to go on (the same words for every environment).
     pub fn still_running(output: impl Into<String>) -> Self {
         CommandResponse {
             output: output.into(),
