@@ -349,7 +349,9 @@ impl Environment for PythonEnvironment {
         };
 
         interpreter.collect_stray_output(&mut |b| run.feed(b));
-        let limit = context.timeout.unwrap_or(crate::LIMIT_WITHOUT_TIMEOUT);
+        let limit = context
+            .timeout
+            .unwrap_or(crate::settings::LIMIT_WITHOUT_TIMEOUT);
         let deadline = Instant::now() + limit;
         // If the request cannot be delivered the interpreter is gone or
         // stuck; the wait below finds out which.
