@@ -147,6 +147,31 @@ fn a_fork_hopper_that_keeps_its_process_group_does_not_outlive_the_host_without_
 }
 
 #[test]
+fn a_timed_out_pipeline_leaves_no_grandchild_that_ignores_sigint() {
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    // Background children of a non-interactive shell ignore SIGINT.
+    let reply = host.command_with_timeout(
+        "bash",
+        "bash -c 'sleep 1017 & echo $! > a.pid; sleep 1018 & echo $! > b.pid; wait' | cat",
+        1000,
+    );
+    assert!(reply.failed().contains("its timeout"), "{}", reply.0);
+    for file in ["a.pid", "b.pid"] {
+        let pid: i32 = project.read(file).trim().parse().expect("a pid");
+        assert!(
+            wait_until_dead(pid, Duration::from_secs(10)),
+            "{file}: process {pid} survived the timeout"
+        );
+    }
+    // Background jobs started before are not the timed-out command's.
+    let job = pids(host.command("bash", "sleep 1019 & echo $!").ok())[0];
+    host.command_with_timeout("bash", "sleep 60 | cat", 500);
+    assert!(process_alive(job), "a background job was ended");
+    host.finish();
+}
+
+#[test]
 fn the_shell_cannot_kill_the_host() {
     let project = Project::new();
     let mut host = Host::start(project.path());

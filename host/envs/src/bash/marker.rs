@@ -1,62 +1,77 @@
-//! The prompt marker: how the shell tells the host that a command is done.
+//! How the shell tells the host that a command is done, and how the host
+//! knows it has read everything the command printed.
 //!
-//! Before every prompt, the shell itself (from `PROMPT_COMMAND`, see
-//! [`super::setup`]) writes a *prompt report* to its terminal, framed by
-//! three escape sequences that carry a per-session random token:
+//! **The report** travels on a private socket, never through the terminal:
+//! nothing a command prints can end it. The host creates a socket pair per
+//! shell and hands one end to bash at a fixed descriptor number
+//! ([`super::setup`]); before every prompt the shell itself (from
+//! `PROMPT_COMMAND`) writes
 //!
 //! ```text
-//! ESC ] 6973 ; <token> ; B ; <seq> ; <exit code> ; <shell flags> BEL
-//! <working directory>
-//! ESC ] 6973 ; <token> ; J BEL
-//! <output of `jobs -l`>
-//! ESC ] 6973 ; <token> ; E BEL
+//! R <seq> ; <exit code> ; <shell flags> ; <fence> ; <notes> NUL <working directory> NUL <jobs -l> NUL
 //! ```
 //!
-//! `seq` is the number the host gave the command, so a report left over from
-//! an earlier command (or printed again by `cat`ting an old log) is never
-//! taken for the current one. The token comes from the operating system's
-//! random source and never appears in the shell's variables as the bytes
-//! above (the format string holds `\e`, not the escape byte), so neither
-//! prompt-like text nor `set`/`declare -p` output can end a command early.
+//! `seq` is the number the host gave the command; `notes` are letters for
+//! what the prompt code repaired or found (see [`Notes`]). The host accepts
+//! a report only from the shell's own process (the kernel attaches the
+//! sender's pid to every message, `SCM_CREDENTIALS`), and only while the
+//! shell holds the socket at its place: every command runs inside
+//! `eval … <fd>>&-`, so neither the command nor anything it starts holds the
+//! descriptor (bash keeps a close-on-exec copy aside for the duration, which
+//! is why the place is checked). [`ReportParser`] splits the byte stream
+//! into reports; the checks are the reader's.
 //!
-//! This module owns the format and [`MarkerScanner`], the streaming parser
-//! that splits terminal bytes into command output and prompt reports. It
-//! does no I/O.
+//! **The fence** orders the two channels: the report may arrive before the
+//! last bytes the command wrote to the terminal have come through the
+//! kernel's terminal buffers. So before the report the prompt code writes
+//! `ESC ] 6973 ; F ; <fence> BEL` to the terminal, with a fresh random
+//! number from the shell (`$SRANDOM`, drawn only after the command ended,
+//! so the command cannot print it in advance). Everything before that fence
+//! on the terminal is the command's. [`FenceScanner`] removes fences from
+//! the terminal stream and reports them.
+//!
+//! This module owns both formats and does no I/O.
 
 use std::ffi::OsString;
-use std::io::Read;
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 
-/// The OSC number of the frames (an unassigned one: terminals ignore it).
-const OSC_NUMBER: &str = "6973";
-
-/// The body of a report is tiny (a path and a job list); anything longer
-/// cannot be a real report and is passed through as output.
-const MAX_REPORT_BYTES: usize = 1 << 20;
-
-const ESC: u8 = 0x1b;
+/// The OSC number of the fence (an unassigned one: terminals ignore it).
+const FENCE_PREFIX: &[u8] = b"\x1b]6973;F;";
+/// Digits of a fence: two 32-bit random numbers written one after the
+/// other (compared as text: together they may not fit in 64 bits).
+const MAX_FENCE_DIGITS: usize = 20;
 const BEL: u8 = 0x07;
 
-/// A fresh random token: 128 bits from the OS, as hex.
-pub fn new_token() -> String {
-    let mut bytes = [0u8; 16];
-    let from_os = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
-    if from_os.is_err() {
-        // std's hasher keys are themselves seeded from the OS.
-        use std::hash::{BuildHasher, Hasher};
-        for chunk in bytes.chunks_mut(8) {
-            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-            hasher.write_u128(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos())
-                    .unwrap_or_default(),
-            );
-            chunk.copy_from_slice(&hasher.finish().to_le_bytes());
+/// A report's body is small (a path and a job list); anything longer is not
+/// a report and is dropped.
+const MAX_REPORT_BYTES: usize = 1 << 20;
+
+/// What the prompt code noticed and repaired (letters in the report).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Notes {
+    /// Standard input was not the terminal (`exec 0<…`); it was
+    /// reconnected, since the shell reads its commands there.
+    pub stdin_reconnected: bool,
+    /// Standard output was closed (`exec 1>&-`); it was reopened on the
+    /// terminal.
+    pub stdout_reopened: bool,
+    /// The shell's own terminal descriptor was closed; it was reopened.
+    pub terminal_reopened: bool,
+    /// Standard output is a pipe or socket (`exec > >(tee log)`): what the
+    /// command wrote may still be on its way.
+    pub stdout_is_pipe: bool,
+}
+
+impl Notes {
+    fn parse(letters: &str) -> Notes {
+        Notes {
+            stdin_reconnected: letters.contains('0'),
+            stdout_reopened: letters.contains('1'),
+            terminal_reopened: letters.contains('t'),
+            stdout_is_pipe: letters.contains('p'),
         }
     }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What the shell reported at a prompt.
@@ -68,6 +83,10 @@ pub struct PromptReport {
     pub exit_code: i32,
     /// `$-`: the shell's single-letter options (`e` = errexit, ...).
     pub flags: String,
+    /// The fence written to the terminal just before (decimal digits).
+    pub fence: String,
+    /// What the prompt code noticed.
+    pub notes: Notes,
     /// `$PWD`.
     pub cwd: PathBuf,
     /// The raw output of `jobs -l`.
@@ -80,228 +99,194 @@ impl PromptReport {
     }
 }
 
-/// The printf format strings the shell uses; see the module docs.
-pub struct MarkerFormat {
-    token: String,
+/// The printf formats the prompt code uses (see the module docs).
+pub struct ReportFormat;
+
+impl ReportFormat {
+    /// The fence, for printf (argument: the fence number).
+    pub const FENCE: &'static str = "\\e]6973;F;%s\\a";
+    /// The report's head (arguments: seq, status, flags, fence, notes, PWD).
+    pub const HEAD: &'static str = "R%s;%s;%s;%s;%s\\0%s\\0";
+    /// What ends a report (after `jobs -l`, or right after the head).
+    pub const END: &'static str = "\\0";
 }
 
-impl MarkerFormat {
-    pub fn new(token: impl Into<String>) -> Self {
-        MarkerFormat {
-            token: token.into(),
+/// Splits the report socket's bytes (from the shell only) into reports.
+#[derive(Default)]
+pub struct ReportParser {
+    buffer: Vec<u8>,
+}
+
+impl ReportParser {
+    /// Adds bytes; returns the reports they complete, and whether bytes
+    /// were dropped as not being a report.
+    pub fn feed(&mut self, bytes: &[u8]) -> (Vec<PromptReport>, bool) {
+        self.buffer.extend_from_slice(bytes);
+        let mut reports = Vec::new();
+        let mut garbled = false;
+        loop {
+            // Resynchronise on the next `R` if the stream starts otherwise.
+            match self.buffer.iter().position(|&b| b == b'R') {
+                Some(0) => {}
+                Some(at) => {
+                    garbled = true;
+                    self.buffer.drain(..at);
+                }
+                None => {
+                    garbled |= !self.buffer.is_empty();
+                    self.buffer.clear();
+                    break;
+                }
+            }
+            let nuls: Vec<usize> = self
+                .buffer
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| **b == 0)
+                .map(|(at, _)| at)
+                .take(3)
+                .collect();
+            if nuls.len() < 3 {
+                if self.buffer.len() > MAX_REPORT_BYTES {
+                    garbled = true;
+                    self.buffer.clear();
+                }
+                break;
+            }
+            let frame: Vec<u8> = self.buffer.drain(..=nuls[2]).collect();
+            match parse_report(
+                &frame[1..nuls[0]],
+                &frame[nuls[0] + 1..nuls[1]],
+                &frame[nuls[1] + 1..nuls[2]],
+            ) {
+                Some(report) => reports.push(report),
+                None => garbled = true,
+            }
         }
+        (reports, garbled)
     }
+}
 
-    /// printf format for the head (args: seq, status, flags, PWD) including
-    /// the J frame.
-    pub fn head_format(&self) -> String {
-        format!(
-            "\\e]{OSC_NUMBER};{token};B;%s;%s;%s\\a%s\\e]{OSC_NUMBER};{token};J\\a",
-            token = self.token
-        )
+fn parse_report(header: &[u8], cwd: &[u8], jobs: &[u8]) -> Option<PromptReport> {
+    let header = std::str::from_utf8(header).ok()?;
+    let mut fields = header.split(';');
+    let seq = fields.next()?.parse().ok()?;
+    let exit_code = fields.next()?.parse().ok()?;
+    let flags = fields.next()?.to_owned();
+    let fence = fields.next()?.to_owned();
+    if fence.is_empty()
+        || fence.len() > MAX_FENCE_DIGITS
+        || !fence.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
     }
-
-    /// printf format for the final frame.
-    pub fn end_format(&self) -> String {
-        format!("\\e]{OSC_NUMBER};{};E\\a", self.token)
+    let notes = Notes::parse(fields.next()?);
+    if fields.next().is_some() {
+        return None;
     }
-
-    /// The bytes every frame starts with.
-    fn prefix(&self) -> Vec<u8> {
-        format!("\x1b]{OSC_NUMBER};{};", self.token).into_bytes()
-    }
-
-    /// The bytes a report starts with.
-    fn begin(&self) -> Vec<u8> {
-        let mut begin = self.prefix();
-        begin.extend_from_slice(b"B;");
-        begin
-    }
-
-    /// The complete bytes of a report, as the shell prints it.
-    #[cfg(test)]
-    pub fn render(&self, report: &PromptReport) -> Vec<u8> {
-        let prefix = self.prefix();
-        let mut bytes = self.begin();
-        bytes.extend_from_slice(
-            format!("{};{};{}\x07", report.seq, report.exit_code, report.flags).as_bytes(),
-        );
-        bytes.extend_from_slice(report.cwd.as_os_str().as_encoded_bytes());
-        bytes.extend_from_slice(&prefix);
-        bytes.extend_from_slice(b"J\x07");
-        bytes.extend_from_slice(report.jobs.as_bytes());
-        bytes.extend_from_slice(&prefix);
-        bytes.extend_from_slice(b"E\x07");
-        bytes
-    }
+    Some(PromptReport {
+        seq,
+        exit_code,
+        flags,
+        fence,
+        notes,
+        cwd: PathBuf::from(OsString::from_vec(cwd.to_vec())),
+        jobs: String::from_utf8_lossy(jobs).into_owned(),
+    })
 }
 
 /// A piece of the terminal stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scanned {
     Output(Vec<u8>),
-    Prompt(PromptReport),
+    Fence(String),
 }
 
-enum State {
-    /// Ordinary output; `held` is a possible start of a report cut off at
-    /// the end of the last chunk.
-    Text { held: Vec<u8> },
-    /// Inside a report, after its begin frame; `searched` bytes of `body`
-    /// hold no frame.
-    Report { body: Vec<u8>, searched: usize },
+/// Removes fences from terminal bytes, across chunk boundaries, holding
+/// back at most one fence's length.
+#[derive(Default)]
+pub struct FenceScanner {
+    /// A possible fence cut off at the end of the last chunk.
+    held: Vec<u8>,
 }
 
-/// Splits terminal bytes into output and prompt reports, across chunk
-/// boundaries, in memory bounded by [`MAX_REPORT_BYTES`].
-///
-/// A report runs from its begin frame to the first end frame. A begin frame
-/// inside a report means the first was not a real report (a stray or
-/// replayed fragment): it is released as output and the new one is read
-/// instead, so no fragment can swallow the real report that follows it.
-pub struct MarkerScanner {
-    begin: Vec<u8>,
-    jobs_frame: Vec<u8>,
-    end_frame: Vec<u8>,
-    state: State,
-}
-
-impl MarkerScanner {
-    pub fn new(format: &MarkerFormat) -> Self {
-        let mut jobs_frame = format.prefix();
-        jobs_frame.extend_from_slice(b"J\x07");
-        let mut end_frame = format.prefix();
-        end_frame.extend_from_slice(b"E\x07");
-        MarkerScanner {
-            begin: format.begin(),
-            jobs_frame,
-            end_frame,
-            state: State::Text { held: Vec::new() },
-        }
+impl FenceScanner {
+    pub fn new() -> Self {
+        FenceScanner::default()
     }
 
     /// Scans `data`, appending what it holds to `out`.
     pub fn feed(&mut self, data: &[u8], out: &mut Vec<Scanned>) {
-        let mut rest = self.step(data, out);
-        while let Some(more) = rest {
-            if more.is_empty() {
-                return;
-            }
-            rest = self.step(&more, out);
-        }
-    }
-
-    /// Processes `input` until it is used up (`None`) or the state changes
-    /// part-way (the unprocessed remainder is returned).
-    fn step(&mut self, input: &[u8], out: &mut Vec<Scanned>) -> Option<Vec<u8>> {
-        match &mut self.state {
-            State::Text { held } if held.is_empty() => {
-                let after = self.scan_text(input, out)?;
-                Some(input[after..].to_vec())
-            }
-            State::Text { held } => {
-                let mut joined = std::mem::take(held);
-                joined.extend_from_slice(input);
-                let after = self.scan_text(&joined, out)?;
-                joined.drain(..after);
-                Some(joined)
-            }
-            State::Report { body, searched } => {
-                body.extend_from_slice(input);
-                let overlap = self.end_frame.len().max(self.begin.len());
-                let start = searched.saturating_sub(overlap);
-                let end = find(&body[start..], &self.end_frame).map(|at| start + at);
-                let again = find(&body[start..], &self.begin).map(|at| start + at);
-                let mut body = std::mem::take(body);
-                match (end, again) {
-                    (_, Some(again)) if end.is_none_or(|end| again < end) => {
-                        let mut fragment = self.begin.clone();
-                        fragment.extend_from_slice(&body[..again]);
-                        push_output(out, &fragment);
-                        body.drain(..again + self.begin.len());
-                        self.state = State::Report {
-                            body: Vec::new(),
-                            searched: 0,
-                        };
-                        Some(body)
-                    }
-                    (Some(end), _) => {
-                        self.state = State::Text { held: Vec::new() };
-                        self.finish_report(&body[..end], out);
-                        body.drain(..end + self.end_frame.len());
-                        Some(body)
-                    }
-                    (None, _) if body.len() > MAX_REPORT_BYTES => {
-                        let mut raw = self.begin.clone();
-                        raw.append(&mut body);
-                        self.state = State::Text { held: Vec::new() };
-                        push_output(out, &raw);
-                        None
-                    }
-                    (None, _) => {
-                        let searched = body.len();
-                        self.state = State::Report { body, searched };
-                        None
-                    }
-                }
-            }
-        }
-    }
-
-    /// Scans text for a begin frame. Emits the output before it. Returns
-    /// the index just past the frame when a report starts (the state is
-    /// then `Report`), or `None` when the input is used up.
-    fn scan_text(&mut self, input: &[u8], out: &mut Vec<Scanned>) -> Option<usize> {
+        let joined;
+        let input: &[u8] = if self.held.is_empty() {
+            data
+        } else {
+            let mut held = std::mem::take(&mut self.held);
+            held.extend_from_slice(data);
+            joined = held;
+            &joined
+        };
         let mut from = 0;
-        while let Some(offset) = input[from..].iter().position(|&b| b == ESC) {
+        let mut text_start = 0;
+        while let Some(offset) = input[from..].iter().position(|&b| b == 0x1b) {
             let at = from + offset;
-            let candidate = &input[at..];
-            if candidate.len() >= self.begin.len() {
-                if candidate.starts_with(&self.begin) {
-                    push_output(out, &input[..at]);
-                    self.state = State::Report {
-                        body: Vec::new(),
-                        searched: 0,
-                    };
-                    return Some(at + self.begin.len());
+            match fence_at(&input[at..]) {
+                Candidate::Fence { value, length } => {
+                    push_output(out, &input[text_start..at]);
+                    out.push(Scanned::Fence(value));
+                    from = at + length;
+                    text_start = from;
                 }
-            } else if self.begin.starts_with(candidate) {
-                push_output(out, &input[..at]);
-                self.state = State::Text {
-                    held: candidate.to_vec(),
-                };
-                return None;
-            }
-            from = at + 1;
-        }
-        push_output(out, input);
-        None
-    }
-
-    fn finish_report(&mut self, body: &[u8], out: &mut Vec<Scanned>) {
-        match parse_report(body, &self.jobs_frame) {
-            Some(report) => out.push(Scanned::Prompt(report)),
-            None => {
-                // Not a report after all (a forgery or a garbled one): show it.
-                let mut raw = self.begin.clone();
-                raw.extend_from_slice(body);
-                raw.extend_from_slice(&self.end_frame);
-                push_output(out, &raw);
+                Candidate::Partial => {
+                    push_output(out, &input[text_start..at]);
+                    self.held = input[at..].to_vec();
+                    return;
+                }
+                Candidate::No => from = at + 1,
             }
         }
+        push_output(out, &input[text_start..]);
     }
 
-    /// Bytes held back as a possible report start or an unfinished report,
-    /// released as output (when the stream ends).
+    /// Bytes held back as a possible fence, released as output (when the
+    /// stream ends).
     pub fn flush(&mut self, out: &mut Vec<Scanned>) {
-        match std::mem::replace(&mut self.state, State::Text { held: Vec::new() }) {
-            State::Text { held } => push_output(out, &held),
-            State::Report { body, .. } => {
-                let mut raw = self.begin.clone();
-                raw.extend_from_slice(&body);
-                push_output(out, &raw);
-            }
-        }
+        let held = std::mem::take(&mut self.held);
+        push_output(out, &held);
+    }
+}
+
+enum Candidate {
+    Fence {
+        value: String,
+        length: usize,
+    },
+    /// The bytes so far could still become a fence.
+    Partial,
+    No,
+}
+
+/// Whether `bytes` (starting at an ESC) start with a fence.
+fn fence_at(bytes: &[u8]) -> Candidate {
+    let prefix = bytes.len().min(FENCE_PREFIX.len());
+    if bytes[..prefix] != FENCE_PREFIX[..prefix] {
+        return Candidate::No;
+    }
+    if bytes.len() <= FENCE_PREFIX.len() {
+        return Candidate::Partial;
+    }
+    let rest = &bytes[FENCE_PREFIX.len()..];
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits > MAX_FENCE_DIGITS {
+        return Candidate::No;
+    }
+    match rest.get(digits) {
+        None => Candidate::Partial,
+        Some(&BEL) if digits > 0 => Candidate::Fence {
+            value: String::from_utf8_lossy(&rest[..digits]).into_owned(),
+            length: FENCE_PREFIX.len() + digits + 1,
+        },
+        Some(_) => Candidate::No,
     }
 }
 
@@ -316,69 +301,17 @@ fn push_output(out: &mut Vec<Scanned>, bytes: &[u8]) {
     }
 }
 
-/// `<seq>;<status>;<flags>BEL<pwd><jobs frame><jobs>` (after `…;B;`).
-fn parse_report(body: &[u8], jobs_frame: &[u8]) -> Option<PromptReport> {
-    let header_end = body.iter().position(|&b| b == BEL)?;
-    let header = std::str::from_utf8(&body[..header_end]).ok()?;
-    let mut fields = header.splitn(3, ';');
-    let seq = fields.next()?.parse().ok()?;
-    let exit_code = fields.next()?.parse().ok()?;
-    let flags = fields.next()?.to_owned();
-    let rest = &body[header_end + 1..];
-    let split = find(rest, jobs_frame)?;
-    let cwd = PathBuf::from(OsString::from_vec(rest[..split].to_vec()));
-    let jobs = String::from_utf8_lossy(&rest[split + jobs_frame.len()..]).into_owned();
-    Some(PromptReport {
-        seq,
-        exit_code,
-        flags,
-        cwd,
-        jobs,
-    })
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() || haystack.len() < needle.len() {
-        return None;
-    }
-    let first = needle[0];
-    let mut from = 0;
-    while let Some(offset) = haystack[from..=haystack.len() - needle.len()]
-        .iter()
-        .position(|&b| b == first)
-    {
-        let at = from + offset;
-        if haystack[at..].starts_with(needle) {
-            return Some(at);
-        }
-        from = at + 1;
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn report(seq: u64) -> PromptReport {
-        PromptReport {
-            seq,
-            exit_code: 3,
-            flags: "himBHs".into(),
-            cwd: PathBuf::from("/tmp/a b;c"),
-            jobs: "[1]+ 42 Running                 sleep 9 &\r\n".into(),
-        }
-    }
-
     fn scan_in_pieces(bytes: &[u8], piece: usize) -> Vec<Scanned> {
-        let format = MarkerFormat::new("0123abcd");
-        let mut scanner = MarkerScanner::new(&format);
+        let mut scanner = FenceScanner::new();
         let mut out = Vec::new();
         for chunk in bytes.chunks(piece) {
             scanner.feed(chunk, &mut out);
         }
         scanner.flush(&mut out);
-        // Merge adjacent outputs so the result does not depend on chunking.
         let mut merged: Vec<Scanned> = Vec::new();
         for item in out {
             match (merged.last_mut(), item) {
@@ -390,18 +323,15 @@ mod tests {
     }
 
     #[test]
-    fn splits_output_and_reports_at_every_chunk_size() {
-        let format = MarkerFormat::new("0123abcd");
+    fn fences_are_found_at_every_chunk_size() {
         let mut stream = b"hello\r\n\x1b[31mred\x1b[0m\r\n".to_vec();
-        stream.extend(format.render(&report(7)));
-        stream.extend_from_slice(b"after");
+        stream.extend_from_slice(b"\x1b]6973;F;12345678901234567890\x07after");
         for piece in 1..stream.len() {
-            let scanned = scan_in_pieces(&stream, piece);
             assert_eq!(
-                scanned,
+                scan_in_pieces(&stream, piece),
                 vec![
                     Scanned::Output(b"hello\r\n\x1b[31mred\x1b[0m\r\n".to_vec()),
-                    Scanned::Prompt(report(7)),
+                    Scanned::Fence("12345678901234567890".into()),
                     Scanned::Output(b"after".to_vec()),
                 ],
                 "piece size {piece}"
@@ -410,68 +340,72 @@ mod tests {
     }
 
     #[test]
-    fn lookalikes_and_other_tokens_are_output() {
-        let other = MarkerFormat::new("ffffffff");
-        let mut stream = b"$ bash-5.2$ <<<PROMPT>>> \x1b]6973;0123abc;B;1;0;x\x07".to_vec();
-        stream.extend(other.render(&report(1)));
-        let scanned = scan_in_pieces(&stream, 5);
-        assert_eq!(scanned, vec![Scanned::Output(stream.clone())]);
-    }
-
-    #[test]
-    fn a_malformed_report_is_shown_not_swallowed() {
-        let format = MarkerFormat::new("0123abcd");
-        let mut stream = format.begin();
-        stream.extend_from_slice(b"not-a-number;0;x\x07/\x1b]6973;0123abcd;E\x07");
-        let scanned = scan_in_pieces(&stream, 3);
-        assert_eq!(scanned, vec![Scanned::Output(stream.clone())]);
-    }
-
-    #[test]
-    fn fragments_cannot_swallow_the_real_report() {
-        let format = MarkerFormat::new("0123abcd");
-        let real = format.render(&report(7));
-        // An unfinished report, a stray end frame alone, a stray jobs frame.
-        let mut fragment = format.begin();
-        fragment.extend_from_slice(b"6;0;x\x07/old");
-        let mut stray = format.prefix();
-        stray.extend_from_slice(b"E\x07 ");
-        let mut jobs = format.prefix();
-        jobs.extend_from_slice(b"J\x07 ");
-        for noise in [fragment, stray, jobs] {
-            let mut stream = noise.clone();
-            stream.extend_from_slice(b"text ");
-            stream.extend_from_slice(&real);
-            for piece in 1..stream.len() {
-                let mut expected_output = noise.clone();
-                expected_output.extend_from_slice(b"text ");
-                assert_eq!(
-                    scan_in_pieces(&stream, piece),
-                    vec![Scanned::Output(expected_output), Scanned::Prompt(report(7))],
-                    "piece size {piece}"
-                );
-            }
+    fn lookalikes_are_output() {
+        for lookalike in [
+            &b"\x1b]6973;F;\x07"[..],
+            b"\x1b]6973;F;12a\x07",
+            b"\x1b]6973;G;1\x07",
+            b"\x1b]6973;F;123456789012345678901234\x07",
+        ] {
+            let mut stream = b"x".to_vec();
+            stream.extend_from_slice(lookalike);
+            assert_eq!(
+                scan_in_pieces(&stream, 3),
+                vec![Scanned::Output(stream.clone())],
+                "{lookalike:?}"
+            );
         }
     }
 
     #[test]
-    fn an_unfinished_report_is_released_on_flush() {
-        let format = MarkerFormat::new("0123abcd");
-        let mut stream = b"x".to_vec();
-        stream.extend(format.begin());
-        stream.extend_from_slice(b"1;0;");
+    fn an_unfinished_fence_is_released_on_flush() {
+        let stream = b"x\x1b]6973;F;12".to_vec();
         assert_eq!(
             scan_in_pieces(&stream, 4),
             vec![Scanned::Output(stream.clone())]
         );
     }
 
+    fn report_bytes(seq: u64, jobs: &str) -> Vec<u8> {
+        let mut bytes = format!("R{seq};3;himBHs;42;1p\0").into_bytes();
+        bytes.extend_from_slice(b"/tmp/a b;c\0");
+        bytes.extend_from_slice(jobs.as_bytes());
+        bytes.push(0);
+        bytes
+    }
+
     #[test]
-    fn tokens_are_random_hex() {
-        let a = new_token();
-        let b = new_token();
-        assert_eq!(a.len(), 32);
-        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
-        assert_ne!(a, b);
+    fn reports_are_parsed_across_chunks() {
+        let mut stream = report_bytes(7, "[1]+ 42 Running sleep 9 &\n");
+        stream.extend(report_bytes(8, ""));
+        for piece in 1..stream.len() {
+            let mut parser = ReportParser::default();
+            let mut reports = Vec::new();
+            for chunk in stream.chunks(piece) {
+                let (mut found, garbled) = parser.feed(chunk);
+                assert!(!garbled);
+                reports.append(&mut found);
+            }
+            assert_eq!(reports.len(), 2, "piece {piece}");
+            assert_eq!(reports[0].seq, 7);
+            assert_eq!(reports[0].exit_code, 3);
+            assert_eq!(reports[0].fence, "42");
+            assert!(reports[0].notes.stdout_reopened && reports[0].notes.stdout_is_pipe);
+            assert!(!reports[0].notes.stdin_reconnected);
+            assert_eq!(reports[0].cwd, PathBuf::from("/tmp/a b;c"));
+            assert_eq!(reports[0].jobs, "[1]+ 42 Running sleep 9 &\n");
+            assert_eq!(reports[1].seq, 8);
+        }
+    }
+
+    #[test]
+    fn garbage_is_dropped_and_the_next_report_still_read() {
+        let mut parser = ReportParser::default();
+        let mut stream = b"junk\0more\0R1;x;;;\0/\0\0".to_vec();
+        stream.extend(report_bytes(2, ""));
+        let (reports, garbled) = parser.feed(&stream);
+        assert!(garbled);
+        assert_eq!(reports.len(), 1);
+        assert_eq!(reports[0].seq, 2);
     }
 }

@@ -15,8 +15,11 @@
 //! - [`shell`]: one bash process, its PTY, running and interrupting commands;
 //! - [`setup`]: its private files (set-up script, command file) and its
 //!   environment variables;
-//! - [`marker`]: the prompt report that ends a command;
-//! - [`reader`]: reading the terminal, during and between commands;
+//! - [`marker`]: the prompt report that ends a command, and the fence that
+//!   says its output is all in;
+//! - [`reader`]: reading the terminal and the report socket, during and
+//!   between commands;
+//! - [`streams`]: the shell's standard streams as `/proc` shows them;
 //! - [`jobs`], [`screen`]: the job table and the screen text.
 
 mod jobs;
@@ -25,6 +28,7 @@ mod reader;
 mod screen;
 mod setup;
 mod shell;
+mod streams;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -39,9 +43,9 @@ use envhost_core::{
 use envhost_process::{CommandOutput, Escalation, Exit, OutputLimits, SecretPolicy};
 
 use self::jobs::parse_jobs;
-use self::marker::{PromptReport, new_token};
+use self::marker::PromptReport;
 use self::screen::ShellStatus;
-use self::setup::{SessionFiles, shell_environment};
+use self::setup::{SessionFiles, report_fd_number, shell_environment};
 use self::shell::{Ending, Run, Shell, StartError, StopCause, exit_code};
 
 /// What a restart loses, in the words the agent reads.
@@ -95,7 +99,7 @@ impl BashEnvironment {
             cwd = self.project_dir.clone();
         }
         if self.files.is_none() {
-            let files = SessionFiles::create(&std::env::temp_dir(), &new_token())
+            let files = SessionFiles::create(&std::env::temp_dir(), report_fd_number())
                 .map_err(|e| EnvironmentError::io("cannot create the shell's private folder", e))?;
             self.files = Some(files);
         }
@@ -184,6 +188,9 @@ impl BashEnvironment {
     /// `command` is the text that ran (`None` when settling a leftover).
     fn conclude(&mut self, run: Run, command: Option<&str>, output: &mut CommandOutput) {
         let errexit_was_on = self.errexit || command.is_some_and(mentions_errexit);
+        for sentence in &run.notes {
+            output.after(note(sentence.clone()));
+        }
         match &run.report {
             Some(report) => {
                 self.record(report);
@@ -222,6 +229,19 @@ impl BashEnvironment {
             )));
             output.incident(Incident::Restarted {
                 reason: format!("the shell {exit}"),
+                lost: LOST_STATE.into(),
+            });
+        } else if run.ending == Ending::ChannelLost {
+            self.discard_shell(
+                self.status.last_exit_code,
+                "The shell lost the socket it reports on and was ended",
+            );
+            output.after(note(format!(
+                "The command closed the socket the shell reports the end of each command on (a descriptor the shell holds for the host), so the shell could no longer say when a command ends or with which exit code. It was ended; a fresh shell starts in {} with the next command; {LOST_STATE} are lost.",
+                self.status.cwd.display()
+            )));
+            output.incident(Incident::Restarted {
+                reason: "the shell lost its report socket".into(),
                 lost: LOST_STATE.into(),
             });
         } else if run.wedged() {

@@ -1,38 +1,43 @@
-//! Reading the shell's terminal, at all times.
+//! Reading the shell's terminal and its report socket, at all times.
 //!
 //! Someone must read the PTY at all times: a background job that writes to
 //! the terminal between two commands (a server's log, `[1]+ Done`) would
-//! otherwise block once the kernel's buffer is full. Whoever reads splits
-//! the bytes into output and prompt reports with the one [`MarkerScanner`].
+//! otherwise block once the kernel's buffer is full. Whoever reads removes
+//! fences from the terminal bytes ([`FenceScanner`]) and takes reports from
+//! the socket ([`ReportSocket`]), keeping only those the shell itself wrote
+//! with the socket in its place.
 //!
 //! Two readers take turns, so that a command's round trip costs no thread
 //! hand-over:
 //!
-//! - while a command runs (*busy*), the command loop reads the PTY itself,
-//!   in [`PtyReader::next_events`], only as fast as it handles the output:
-//!   a command printing gigabytes is slowed to the host's pace instead of
+//! - while a command runs (*busy*), the command loop reads, in
+//!   [`PtyReader::next_events`], only as fast as it handles the output: a
+//!   command printing gigabytes is slowed to the host's pace instead of
 //!   filling its memory;
 //! - between commands (*idle*), a thread reads and queues what comes, keeping
 //!   only the newest [`IDLE_LIMIT`] bytes of output (the rest is counted as
-//!   dropped) and every prompt report.
+//!   dropped) and every report.
 //!
-//! The right to read is a mutex around the PTY and the scanner. The thread
-//! holds it only while it polls (200 ms at most) and a pipe wakes it when a
-//! command begins, so the hand-over is immediate and never reorders output.
+//! The right to read is a mutex around both descriptors and their parsers.
+//! The thread holds it only while it polls (200 ms at most) and a pipe wakes
+//! it when a command begins, so the hand-over is immediate and never
+//! reorders output.
 //!
 //! This module does not interpret output or decide anything about commands.
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{ErrorKind, PipeReader, PipeWriter, Read, Write};
+use std::io::{ErrorKind, IoSliceMut, PipeReader, PipeWriter, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::Duration;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::socket::{ControlMessageOwned, MsgFlags, UnixCredentials, recvmsg};
 
-use super::marker::{MarkerScanner, PromptReport, Scanned};
+use super::marker::{FenceScanner, PromptReport, ReportParser, Scanned};
 
 /// Background output kept between commands.
 pub const IDLE_LIMIT: usize = 64 * 1024;
@@ -42,11 +47,28 @@ const IDLE_POLL_MS: u16 = 200;
 
 const READ_SIZE: usize = 64 * 1024;
 
-/// Something read from the terminal.
+/// Why bytes on the report socket were not taken as a report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// Written by another process than the shell (a subshell, a program).
+    ForeignSender { pid: i32 },
+    /// Written by the shell while the socket was not at its place: from
+    /// inside a command, through the copy bash keeps aside.
+    OutOfPlace,
+    /// Not a report at all.
+    Garbled,
+}
+
+/// Something read from the terminal or the report socket.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReaderEvent {
     Output(Vec<u8>),
+    Fence(String),
     Prompt(PromptReport),
+    Refused(Refusal),
+    /// Every holder of the shell's end of the report socket closed it: the
+    /// shell can no longer report (it ended, or a command closed it).
+    ReportsClosed,
     /// Every process holding the terminal has closed it (the shell and its
     /// jobs are gone), or reading failed.
     Closed,
@@ -64,8 +86,11 @@ struct Queue {
 
 impl Queue {
     fn push(&mut self, event: ReaderEvent) {
-        if let ReaderEvent::Output(bytes) = &event {
-            self.output_bytes += bytes.len();
+        match &event {
+            ReaderEvent::Output(bytes) => self.output_bytes += bytes.len(),
+            // Refusals say the same thing each time: one is enough.
+            ReaderEvent::Refused(_) if self.events.contains(&event) => return,
+            _ => {}
         }
         self.events.push_back(event);
         self.trim_to_idle_limit();
@@ -104,17 +129,149 @@ impl Queue {
     }
 }
 
-/// The PTY and the scanner: whoever holds this reads.
+/// Where the shell must hold its end of the report socket when it reports.
+#[derive(Debug, Clone, Copy)]
+pub struct ReportPlace {
+    /// The shell's pid: reports from any other process are refused.
+    pub shell: i32,
+    /// The descriptor number the socket has in the shell.
+    pub fd: i32,
+    /// The inode of the shell's end, as `/proc/<pid>/fd/<fd>` names it.
+    pub inode: u64,
+}
+
+impl ReportPlace {
+    /// Whether the shell holds its end at its place now.
+    fn holds(&self) -> bool {
+        std::fs::read_link(format!("/proc/{}/fd/{}", self.shell, self.fd))
+            .is_ok_and(|target| target.as_os_str() == format!("socket:[{}]", self.inode).as_str())
+    }
+}
+
+/// The host's end of the report socket.
+pub struct ReportSocket {
+    stream: UnixStream,
+    place: ReportPlace,
+    parser: ReportParser,
+    buffer: Vec<u8>,
+    closed: bool,
+}
+
+impl ReportSocket {
+    /// `stream` must have `SO_PASSCRED` set (the kernel then attaches the
+    /// sender's pid to every message).
+    pub fn new(stream: UnixStream, place: ReportPlace) -> ReportSocket {
+        ReportSocket {
+            stream,
+            place,
+            parser: ReportParser::default(),
+            buffer: vec![0; 4096],
+            closed: false,
+        }
+    }
+
+    /// Reads once (the socket must be readable) and appends what it holds.
+    fn read_into(&mut self, events: &mut Vec<ReaderEvent>) {
+        let mut space = nix::cmsg_space!(UnixCredentials);
+        let mut iov = [IoSliceMut::new(&mut self.buffer)];
+        let received = recvmsg::<()>(
+            self.stream.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_DONTWAIT,
+        );
+        let (count, sender) = match received {
+            Ok(message) => {
+                let sender = message.cmsgs().ok().and_then(|mut cmsgs| {
+                    cmsgs.find_map(|cmsg| match cmsg {
+                        ControlMessageOwned::ScmCredentials(credentials) => Some(credentials.pid()),
+                        _ => None,
+                    })
+                });
+                (message.bytes, sender)
+            }
+            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => return,
+            Err(_) => (0, None),
+        };
+        if count == 0 {
+            self.closed = true;
+            events.push(ReaderEvent::ReportsClosed);
+            return;
+        }
+        if sender != Some(self.place.shell) {
+            events.push(ReaderEvent::Refused(Refusal::ForeignSender {
+                pid: sender.unwrap_or(0),
+            }));
+            return;
+        }
+        let (reports, garbled) = self.parser.feed(&self.buffer[..count]);
+        if garbled {
+            events.push(ReaderEvent::Refused(Refusal::Garbled));
+        }
+        for report in reports {
+            if self.place.holds() {
+                events.push(ReaderEvent::Prompt(report));
+            } else {
+                events.push(ReaderEvent::Refused(Refusal::OutOfPlace));
+            }
+        }
+    }
+}
+
+/// Both descriptors and their parsers: whoever holds this reads.
 struct ReadSide {
     master: File,
-    scanner: MarkerScanner,
+    scanner: FenceScanner,
+    reports: ReportSocket,
     buffer: Vec<u8>,
     closed: bool,
 }
 
 impl ReadSide {
-    /// Reads once (the PTY must be readable or hung up) and scans.
-    fn read_into(&mut self, events: &mut Vec<ReaderEvent>) {
+    /// Polls both descriptors for up to `timeout` (and `extra`, the idle
+    /// thread's wake-up pipe) and reads what is ready. Returns whether
+    /// `extra` is readable.
+    fn poll_and_read(
+        &mut self,
+        timeout: PollTimeout,
+        extra: Option<std::os::fd::BorrowedFd<'_>>,
+        events: &mut Vec<ReaderEvent>,
+        read_terminal: &dyn Fn() -> bool,
+    ) -> Result<bool, nix::errno::Errno> {
+        let terminal = self.master.as_fd();
+        let socket = self.reports.stream.as_fd();
+        let mut fds = vec![PollFd::new(terminal, PollFlags::POLLIN)];
+        if !self.reports.closed {
+            fds.push(PollFd::new(socket, PollFlags::POLLIN));
+        }
+        let extra_index = extra.map(|fd| {
+            fds.push(PollFd::new(fd, PollFlags::POLLIN));
+            fds.len() - 1
+        });
+        let ready = poll(&mut fds, timeout)?;
+        if ready == 0 {
+            return Ok(false);
+        }
+        let terminal_ready = fds[0].any().unwrap_or(false);
+        let socket_ready = !self.reports.closed && fds[1].any().unwrap_or(false);
+        let extra_ready = extra_index.is_some_and(|i| fds[i].any().unwrap_or(false));
+        drop(fds);
+        if !read_terminal() {
+            return Ok(extra_ready);
+        }
+        // The terminal first: a report must not overtake the output before
+        // it (the fence settles the rest).
+        if terminal_ready {
+            self.read_terminal(events);
+        }
+        if socket_ready {
+            self.reports.read_into(events);
+        }
+        Ok(extra_ready)
+    }
+
+    /// Reads the terminal once (it must be readable or hung up) and scans.
+    fn read_terminal(&mut self, events: &mut Vec<ReaderEvent>) {
         let mut scanned = Vec::new();
         match self.master.read(&mut self.buffer) {
             Ok(0) => self.close(&mut scanned),
@@ -125,7 +282,7 @@ impl ReadSide {
         }
         events.extend(scanned.into_iter().map(|piece| match piece {
             Scanned::Output(bytes) => ReaderEvent::Output(bytes),
-            Scanned::Prompt(report) => ReaderEvent::Prompt(report),
+            Scanned::Fence(fence) => ReaderEvent::Fence(fence),
         }));
         if self.closed {
             events.push(ReaderEvent::Closed);
@@ -173,15 +330,17 @@ pub struct IdleBacklog {
     pub dropped_bytes: u64,
 }
 
-/// The reading of one shell's terminal. Stops when dropped.
+/// The reading of one shell's terminal and report socket. Stops when
+/// dropped.
 pub struct PtyReader {
     shared: Arc<Shared>,
 }
 
 impl PtyReader {
-    /// Starts with `master` (a duplicate of the PTY's master side), in busy
-    /// mode: the shell's start-up is the first thing waited for.
-    pub fn start(master: OwnedFd, scanner: MarkerScanner) -> std::io::Result<PtyReader> {
+    /// Starts with `master` (a duplicate of the PTY's master side) and the
+    /// report socket, in busy mode: the shell's start-up is the first thing
+    /// waited for.
+    pub fn start(master: OwnedFd, reports: ReportSocket) -> std::io::Result<PtyReader> {
         let (wake_reader, wake_writer) = std::io::pipe()?;
         // Wake-ups must never block the command loop (one byte is enough).
         nix::fcntl::fcntl(
@@ -196,7 +355,8 @@ impl PtyReader {
             mode: Condvar::new(),
             side: Mutex::new(ReadSide {
                 master: File::from(master),
-                scanner,
+                scanner: FenceScanner::new(),
+                reports,
                 buffer: vec![0; READ_SIZE],
                 closed: false,
             }),
@@ -231,8 +391,9 @@ impl PtyReader {
         self.shared.mode.notify_all();
     }
 
-    /// Busy mode: what the terminal has, waiting up to `timeout` for
-    /// something. Empty when nothing came (or the terminal is closed).
+    /// Busy mode: what the terminal and the socket have, waiting up to
+    /// `timeout` for something. Empty when nothing came (or the terminal
+    /// is closed).
     pub fn next_events(&self, timeout: Duration) -> Vec<ReaderEvent> {
         // Waits at most one idle poll for the thread to let go.
         let mut side = self.shared.side();
@@ -242,11 +403,8 @@ impl PtyReader {
             return events;
         }
         let millis = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
-        let mut fds = [PollFd::new(side.master.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::from(millis)) {
-            Ok(ready) if ready > 0 => side.read_into(&mut events),
-            _ => {} // timed out or interrupted: the caller looks again
-        }
+        // Timed out or interrupted: the caller looks again.
+        let _ = side.poll_and_read(PollTimeout::from(millis), None, &mut events, &|| true);
         events
     }
 }
@@ -279,27 +437,22 @@ fn idle_loop(shared: &Shared) {
         if side.closed {
             return;
         }
-        let mut fds = [
-            PollFd::new(side.master.as_fd(), PollFlags::POLLIN),
-            PollFd::new(shared.wake_reader.as_fd(), PollFlags::POLLIN),
-        ];
-        let ready = match poll(&mut fds, PollTimeout::from(IDLE_POLL_MS)) {
-            Ok(ready) => ready,
+        let mut events = Vec::new();
+        // A command began while polling: its loop reads from now on.
+        let still_idle = || !shared.queue().busy;
+        let woken = match side.poll_and_read(
+            PollTimeout::from(IDLE_POLL_MS),
+            Some(shared.wake_reader.as_fd()),
+            &mut events,
+            &still_idle,
+        ) {
+            Ok(woken) => woken,
             Err(nix::errno::Errno::EINTR) => continue,
             Err(_) => return,
         };
-        if ready == 0 {
-            continue;
-        }
-        let terminal_ready = fds[0].any().unwrap_or(false);
-        if fds[1].any().unwrap_or(false) {
+        if woken {
             let _ = (&shared.wake_reader).read(&mut scratch);
         }
-        if !terminal_ready || shared.queue().busy {
-            continue; // a command began: its loop reads from now on
-        }
-        let mut events = Vec::new();
-        side.read_into(&mut events);
         let mut queue = shared.queue();
         for event in events {
             queue.push(event);
@@ -310,6 +463,7 @@ fn idle_loop(shared: &Shared) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bash::marker::Notes;
 
     #[test]
     fn idle_queue_keeps_the_newest_output_and_every_report() {
@@ -318,17 +472,21 @@ mod tests {
             seq: 1,
             exit_code: 0,
             flags: String::new(),
+            fence: "1".into(),
+            notes: Notes::default(),
             cwd: "/".into(),
             jobs: String::new(),
         };
         queue.push(ReaderEvent::Output(vec![b'a'; IDLE_LIMIT]));
         queue.push(ReaderEvent::Prompt(report.clone()));
+        queue.push(ReaderEvent::Refused(Refusal::OutOfPlace));
+        queue.push(ReaderEvent::Refused(Refusal::OutOfPlace));
         queue.push(ReaderEvent::Output(vec![b'b'; 100]));
         assert_eq!(queue.output_bytes, IDLE_LIMIT);
         assert_eq!(queue.dropped_bytes, 100);
         let events = queue.take_all();
-        assert_eq!(events.len(), 3);
+        assert_eq!(events.len(), 4, "{events:?}");
         assert_eq!(events[1], ReaderEvent::Prompt(report));
-        assert_eq!(events[2], ReaderEvent::Output(vec![b'b'; 100]));
+        assert_eq!(events[3], ReaderEvent::Output(vec![b'b'; 100]));
     }
 }

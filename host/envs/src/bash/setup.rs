@@ -5,9 +5,11 @@
 //!
 //! - `init.bash`, sourced by the first line the host types (bash itself
 //!   runs with `--norc --noprofile`: no user or system rc file). It sets
-//!   empty `PS1`/`PS2` and the `PROMPT_COMMAND` that prints the prompt
-//!   report ([`super::marker`]); its prompt report number 0 says the shell
-//!   is ready.
+//!   empty `PS1`/`PS2` and the `PROMPT_COMMAND` that writes the fence and
+//!   the prompt report ([`super::marker`]); its prompt report number 0 says
+//!   the shell is ready. It holds no secret: the report's authenticity
+//!   comes from the socket it is written to, not from anything a command
+//!   could read.
 //! - `command`, the text of a long command. The host never types a
 //!   command as such: a terminal in canonical mode truncates input lines at
 //!   4095 bytes and a partial construct would leave bash waiting at `PS2`.
@@ -29,7 +31,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use super::marker::MarkerFormat;
+use super::marker::ReportFormat;
 use envhost_process::SecretPolicy;
 
 /// `TERM=dumb`: programs see a terminal (line-buffered output, job control,
@@ -63,25 +65,20 @@ pub struct SessionFiles {
     init: PathBuf,
     no_editor: PathBuf,
     command_file: File,
-    format: MarkerFormat,
+    report_fd: i32,
 }
 
 impl SessionFiles {
     /// Creates the folder and its files under `parent` (normally the system
-    /// temporary folder).
-    pub fn create(parent: &Path, token: &str) -> io::Result<SessionFiles> {
-        let dir = parent.join(format!(
-            "envhost-bash-{}-{}",
-            std::process::id(),
-            &token[..token.len().min(12)]
-        ));
-        DirBuilder::new().mode(0o700).create(&dir)?;
-        let format = MarkerFormat::new(token);
+    /// temporary folder) for shells that get their report socket at
+    /// `report_fd`.
+    pub fn create(parent: &Path, report_fd: i32) -> io::Result<SessionFiles> {
+        let dir = private_folder(parent)?;
         let init = dir.join("init.bash");
         let command = dir.join("command");
         let no_editor = dir.join("no-editor");
         let created = (|| {
-            fs::write(&init, init_script(&command, &format))?;
+            fs::write(&init, init_script(&command, report_fd))?;
             write_executable(&no_editor, NO_EDITOR_SCRIPT)?;
             OpenOptions::new()
                 .read(true)
@@ -97,7 +94,7 @@ impl SessionFiles {
                 init,
                 no_editor,
                 command_file,
-                format,
+                report_fd,
             }),
             Err(err) => {
                 let _ = fs::remove_dir_all(&dir);
@@ -111,8 +108,9 @@ impl SessionFiles {
         format!(". {}\n", shell_quote(&self.init))
     }
 
-    pub fn format(&self) -> &MarkerFormat {
-        &self.format
+    /// The descriptor number the shell's report socket has in bash.
+    pub fn report_fd(&self) -> i32 {
+        self.report_fd
     }
 
     /// The line to type into the terminal to run `text` as command number
@@ -120,9 +118,18 @@ impl SessionFiles {
     /// `$'…'` with every control character escaped (so the line is one
     /// line, well under the terminal's 4095-byte limit, and nothing in it
     /// is special to the terminal); a longer one goes through the command
-    /// file. When `set -x` is on, the plumbing is hidden from the trace;
-    /// otherwise the redirection is skipped (it costs system calls).
-    pub fn command_line(&mut self, seq: u64, xtrace: bool, text: &str) -> io::Result<String> {
+    /// file. The command runs with the report socket closed, so neither it
+    /// nor anything it starts holds it. When `set -x` is on, the plumbing
+    /// is hidden from the trace; otherwise the redirection is skipped (it
+    /// costs system calls). `repair_stderr` reopens a closed standard
+    /// error on the terminal first.
+    pub fn command_line(
+        &mut self,
+        seq: u64,
+        xtrace: bool,
+        repair_stderr: bool,
+        text: &str,
+    ) -> io::Result<String> {
         let load = match ansi_c_quote(text, MAX_INLINE_COMMAND) {
             Some(quoted) => format!("__envhost_load {seq} {quoted}"),
             None => {
@@ -130,10 +137,18 @@ impl SessionFiles {
                 format!("__envhost_load {seq}")
             }
         };
-        Ok(if xtrace {
-            format!("{{ {load}; }} 2>&\"$__envhost_null\"; eval \"$__envhost_cmd\"\n")
+        let repair = if repair_stderr {
+            "exec 2>/dev/tty; "
         } else {
-            format!("{load}; eval \"$__envhost_cmd\"\n")
+            ""
+        };
+        let fd = self.report_fd;
+        Ok(if xtrace {
+            format!(
+                "{repair}{{ {load}; }} 2>&\"$__envhost_null\"; eval \"$__envhost_cmd\" {fd}>&-\n"
+            )
+        } else {
+            format!("{repair}{load}; eval \"$__envhost_cmd\" {fd}>&-\n")
         })
     }
 
@@ -160,6 +175,23 @@ impl Drop for SessionFiles {
     }
 }
 
+/// `envhost-bash-<pid>-<n>` under `parent`, mode 0700, new.
+fn private_folder(parent: &Path) -> io::Result<PathBuf> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    loop {
+        let dir = parent.join(format!(
+            "envhost-bash-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        match DirBuilder::new().mode(0o700).create(&dir) {
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,
+            other => return other.map(|()| dir),
+        }
+    }
+}
+
 fn write_executable(path: &Path, content: &str) -> io::Result<()> {
     let mut file = OpenOptions::new()
         .write(true)
@@ -174,6 +206,24 @@ const NO_EDITOR_SCRIPT: &str = "#!/bin/sh
 echo \"envhost: no interactive editor here: nobody can type into it. Give the text on the command line instead (e.g. git commit -m 'message'), or write files with the editor environment.\" >&2
 exit 1
 ";
+
+/// The descriptor number of the report socket in bash: above the numbers
+/// bash gives descriptors itself (10 and up for `{var}>` and for the copies
+/// it keeps aside, 255 and down for its terminal and process
+/// substitutions), within the limit on open files.
+pub fn report_fd_number() -> i32 {
+    const PREFERRED: i32 = 301;
+    let soft = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map(|(soft, _)| soft)
+        .unwrap_or(1024);
+    if soft > PREFERRED as u64 + 1 {
+        PREFERRED
+    } else {
+        i32::try_from(soft.saturating_sub(1))
+            .unwrap_or(PREFERRED)
+            .max(3)
+    }
+}
 
 /// Longest quoted command typed inline; longer ones use the command file.
 const MAX_INLINE_COMMAND: usize = 3000;
@@ -209,14 +259,19 @@ fn shell_quote(path: &Path) -> String {
     format!("'{}'", text.replace('\'', "'\\''"))
 }
 
-/// The set-up script. See the module docs and [`MarkerFormat`]. Plumbing
+/// The set-up script. See the module docs and [`super::marker`]. Plumbing
 /// runs in `{ …; } 2>/dev/null` so that `set -x` does not trace it, `$?` is
 /// carried over from one command to the next, and `set -e` in a command
-/// does not make the plumbing itself end the shell. Without jobs (`\j`, the
-/// prompt escape for their number, is 0) the report is a single write. The
-/// plumbing is read-only: a command that sets `PROMPT_COMMAND` gets bash's
-/// "readonly variable" error instead of silently breaking the session.
-fn init_script(command_file: &Path, format: &MarkerFormat) -> String {
+/// does not make the plumbing itself end the shell. The prompt code checks
+/// the two streams it can see from there: standard input (which the shell
+/// reads its commands from) must be the terminal, standard output must be
+/// open (standard error is checked by the host before the next command,
+/// since the plumbing's own redirection hides it here); what it repairs it
+/// notes in the report. Without jobs (`\j`, the prompt escape for their
+/// number, is 0) the report is a single write. The plumbing is read-only:
+/// a command that sets `PROMPT_COMMAND` gets bash's "readonly variable"
+/// error instead of silently breaking the session.
+fn init_script(command_file: &Path, report_fd: i32) -> String {
     format!(
         r#"# envhost bash set-up, sourced by the host's first line (no rc file runs)
 PS1=''
@@ -231,6 +286,7 @@ set +o history +o histexpand
 exec {{__envhost_tty}}>/dev/tty {{__envhost_null}}>/dev/null
 __envhost_seq=0
 __envhost_last=0
+__envhost_report={report_fd}
 __envhost_load() {{
   if (( $# > 1 )); then
     __envhost_cmd=$2
@@ -244,20 +300,31 @@ __envhost_load() {{
 __envhost_jobs='\j'
 __envhost_prompt() {{
   __envhost_last=$?
+  local fence=$SRANDOM$SRANDOM notes=
+  if ! printf '{fence}' "$fence" >&"$__envhost_tty"; then
+    eval "exec $__envhost_tty>/dev/tty" && printf '{fence}' "$fence" >&"$__envhost_tty"
+    notes+=t
+  fi
+  [[ -t 0 ]] || {{ exec 0</dev/tty; notes+=0; }}
+  if [[ ! -t 1 ]]; then
+    if [[ ! -e /dev/fd/1 ]]; then exec 1>/dev/tty; notes+=1
+    elif [[ -p /dev/fd/1 || -S /dev/fd/1 ]]; then notes+=p; fi
+  fi
   if [[ ${{__envhost_jobs@P}} == 0 ]]; then
-    printf '{head}{end}' "$__envhost_seq" "$__envhost_last" "$-" "$PWD" >&"$__envhost_tty"
+    printf '{head}{end}' "$__envhost_seq" "$__envhost_last" "$-" "$fence" "$notes" "$PWD" >&"$__envhost_report"
   else
-    {{ printf '{head}' "$__envhost_seq" "$__envhost_last" "$-" "$PWD"; jobs -l; printf '{end}'; }} >&"$__envhost_tty"
+    {{ printf '{head}' "$__envhost_seq" "$__envhost_last" "$-" "$fence" "$notes" "$PWD"; jobs -l; printf '{end}'; }} >&"$__envhost_report"
   fi
   unset __envhost_cmd
 }}
 PROMPT_COMMAND='{{ __envhost_prompt; }} 2>&"$__envhost_null"'
-readonly PROMPT_COMMAND __envhost_jobs __envhost_tty __envhost_null
+readonly PROMPT_COMMAND __envhost_jobs __envhost_tty __envhost_null __envhost_report
 readonly -f __envhost_load __envhost_prompt
 "#,
         command = shell_quote(command_file),
-        head = format.head_format(),
-        end = format.end_format(),
+        fence = ReportFormat::FENCE,
+        head = ReportFormat::HEAD,
+        end = ReportFormat::END,
     )
 }
 
@@ -304,23 +371,23 @@ mod tests {
     #[test]
     fn files_are_private_and_removed_on_drop() {
         use std::os::unix::fs::PermissionsExt;
-        let mut files = SessionFiles::create(&std::env::temp_dir(), &"ab".repeat(16)).unwrap();
+        let mut files = SessionFiles::create(&std::env::temp_dir(), 301).unwrap();
         let dir = files.dir.clone();
         let mode = fs::metadata(&dir).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
         let long = "x".repeat(MAX_INLINE_COMMAND);
-        let line = files.command_line(7, false, &long).unwrap();
-        assert_eq!(line, "__envhost_load 7; eval \"$__envhost_cmd\"\n");
+        let line = files.command_line(7, false, false, &long).unwrap();
+        assert_eq!(line, "__envhost_load 7; eval \"$__envhost_cmd\" 301>&-\n");
         files
-            .command_line(8, false, &"y".repeat(MAX_INLINE_COMMAND * 2))
+            .command_line(8, false, false, &"y".repeat(MAX_INLINE_COMMAND * 2))
             .unwrap();
-        files.command_line(9, false, &long).unwrap();
+        files.command_line(9, false, false, &long).unwrap();
         let content = fs::read(files.command_path()).unwrap();
         assert!(content.starts_with(format!("{long}\0").as_bytes()));
-        let line = files.command_line(10, true, "ls").unwrap();
+        let line = files.command_line(10, true, true, "ls").unwrap();
         assert_eq!(
             line,
-            "{ __envhost_load 10 $'ls'; } 2>&\"$__envhost_null\"; eval \"$__envhost_cmd\"\n"
+            "exec 2>/dev/tty; { __envhost_load 10 $'ls'; } 2>&\"$__envhost_null\"; eval \"$__envhost_cmd\" 301>&-\n"
         );
         let init = fs::read_to_string(&files.init).unwrap();
         assert!(init.contains("PROMPT_COMMAND="));
@@ -347,7 +414,7 @@ mod tests {
 
     #[test]
     fn environment_drops_secrets_and_sets_hygiene() {
-        let files = SessionFiles::create(&std::env::temp_dir(), &"cd".repeat(16)).unwrap();
+        let files = SessionFiles::create(&std::env::temp_dir(), 301).unwrap();
         let vars = shell_environment(&SecretPolicy::default(), &files);
         let get = |name: &str| {
             vars.iter()

@@ -1,12 +1,18 @@
 //! One running bash in a pseudo-terminal, and the commands it runs.
 //!
 //! [`Shell`] starts `bash --noprofile --norc --noediting -i` in a fresh PTY
-//! ([`crate::process::pty`]): its own session, the PTY as its controlling
-//! terminal, echo off. No rc file runs, not even a system-wide one; the host types a
-//! line that sources the session's set-up script instead. A command is written to the session's command file
-//! and a short fixed line typed into the terminal makes the shell `eval` it
-//! ([`super::setup`]); the command is done when the shell prints the prompt
-//! report carrying the command's number ([`super::marker`]).
+//! ([`envhost_process::Pty`]): its own session and cgroup, the PTY as its
+//! controlling terminal, echo off, and one end of a private socket at a
+//! fixed descriptor number. No rc file runs, not even a system-wide one; the
+//! host types a line that sources the session's set-up script instead. A
+//! short fixed line typed into the terminal makes the shell `eval` the
+//! command with that socket closed ([`super::setup`]); the command is done
+//! when the shell itself reports on the socket with the command's number,
+//! and everything it printed before is in once the report's fence has come
+//! through the terminal ([`super::marker`]). If the shell's output goes
+//! through a pipe (`exec > >(tee log)`), the host also waits, for a bounded
+//! time, until that pipe is empty and the terminal quiet
+//! ([`super::streams`]).
 //!
 //! While it waits, the shell is watched: past the timeout, or once the
 //! foreground job is seen blocked reading the terminal twice in a row
@@ -14,17 +20,22 @@
 //! the [`crate::process::interrupt`] ladder (SIGINT, SIGTERM, SIGKILL) until
 //! the prompt comes back. Each signal goes to the terminal's foreground
 //! process group, with a SIGINT to the shell itself so that it drops the
-//! rest of a command list. If the shell dies instead, its exit status is
-//! reported. Dropping a `Shell` ends its whole session (the shell and every
-//! job it started, `nohup` ones included).
+//! rest of a command list. What is left of an interrupted job (children that
+//! ignore SIGINT) is ended with its process group once the prompt is back.
+//! If the shell dies instead, its exit status is reported; if it can no
+//! longer report (a command closed the socket), it is seen back at its
+//! prompt and reported as such. Dropping a `Shell` ends everything it
+//! started: its session, and its cgroup with what left the session.
 //!
 //! This module knows nothing of responses, screens or restarts: it runs
 //! what it is given and reports what happened.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ffi::OsString;
 use std::io::{self, Write};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -33,13 +44,16 @@ use nix::sys::signal::{Signal, kill};
 use nix::sys::termios::{self, LocalFlags, SetArg};
 use nix::unistd::Pid;
 
-use super::marker::{MarkerScanner, PromptReport};
-use super::reader::{PtyReader, ReaderEvent};
+use super::marker::PromptReport;
+use super::reader::{PtyReader, ReaderEvent, Refusal, ReportPlace, ReportSocket};
 use super::setup::SessionFiles;
+use super::streams::{PipeWatch, StreamKind, stream_kind};
 use envhost_core::{CancelFlag, CommandContext};
 use envhost_process::{DEFAULT_LADDER, Escalation, escalate, signal_group};
-use envhost_process::{Exit, OpenError, ProgramSpec, Pty, PtyProgram, SpawnError, TerminalSize};
-use envhost_process::{TerminalReader, process_table, waiting_for_terminal};
+use envhost_process::{
+    Exit, OpenError, PassedFd, ProgramSpec, Pty, PtyProgram, SpawnError, TerminalSize,
+};
+use envhost_process::{TerminalReader, process_info, process_table, waiting_for_terminal};
 
 /// Terminal size. Programs lay out tables and progress bars to the width;
 /// 120 columns keeps lines readable without wrapping most tables.
@@ -61,6 +75,22 @@ const CANCEL_GRACE: Duration = Duration::from_secs(1);
 const FINAL_OUTPUT_WAIT: Duration = Duration::from_millis(100);
 /// Grace between SIGTERM/SIGHUP and SIGKILL when ending the session.
 const SESSION_GRACE: Duration = Duration::from_secs(1);
+/// After the report, how long its fence may take to come through the
+/// terminal (normally microseconds; a bound, not a delay).
+const FENCE_WAIT: Duration = Duration::from_secs(2);
+/// When the shell's output goes through a pipe: once the pipe is empty and
+/// its readers wait for more, the terminal must have been quiet this long
+/// (for what they wrote last to come through it) for the output to be in...
+const PIPE_QUIET: Duration = Duration::from_millis(20);
+/// ... and the host waits at most this long after the report. Output that
+/// comes later is shown with the next command's, said to be late.
+const PIPE_WAIT: Duration = Duration::from_secs(1);
+/// Before a command, how long the shell may take to get from its report to
+/// reading its next line (microseconds; a bound, not a delay).
+const IDLE_WAIT: Duration = Duration::from_millis(20);
+/// Grace between SIGTERM and SIGKILL for what is left of an interrupted
+/// job once the shell is back at its prompt.
+const LEFTOVER_GRACE: Duration = Duration::from_millis(500);
 
 /// The `$?`-style code shown for an ended shell: 128 + N after signal N,
 /// 1 when its status is unknown.
@@ -101,6 +131,9 @@ pub enum Ending {
     /// Cancelled, and the shell did not come back within a short grace; the
     /// next command first settles it.
     Abandoned,
+    /// The shell came back to its prompt without its report socket (a
+    /// command closed it): it can no longer say when a command ends.
+    ChannelLost,
 }
 
 /// The result of [`Shell::run`].
@@ -111,13 +144,27 @@ pub struct Run {
     pub report: Option<PromptReport>,
     /// The shell ended.
     pub exit: Option<Exit>,
+    /// What the host noticed on the way, in sentences (refused reports,
+    /// repairs, output that may come late).
+    pub notes: Vec<String>,
 }
 
 impl Run {
+    fn new(ending: Ending, report: Option<PromptReport>, exit: Option<Exit>) -> Run {
+        Run {
+            ending,
+            report,
+            exit,
+            notes: Vec::new(),
+        }
+    }
+
     /// Neither back at the prompt nor ended: the shell must be replaced
     /// (unless the command was only abandoned).
     pub fn wedged(&self) -> bool {
-        self.report.is_none() && self.exit.is_none() && self.ending != Ending::Abandoned
+        self.report.is_none()
+            && self.exit.is_none()
+            && !matches!(self.ending, Ending::Abandoned | Ending::ChannelLost)
     }
 }
 
@@ -176,6 +223,67 @@ impl From<SpawnError> for StartError {
     }
 }
 
+/// Shown before output that arrived between two commands.
+const LATE_OUTPUT_HEADER: &str = "[envhost] Output that arrived after the previous command ended (from background jobs, or through a redirection such as exec > >(tee log)):\n";
+/// Shown after it, before the command's own output.
+const OWN_OUTPUT_HEADER: &str = "[envhost] This command's output:\n";
+
+/// A report for the awaited command has arrived; what remains before its
+/// output is known to be complete.
+struct Reported<'a> {
+    report: PromptReport,
+    at: Instant,
+    /// Its fence has come through the terminal.
+    fenced: bool,
+    /// The shell's standard output and error, when they are pipes.
+    stdout: Option<PipeWatch>,
+    stderr: Option<&'a PipeWatch>,
+}
+
+/// Whether the awaited command's output is all in.
+enum Settled {
+    Yes,
+    No,
+    /// Its output goes through a pipe that was still busy at the bound.
+    PipeStillDelivering,
+}
+
+impl Reported<'_> {
+    fn through_pipes(&self) -> bool {
+        self.stdout.is_some() || self.stderr.is_some()
+    }
+
+    fn settled(&self, now: Instant, last_output: Instant) -> Settled {
+        if !self.fenced && now < self.at + FENCE_WAIT {
+            return Settled::No;
+        }
+        if !self.through_pipes() {
+            return Settled::Yes;
+        }
+        let quiet = now.saturating_duration_since(last_output.max(self.at)) >= PIPE_QUIET;
+        let drained = self.stdout.as_ref().is_none_or(PipeWatch::drained)
+            && self.stderr.is_none_or(PipeWatch::drained);
+        if quiet && drained {
+            Settled::Yes
+        } else if now >= self.at + PIPE_WAIT {
+            Settled::PipeStillDelivering
+        } else {
+            Settled::No
+        }
+    }
+
+    /// When to look again if nothing arrives.
+    fn next_look(&self, now: Instant, last_output: Instant) -> Instant {
+        if !self.fenced {
+            return self.at + FENCE_WAIT;
+        }
+        let quiet_at = last_output.max(self.at) + PIPE_QUIET;
+        quiet_at
+            .max(now + Duration::from_millis(5))
+            .min(self.at + PIPE_WAIT)
+    }
+}
+
 /// What a wait ended on.
 enum Awaited {
     Prompt(PromptReport),
@@ -183,6 +291,18 @@ enum Awaited {
     Deadline,
     Cancelled,
     WaitingForInput(TerminalReader),
+    ChannelLost,
+}
+
+/// Where the shell holds its end of the report socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChannelState {
+    /// At its number: the shell is between commands.
+    AtPlace,
+    /// Only at another number: bash's copy aside while a command runs.
+    Aside,
+    /// Nowhere: it can no longer report.
+    Missing,
 }
 
 struct Watch<'a> {
@@ -207,6 +327,16 @@ pub struct Shell {
     xtrace: bool,
     /// The shell itself got SIGINT during an interruption.
     interrupted_shell: Cell<bool>,
+    /// Where the shell must hold its report socket.
+    place: ReportPlace,
+    /// Every holder of the shell's end of the socket has closed it.
+    channel_closed: Cell<bool>,
+    /// Process groups of jobs interrupted during the current command.
+    interrupted_jobs: RefCell<Vec<i32>>,
+    /// Sentences for the current command's response.
+    notes: RefCell<Vec<String>>,
+    /// The shell's standard error is a pipe (checked before each command).
+    stderr_pipe: Option<PipeWatch>,
     terminated: bool,
 }
 
@@ -230,16 +360,37 @@ impl Shell {
             .map_err(io_error("duplicating the terminal"))?;
         // Before bash starts: it records the terminal's modes at start-up.
         set_terminal_mode(pty.terminal().as_fd()).map_err(io_error("setting the terminal mode"))?;
-        let pty = pty.spawn(ProgramSpec {
-            program: "bash".into(),
-            args: ["--noprofile", "--norc", "--noediting", "-i"]
-                .map(OsString::from)
-                .to_vec(),
-            cwd: cwd.to_owned(),
-            environment,
-        })?;
+        let (host_end, shell_end) =
+            report_socket().map_err(io_error("creating the shell's report socket"))?;
+        let inode = std::fs::File::from(
+            shell_end
+                .try_clone()
+                .map_err(io_error("creating the shell's report socket"))?,
+        )
+        .metadata()
+        .map_err(io_error("creating the shell's report socket"))?
+        .ino();
+        let pty = pty.spawn_with(
+            ProgramSpec {
+                program: "bash".into(),
+                args: ["--noprofile", "--norc", "--noediting", "-i"]
+                    .map(OsString::from)
+                    .to_vec(),
+                cwd: cwd.to_owned(),
+                environment,
+            },
+            vec![PassedFd {
+                fd: shell_end,
+                at: files.report_fd(),
+            }],
+        )?;
         let terminal_path = pty.tty_path().unwrap_or_default();
-        let reader = PtyReader::start(reader_fd, MarkerScanner::new(files.format()))
+        let place = ReportPlace {
+            shell: pty.pid(),
+            fd: files.report_fd(),
+            inode,
+        };
+        let reader = PtyReader::start(reader_fd, ReportSocket::new(host_end, place))
             .map_err(io_error("starting the terminal reader"))?;
         let shell = Shell {
             pty,
@@ -249,6 +400,11 @@ impl Shell {
             pending: None,
             xtrace: false,
             interrupted_shell: Cell::new(false),
+            place,
+            channel_closed: Cell::new(false),
+            interrupted_jobs: RefCell::new(Vec::new()),
+            notes: RefCell::new(Vec::new()),
+            stderr_pipe: None,
             terminated: false,
         };
         let mut output = Vec::new();
@@ -275,10 +431,12 @@ impl Shell {
                 output: printed(),
             }),
             Awaited::Cancelled => Err(StartError::Cancelled),
-            Awaited::Deadline | Awaited::WaitingForInput(_) => Err(StartError::NoPrompt {
-                limit: STARTUP_LIMIT,
-                output: printed(),
-            }),
+            Awaited::Deadline | Awaited::WaitingForInput(_) | Awaited::ChannelLost => {
+                Err(StartError::NoPrompt {
+                    limit: STARTUP_LIMIT,
+                    output: printed(),
+                })
+            }
         }
     }
 
@@ -287,14 +445,23 @@ impl Shell {
         self.pty.exit()
     }
 
-    /// Output that arrived between commands (background jobs), and the
-    /// report of an abandoned command if it came meanwhile.
+    /// Output that arrived between commands (background jobs, a redirection
+    /// through a pipe that delivered late), marked as such, and the report
+    /// of an abandoned command if it came meanwhile.
     fn take_backlog(&mut self, sink: &mut dyn FnMut(&[u8])) {
         let backlog = self.reader.begin_command();
+        let mut announced = false;
+        let mut announce = |sink: &mut dyn FnMut(&[u8])| {
+            if !announced {
+                announced = true;
+                sink(LATE_OUTPUT_HEADER.as_bytes());
+            }
+        };
         if backlog.dropped_bytes > 0 {
+            announce(sink);
             sink(
                 format!(
-                    "[... {} earlier bytes of background output were dropped ...]\n",
+                    "[... {} earlier bytes of it were dropped ...]\n",
                     backlog.dropped_bytes
                 )
                 .as_bytes(),
@@ -302,12 +469,21 @@ impl Shell {
         }
         for event in backlog.events {
             match event {
-                ReaderEvent::Output(bytes) => sink(&bytes),
+                ReaderEvent::Output(bytes) => {
+                    announce(sink);
+                    sink(&bytes);
+                }
                 ReaderEvent::Prompt(report) if Some(report.seq) == self.pending => {
                     self.pending = None;
                 }
-                ReaderEvent::Prompt(_) | ReaderEvent::Closed => {}
+                ReaderEvent::Refused(refusal) => self.refused(&refusal),
+                ReaderEvent::ReportsClosed => self.channel_closed.set(true),
+                ReaderEvent::Prompt(_) | ReaderEvent::Fence(_) | ReaderEvent::Closed => {}
             }
+        }
+        if announced {
+            sink(b"\n");
+            sink(OWN_OUTPUT_HEADER.as_bytes());
         }
     }
 
@@ -326,16 +502,9 @@ impl Shell {
             detect_input: false,
         };
         let run = match self.await_prompt(leftover, &watch, sink) {
-            Awaited::Prompt(report) => Run {
-                ending: Ending::Completed,
-                report: Some(report),
-                exit: None,
-            },
-            Awaited::Exited(exit) => Run {
-                ending: Ending::Completed,
-                report: None,
-                exit: Some(exit),
-            },
+            Awaited::Prompt(report) => Run::new(Ending::Completed, Some(report), None),
+            Awaited::Exited(exit) => Run::new(Ending::Completed, None, Some(exit)),
+            Awaited::ChannelLost => Run::new(Ending::ChannelLost, None, None),
             _ => {
                 let run = self.stop(leftover, StopCause::Leftover, sink);
                 self.pending = None;
@@ -345,6 +514,7 @@ impl Shell {
         if run.report.is_some() || run.exit.is_some() {
             self.pending = None;
         }
+        let run = self.finish_run(run);
         self.reader.end_command();
         Some(run)
     }
@@ -358,10 +528,11 @@ impl Shell {
         sink: &mut dyn FnMut(&[u8]),
     ) -> io::Result<Run> {
         self.take_backlog(sink);
+        let repair_stderr = self.check_stderr();
         self.seq += 1;
         let seq = self.seq;
         let typed = files
-            .command_line(seq, self.xtrace, command)
+            .command_line(seq, self.xtrace, repair_stderr, command)
             .and_then(|line| {
                 // A program may have turned echo back on (and exited
                 // normally, so bash kept that state): the line typed next
@@ -391,16 +562,9 @@ impl Shell {
             },
         };
         let run = match awaited {
-            Awaited::Prompt(report) => Run {
-                ending: Ending::Completed,
-                report: Some(report),
-                exit: None,
-            },
-            Awaited::Exited(exit) => Run {
-                ending: Ending::Completed,
-                report: None,
-                exit: Some(exit),
-            },
+            Awaited::Prompt(report) => Run::new(Ending::Completed, Some(report), None),
+            Awaited::Exited(exit) => Run::new(Ending::Completed, None, Some(exit)),
+            Awaited::ChannelLost => Run::new(Ending::ChannelLost, None, None),
             Awaited::Deadline => {
                 let cause = StopCause::Timeout {
                     limit,
@@ -422,8 +586,92 @@ impl Shell {
         if let Some(report) = &run.report {
             self.xtrace = report.flags.contains('x');
         }
+        let run = self.finish_run(run);
         self.reader.end_command();
         Ok(run)
+    }
+
+    /// Ends what is left of interrupted jobs and hands over the notes.
+    fn finish_run(&self, mut run: Run) -> Run {
+        let jobs = std::mem::take(&mut *self.interrupted_jobs.borrow_mut());
+        if run.exit.is_none() && run.ending != Ending::Abandoned {
+            let ended = end_leftover_jobs(&jobs);
+            if ended > 0 {
+                self.note(format!(
+                    "{ended} process{} of the interrupted command kept running (they ignore SIGINT, e.g. background children of a script); {} ended.",
+                    if ended == 1 { "" } else { "es" },
+                    if ended == 1 { "it was" } else { "they were" }
+                ));
+            }
+        }
+        if let Some(report) = &run.report {
+            let notes = &report.notes;
+            if notes.stdin_reconnected {
+                self.note("The command pointed the shell's standard input away from the terminal (e.g. exec 0</dev/null); the shell reads its commands from there, so it was reconnected to the terminal.");
+            }
+            if notes.stdout_reopened {
+                self.note("The command closed the shell's standard output (e.g. exec 1>&-); it was reopened on the terminal, so later commands print again.");
+            }
+            if notes.terminal_reopened {
+                self.note("The command closed the descriptor the shell writes its prompt marks to; it was reopened.");
+            }
+        }
+        run.notes.append(&mut self.notes.borrow_mut());
+        run
+    }
+
+    /// Records a sentence for the current command's response (once).
+    fn note(&self, sentence: impl Into<String>) {
+        let sentence = sentence.into();
+        let mut notes = self.notes.borrow_mut();
+        if !notes.contains(&sentence) {
+            notes.push(sentence);
+        }
+    }
+
+    fn refused(&self, refusal: &Refusal) {
+        let why = match refusal {
+            Refusal::ForeignSender { pid } => format!(
+                "a process other than the shell (pid {pid}) wrote to the shell's report socket"
+            ),
+            Refusal::OutOfPlace => {
+                "the shell wrote a report from inside the running command".to_owned()
+            }
+            Refusal::Garbled => {
+                "the shell's report socket carried something that is not a report".to_owned()
+            }
+        };
+        self.note(format!(
+            "Ignored a report of this command's end: {why}. Only the shell's own prompt, after the command, can end it."
+        ));
+    }
+
+    /// Before a command: is the shell's standard error closed (repair it
+    /// first) or a pipe (wait for it at the end)? Its prompt code cannot
+    /// tell, since the plumbing's own redirection hides it there.
+    fn check_stderr(&mut self) -> bool {
+        let shell = self.pty.pid();
+        self.stderr_pipe = None;
+        // Just after a report the shell may still be inside the plumbing
+        // (standard error on /dev/null for its duration): look once it is
+        // back to reading its next line.
+        let deadline = Instant::now() + IDLE_WAIT;
+        while !reading_commands(shell) && Instant::now() < deadline {
+            thread::sleep(Duration::from_micros(100));
+        }
+        match stream_kind(shell, 2) {
+            StreamKind::Closed => {
+                self.note("The previous command closed the shell's standard error (e.g. exec 2>&-); it was reopened on the terminal before this command.");
+                true
+            }
+            StreamKind::Pipe => {
+                let mut watch = PipeWatch::default();
+                watch.add(shell, 2);
+                self.stderr_pipe = Some(watch);
+                false
+            }
+            StreamKind::Other => false,
+        }
     }
 
     /// Interrupts the foreground job with the signal ladder until the
@@ -441,7 +689,7 @@ impl Shell {
                     detect_input,
                 };
                 match self.await_prompt(seq, &watch, sink) {
-                    awaited @ (Awaited::Prompt(_) | Awaited::Exited(_)) => {
+                    awaited @ (Awaited::Prompt(_) | Awaited::Exited(_) | Awaited::ChannelLost) => {
                         outcome = Some(awaited);
                         true
                     }
@@ -451,15 +699,12 @@ impl Shell {
                 }
             },
         );
-        let (report, exit) = match outcome {
-            Some(Awaited::Prompt(report)) => (Some(report), None),
-            Some(Awaited::Exited(exit)) => (None, Some(exit)),
-            _ => (None, self.exited()),
-        };
-        Run {
-            ending: Ending::Stopped { cause, escalation },
-            report,
-            exit,
+        let ending = Ending::Stopped { cause, escalation };
+        match outcome {
+            Some(Awaited::Prompt(report)) => Run::new(ending, Some(report), None),
+            Some(Awaited::Exited(exit)) => Run::new(ending, None, Some(exit)),
+            Some(Awaited::ChannelLost) => Run::new(Ending::ChannelLost, None, None),
+            _ => Run::new(ending, None, self.exited()),
         }
     }
 
@@ -476,22 +721,15 @@ impl Shell {
         } else {
             Escalation::AlreadyGone
         };
-        let stopped = |report, exit| Run {
-            ending: Ending::Stopped {
-                cause: StopCause::Cancelled,
-                escalation,
-            },
-            report,
-            exit,
+        let ending = Ending::Stopped {
+            cause: StopCause::Cancelled,
+            escalation,
         };
         match self.await_prompt(seq, &watch, sink) {
-            Awaited::Prompt(report) => stopped(Some(report), None),
-            Awaited::Exited(exit) => stopped(None, Some(exit)),
-            _ => Run {
-                ending: Ending::Abandoned,
-                report: None,
-                exit: None,
-            },
+            Awaited::Prompt(report) => Run::new(ending, Some(report), None),
+            Awaited::Exited(exit) => Run::new(ending, None, Some(exit)),
+            Awaited::ChannelLost => Run::new(Ending::ChannelLost, None, None),
+            _ => Run::new(Ending::Abandoned, None, None),
         }
     }
 
@@ -500,7 +738,8 @@ impl Shell {
     /// let bash go on with the rest of its command list (a loop, `a; b`),
     /// so for the later signals the shell itself gets SIGINT first: bash
     /// then abandons the list when the job ends. (First, so that bash has
-    /// taken it before it can see the job end.)
+    /// taken it before it can see the job end.) The job's group is
+    /// remembered, to end what is left of it once the prompt is back.
     fn signal_foreground(&self, signal: Signal) -> bool {
         if self.exited().is_some() {
             return false;
@@ -510,6 +749,12 @@ impl Shell {
             // bash itself is in the foreground (a builtin, a loop).
             _ => return self.pty.signal(signal),
         };
+        {
+            let mut jobs = self.interrupted_jobs.borrow_mut();
+            if !jobs.contains(&job) {
+                jobs.push(job);
+            }
+        }
         if signal != Signal::SIGINT && self.pty.signal(Signal::SIGINT) {
             self.interrupted_shell.set(true);
         }
@@ -565,8 +810,44 @@ impl Shell {
         waiting_for_terminal(&members, &self.terminal_path)
     }
 
-    /// Passes output to `sink` until the prompt report for `seq` arrives or
-    /// `watch` says to stop waiting.
+    /// Where the shell holds its end of the report socket.
+    fn channel_state(&self) -> ChannelState {
+        if self.channel_closed.get() {
+            return ChannelState::Missing;
+        }
+        let target = format!("socket:[{}]", self.place.inode);
+        let Ok(entries) = std::fs::read_dir(format!("/proc/{}/fd", self.place.shell)) else {
+            return ChannelState::Missing;
+        };
+        let mut state = ChannelState::Missing;
+        for entry in entries.filter_map(Result::ok) {
+            if std::fs::read_link(entry.path()).is_ok_and(|t| t.as_os_str() == target.as_str()) {
+                if entry.file_name().to_str() == Some(&self.place.fd.to_string()) {
+                    return ChannelState::AtPlace;
+                }
+                state = ChannelState::Aside;
+            }
+        }
+        state
+    }
+
+    /// The shell itself reads the terminal: a `read` in the command, or the
+    /// shell back at its prompt without having reported (its socket gone).
+    fn shell_reading_without_channel(&self, reader: &TerminalReader) -> bool {
+        reader.pid == self.pty.pid() && self.channel_state() != ChannelState::Aside
+    }
+
+    /// A stopped shell (SIGSTOP, from the command or outside) cannot get
+    /// back to its prompt: continue it, and say so.
+    fn continue_if_stopped(&self) {
+        if process_info(self.pty.pid()).is_some_and(|p| p.state == 'T') {
+            let _ = kill(Pid::from_raw(self.pty.pid()), Signal::SIGCONT);
+            self.note("The shell itself was stopped (SIGSTOP); it was continued with SIGCONT.");
+        }
+    }
+
+    /// Passes output to `sink` until the prompt report for `seq` arrives
+    /// (with everything printed before it) or `watch` says to stop waiting.
     fn await_prompt(&self, seq: u64, watch: &Watch<'_>, sink: &mut dyn FnMut(&[u8])) -> Awaited {
         let mut probe_interval = FIRST_PROBE;
         let mut next_probe = Instant::now() + FIRST_PROBE;
@@ -574,11 +855,17 @@ impl Shell {
         let mut suspect = false;
         let mut closed = false;
         let mut next_exit_check = Instant::now();
+        let mut fences: Vec<String> = Vec::new();
+        let mut reported: Option<Reported> = None;
+        let mut last_output = Instant::now();
         loop {
             let now = Instant::now();
             let mut wake = watch.until.min(now + POLL_INTERVAL);
             if watch.detect_input {
                 wake = wake.min(next_probe);
+            }
+            if let Some(reported) = &reported {
+                wake = reported.next_look(now, last_output);
             }
             let events = if closed {
                 thread::sleep(Duration::from_millis(5));
@@ -586,20 +873,41 @@ impl Shell {
             } else {
                 self.reader.next_events(wake.saturating_duration_since(now))
             };
-            let mut prompt = None;
             for event in events {
                 match event {
                     ReaderEvent::Output(bytes) => {
                         suspect = false;
+                        last_output = Instant::now();
                         sink(&bytes);
                     }
-                    ReaderEvent::Prompt(report) if report.seq == seq => prompt = Some(report),
+                    ReaderEvent::Fence(fence) => {
+                        if let Some(reported) = &mut reported {
+                            reported.fenced |= reported.report.fence == fence;
+                        } else {
+                            fences.push(fence);
+                        }
+                    }
+                    ReaderEvent::Prompt(report) if report.seq == seq && reported.is_none() => {
+                        reported = Some(self.reported(report, &fences));
+                    }
                     ReaderEvent::Prompt(_) => {} // an earlier command's report
+                    ReaderEvent::Refused(refusal) => self.refused(&refusal),
+                    ReaderEvent::ReportsClosed => self.channel_closed.set(true),
                     ReaderEvent::Closed => closed = true,
                 }
             }
-            if let Some(report) = prompt {
-                return Awaited::Prompt(report);
+            if let Some(done) = &reported {
+                match done.settled(Instant::now(), last_output) {
+                    Settled::Yes => return Awaited::Prompt(done.report.clone()),
+                    Settled::PipeStillDelivering => {
+                        self.note(format!(
+                            "The shell's output goes through a pipe (e.g. exec > >(tee log)) that was still delivering {} after the command ended; what comes later is shown with the next command's output, marked as late.",
+                            envhost_core::text::duration(PIPE_WAIT)
+                        ));
+                        return Awaited::Prompt(done.report.clone());
+                    }
+                    Settled::No => continue,
+                }
             }
             // A system call: not for every chunk of a flood of output.
             if closed || Instant::now() >= next_exit_check {
@@ -616,15 +924,37 @@ impl Shell {
             if now >= watch.until {
                 return Awaited::Deadline;
             }
-            if watch.detect_input && now >= next_probe {
+            if (watch.detect_input || self.channel_closed.get()) && now >= next_probe {
+                self.continue_if_stopped();
                 match self.input_waiter() {
-                    Some(reader) if suspect => return Awaited::WaitingForInput(reader),
+                    Some(reader) if self.shell_reading_without_channel(&reader) => {
+                        return Awaited::ChannelLost;
+                    }
+                    Some(reader) if suspect && watch.detect_input => {
+                        return Awaited::WaitingForInput(reader);
+                    }
                     Some(_) => suspect = true,
                     None => suspect = false,
                 }
                 probe_interval = (probe_interval * 3 / 2).min(MAX_PROBE_INTERVAL);
                 next_probe = now + probe_interval;
             }
+        }
+    }
+
+    /// A report for the awaited command arrived: what is still to come.
+    fn reported(&self, report: PromptReport, fences: &[String]) -> Reported<'_> {
+        let stdout = report.notes.stdout_is_pipe.then(|| {
+            let mut watch = PipeWatch::default();
+            watch.add(self.pty.pid(), 1);
+            watch
+        });
+        Reported {
+            fenced: fences.contains(&report.fence),
+            report,
+            at: Instant::now(),
+            stdout,
+            stderr: self.stderr_pipe.as_ref(),
         }
     }
 
@@ -640,22 +970,27 @@ impl Shell {
                 match event {
                     ReaderEvent::Output(bytes) => sink(&bytes),
                     ReaderEvent::Closed => closed = true,
-                    ReaderEvent::Prompt(_) => {}
+                    _ => {}
                 }
             }
         }
     }
 
-    /// Ends the shell and every process of its session: SIGHUP (what a
-    /// closing terminal sends), SIGTERM and SIGCONT to each; SIGKILL to what
-    /// is left after a grace period. Processes that left the session
-    /// (`setsid`) are the reaper's, at host exit.
+    /// Ends the shell and everything it started: SIGHUP (what a closing
+    /// terminal sends), SIGTERM and SIGCONT to each process of its session
+    /// and of its cgroup (processes that left the session with `setsid`);
+    /// after a grace period SIGKILL to the session and `cgroup.kill` to the
+    /// cgroup. Without cgroups, processes that left the session are the
+    /// reaper's, at host exit.
     pub fn terminate(&mut self) {
         if self.terminated {
             return;
         }
         self.terminated = true;
-        for pid in self.pty.session_members() {
+        let enclosure = self.pty.enclosure();
+        let mut everyone = self.pty.session_members();
+        everyone.extend(enclosure.members());
+        for pid in everyone {
             let pid = Pid::from_raw(pid);
             let _ = kill(pid, Signal::SIGHUP);
             let _ = kill(pid, Signal::SIGTERM);
@@ -665,7 +1000,11 @@ impl Shell {
             let deadline = Instant::now() + limit;
             loop {
                 let _ = self.exited();
-                if self.pty.session_members().is_empty() {
+                if self.pty.session_members().is_empty()
+                    && enclosure.members().iter().all(|&pid| {
+                        process_info(pid).is_none_or(|p| p.state == 'Z' || p.state == 'X')
+                    })
+                {
                     return true;
                 }
                 if Instant::now() >= deadline {
@@ -678,6 +1017,7 @@ impl Shell {
             for pid in self.pty.session_members() {
                 let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
             }
+            enclosure.kill();
             gone(SESSION_GRACE);
         }
         // Collect the shell's own exit status so it leaves no zombie.
@@ -693,6 +1033,56 @@ impl Drop for Shell {
     fn drop(&mut self) {
         self.terminate();
     }
+}
+
+/// The report socket: the host's end, with the sender's credentials
+/// attached to every message, and the shell's end.
+fn report_socket() -> io::Result<(UnixStream, OwnedFd)> {
+    let (host, shell) = UnixStream::pair()?;
+    nix::sys::socket::setsockopt(&host, nix::sys::socket::sockopt::PassCred, &true)?;
+    host.set_nonblocking(true)?;
+    Ok((host, OwnedFd::from(shell)))
+}
+
+/// Whether `shell` is blocked reading its standard input, where it reads
+/// its commands: it is at its prompt.
+fn reading_commands(shell: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{shell}/syscall")).is_ok_and(|text| {
+        let mut fields = text.split_whitespace();
+        fields.next() == Some(&nix::libc::SYS_read.to_string())
+            && fields.next().is_some_and(|fd| fd == "0x0")
+    })
+}
+
+/// Ends what is left of interrupted jobs: their process groups get SIGTERM
+/// (and SIGCONT), then SIGKILL after [`LEFTOVER_GRACE`]. Returns how many
+/// processes were left.
+fn end_leftover_jobs(groups: &[i32]) -> usize {
+    let members = |group: i32| -> Vec<i32> {
+        process_table()
+            .into_iter()
+            .filter(|p| p.group == group && p.state != 'Z' && p.state != 'X')
+            .map(|p| p.pid)
+            .collect()
+    };
+    let mut left = 0;
+    for &group in groups {
+        let count = members(group).len();
+        if count == 0 {
+            continue;
+        }
+        left += count;
+        signal_group(group, Signal::SIGTERM);
+        signal_group(group, Signal::SIGCONT);
+        let deadline = Instant::now() + LEFTOVER_GRACE;
+        while !members(group).is_empty() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        if !members(group).is_empty() {
+            signal_group(group, Signal::SIGKILL);
+        }
+    }
+    left
 }
 
 /// Echo off (the host's typing must not show up as output), line editing

@@ -1,0 +1,146 @@
+//! The shell's standard streams, seen from outside through `/proc`.
+//!
+//! A command may redirect the shell's own output (`exec > >(tee -a log)`,
+//! `exec 2>&-`). The host looks at where the shell's descriptors point
+//! ([`stream_kind`]) to repair a closed one before the next command and to
+//! know when output may still be on its way through a pipe. A [`PipeWatch`]
+//! opens such a pipe through `/proc/<shell>/fd/<n>` (a new reference to the
+//! same pipe, never read from) to ask the kernel how many bytes it still
+//! holds, and finds the shell's descendants that read it (the `tee` of a
+//! process substitution): the output is through once the pipe is empty and
+//! every reader is blocked waiting for more input, rather than busy with
+//! what it read (a `sleep` in a slow loop, a write not done yet).
+//!
+//! Reading only: nothing here writes to the shell or its streams.
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+
+use envhost_process::{descendants, process_table, waiting_for_any_input};
+use nix::libc;
+
+/// What one of the shell's descriptors is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamKind {
+    /// Closed.
+    Closed,
+    /// A pipe or a socket: a process on the other side forwards it (or not).
+    Pipe,
+    /// Anything else: the terminal, a file, `/dev/null`.
+    Other,
+}
+
+/// Where descriptor `fd` of process `pid` points.
+pub fn stream_kind(pid: i32, fd: i32) -> StreamKind {
+    match std::fs::read_link(format!("/proc/{pid}/fd/{fd}")) {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => StreamKind::Closed,
+        Err(_) => StreamKind::Other,
+        Ok(target) => {
+            let target = target.to_string_lossy();
+            if target.starts_with("pipe:") || target.starts_with("socket:") {
+                StreamKind::Pipe
+            } else {
+                StreamKind::Other
+            }
+        }
+    }
+}
+
+/// Pipes the shell writes to, opened to ask how much they still hold, and
+/// the processes below the shell that read them.
+#[derive(Default)]
+pub struct PipeWatch {
+    pipes: Vec<File>,
+    readers: Vec<i32>,
+}
+
+impl PipeWatch {
+    /// Watches descriptor `fd` of `shell` if it is a pipe (sockets cannot
+    /// be reopened; they are waited for by time alone).
+    pub fn add(&mut self, shell: i32, fd: i32) {
+        let opened = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(format!("/proc/{shell}/fd/{fd}"));
+        let Ok(file) = opened else {
+            return;
+        };
+        let Ok(metadata) = file.metadata() else {
+            return;
+        };
+        use std::os::unix::fs::FileTypeExt;
+        if !metadata.file_type().is_fifo() {
+            return;
+        }
+        let inode = format!("pipe:[{}]", metadata.ino());
+        let table = process_table();
+        for process in descendants(&table, shell) {
+            if reads_pipe(process.pid, &inode) && !self.readers.contains(&process.pid) {
+                self.readers.push(process.pid);
+            }
+        }
+        self.pipes.push(file);
+    }
+
+    /// Whether the output is through: the pipes are empty and each reader
+    /// is blocked waiting for more.
+    pub fn drained(&self) -> bool {
+        !self.holds_bytes() && self.readers.iter().all(|&pid| waiting_for_any_input(pid))
+    }
+
+    /// Whether a watched pipe still holds bytes nobody has read.
+    pub fn holds_bytes(&self) -> bool {
+        self.pipes.iter().any(|pipe| {
+            let mut pending: libc::c_int = 0;
+            // SAFETY: FIONREAD writes one int through the pointer.
+            let result = unsafe { libc::ioctl(pipe.as_raw_fd(), libc::FIONREAD, &mut pending) };
+            result == 0 && pending > 0
+        })
+    }
+}
+
+/// Whether `pid` holds a read end of the pipe named `inode`
+/// (`pipe:[N]`), according to `/proc/<pid>/fd` and `fdinfo`.
+fn reads_pipe(pid: i32, inode: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    entries.filter_map(Result::ok).any(|entry| {
+        if !std::fs::read_link(entry.path()).is_ok_and(|t| t.as_os_str() == inode) {
+            return false;
+        }
+        let info = std::fs::read_to_string(format!(
+            "/proc/{pid}/fdinfo/{}",
+            entry.file_name().to_string_lossy()
+        ))
+        .unwrap_or_default();
+        info.lines()
+            .find_map(|line| line.strip_prefix("flags:"))
+            .and_then(|flags| u32::from_str_radix(flags.trim(), 8).ok())
+            .is_some_and(|flags| flags & 0o3 != 0o1)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn streams_are_told_apart_and_pipes_report_what_they_hold() {
+        let me = std::process::id() as i32;
+        let (reader, mut writer) = std::io::pipe().unwrap();
+        let fd = writer.as_raw_fd();
+        assert_eq!(stream_kind(me, fd), StreamKind::Pipe);
+        assert_eq!(stream_kind(me, 987_654), StreamKind::Closed);
+        let file = tempfile::tempfile().unwrap();
+        assert_eq!(stream_kind(me, file.as_raw_fd()), StreamKind::Other);
+        let mut watch = PipeWatch::default();
+        watch.add(me, fd);
+        assert!(!watch.holds_bytes());
+        writer.write_all(b"pending").unwrap();
+        assert!(watch.holds_bytes());
+        drop(reader);
+    }
+}
