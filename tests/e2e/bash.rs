@@ -498,7 +498,9 @@ fn background_output_between_commands_reaches_the_next_response() {
 #[test]
 fn a_gigabyte_of_output_is_capped_saved_and_leaves_memory_bounded() {
     let project = Project::new();
-    let mut host = Host::start(project.path());
+    let mut host = Host::builder()
+        .args(["--output-file-limit", "2GiB"])
+        .start(project.path());
     bash(&mut host, "true").ok();
     let before = host_peak_memory_kib(&host);
     let gigabyte = 1_000_000_000u64;
@@ -529,6 +531,110 @@ fn a_gigabyte_of_output_is_capped_saved_and_leaves_memory_bounded() {
         peak < before + 64 * 1024,
         "host peak memory grew from {before} KiB to {peak} KiB"
     );
+    host.finish();
+}
+
+#[test]
+fn a_runaway_commands_saved_output_is_bounded() {
+    let project = Project::new();
+    let mut host = Host::builder()
+        .args(["--output-file-limit", "1MiB"])
+        .start(project.path());
+    let reply = bash(&mut host, "yes | head -c 5000000; echo done");
+    let output = reply.ok();
+    assert!(output.ends_with("done\n"), "the tail is kept");
+    assert!(
+        output.contains("the first 1048576 bytes are saved in"),
+        "{}",
+        &output[output.len() - 400..]
+    );
+    let saved = output
+        .split("saved in ")
+        .nth(1)
+        .and_then(|rest| rest.split(" (the file").next())
+        .expect("the response names the file");
+    assert_eq!(std::fs::metadata(saved).expect("saved").len(), 1 << 20);
+    host.finish();
+}
+
+/// A small file system mounted over the project's output folder, for one
+/// test; unmounted when dropped.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(at: &std::path::Path) -> Result<SmallDisk, String> {
+        std::fs::create_dir_all(at).map_err(|e| e.to_string())?;
+        let status = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                "size=256k",
+                "envhost-test",
+                &at.to_string_lossy(),
+            ])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .map_err(|e| format!("cannot run mount: {e}"))?;
+        if status.success() {
+            Ok(SmallDisk(at.to_owned()))
+        } else {
+            Err("mounting a tmpfs needs root".into())
+        }
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_leaves_no_partial_output_file() {
+    let project = Project::new();
+    let output_dir = project.path().join(".envhost/output");
+    let _disk = match SmallDisk::mount(&output_dir) {
+        Ok(disk) => disk,
+        Err(reason) => {
+            eprintln!("SKIPPED: no small disk to fill: {reason}");
+            return;
+        }
+    };
+    let mut host = Host::start(project.path());
+    let reply = bash(&mut host, "yes | head -c 3000000; echo done");
+    let output = reply.ok();
+    assert!(output.ends_with("done\n"), "the tail is kept");
+    assert!(
+        output.contains("the partial file was removed"),
+        "{}",
+        &output[output.len() - 400..]
+    );
+    let left: Vec<_> = std::fs::read_dir(&output_dir)
+        .expect("the output folder")
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "txt"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    host.finish();
+}
+
+#[test]
+fn a_timed_out_server_that_exits_cleanly_is_said_to_have_failed_and_why() {
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    let reply = bash_within(&mut host, "python3 -m http.server 0 --bind 127.0.0.1", 1500);
+    let output = reply.failed();
+    assert!(
+        reply.screen("bash").contains("Last exit code: 0"),
+        "{}",
+        reply.0
+    );
+    assert!(
+        output.contains("exited with code 0 when interrupted"),
+        "{output}"
+    );
+    assert!(output.contains("counts as failed"), "{output}");
     host.finish();
 }
 

@@ -135,6 +135,13 @@ struct SessionArgs {
           default_value_t = DEFAULT_CAP_BYTES)]
     output_cap: usize,
 
+    /// Largest file of saved output for one command (e.g. 64MiB, 1GiB);
+    /// a runaway command's output beyond it is not saved (the response
+    /// still shows its tail).
+    #[arg(long, value_name = "BYTES", value_parser = parse_size,
+          default_value = "256MiB")]
+    output_file_limit: usize,
+
     /// Pass this environment variable to bash and python even though its
     /// name looks like a secret (*_API_KEY, *_TOKEN, ...). Repeatable.
     #[arg(long = "pass-env", value_name = "NAME")]
@@ -195,6 +202,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<()> {
     let project = resolve_project(&args.project)?;
     let mut config = envhost_envs::Settings::for_project(project.clone());
     config.output.cap_bytes = args.output_cap;
+    config.output.spill_limit_bytes = args.output_file_limit as u64;
     config.secrets = SecretPolicy::new(args.pass_env);
     config.allow_outside_project = args.allow_outside_project;
     config.python = args.python;

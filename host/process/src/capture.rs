@@ -22,9 +22,10 @@ use envhost_core::Incident;
 /// this is better read from the saved file with `grep`, `tail` or a view.
 pub const DEFAULT_CAP_BYTES: usize = 128 * 1024;
 
-/// Default cap on a saved output file: 4 GiB, so a runaway command cannot
-/// fill the disk.
-pub const DEFAULT_SPILL_LIMIT_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+/// Default cap on a saved output file: 256 MiB. A runaway command writes at
+/// disk speed for its whole timeout (gigabytes a minute); nobody reads more
+/// than this of a log, and the response keeps the output's tail anyway.
+pub const DEFAULT_SPILL_LIMIT_BYTES: u64 = 256 * 1024 * 1024;
 
 /// How many saved output files are kept in the output folder.
 pub const RETAINED_FILES: usize = 20;
@@ -174,20 +175,37 @@ impl OutputCapture {
 
     fn write_spill(&mut self, text: &str) {
         let limit = self.limits.spill_limit_bytes;
-        if let Some(Spill::Writing { file, written, .. }) = &mut self.spill {
+        if let Some(Spill::Writing {
+            file,
+            written,
+            path,
+        }) = &mut self.spill
+        {
             let room = limit.saturating_sub(*written);
             let take = usize::try_from(room).unwrap_or(usize::MAX).min(text.len());
             if take == 0 {
                 return;
             }
             if let Err(err) = file.write_all(&text.as_bytes()[..take]) {
-                self.spill = Some(Spill::Failed {
-                    reason: format!("writing the output file failed: {err}"),
-                });
+                let path = path.clone();
+                self.abandon_spill(&path, &err);
                 return;
             }
             *written += take as u64;
         }
+    }
+
+    /// Writing the file failed (a full disk, most likely): a partial file
+    /// is removed rather than left taking the space that is missing.
+    fn abandon_spill(&mut self, path: &Path, err: &std::io::Error) {
+        let reason = match fs::remove_file(path) {
+            Ok(()) => format!(
+                "writing {} failed ({err}); the partial file was removed",
+                path.display()
+            ),
+            Err(_) => format!("writing {} failed ({err})", path.display()),
+        };
+        self.spill = Some(Spill::Failed { reason });
     }
 
     /// The text for the response.
@@ -223,7 +241,20 @@ impl OutputCapture {
                     Some(path.clone()),
                     format!("the full output is saved in {}", path.display()),
                 ),
-                Err(err) => (None, format!("the full output could not be saved: {err}")),
+                Err(err) => {
+                    let removed = if fs::remove_file(&path).is_ok() {
+                        "; the partial file was removed"
+                    } else {
+                        ""
+                    };
+                    (
+                        None,
+                        format!(
+                            "the full output could not be saved: writing {} failed ({err}){removed}",
+                            path.display()
+                        ),
+                    )
+                }
             },
             Spill::Failed { reason } => (
                 None,

@@ -205,6 +205,15 @@ impl BashEnvironment {
                 *escalation,
                 run.report.is_some(),
             )));
+            if run
+                .report
+                .as_ref()
+                .is_some_and(|report| report.exit_code == 0)
+            {
+                output.after(note(
+                    "It exited with code 0 when interrupted (as servers do on Ctrl-C), which the screen shows as the last exit code; the command still counts as failed because it did not end by itself.",
+                ));
+            }
             if let StopCause::Timeout { limit, .. } = cause {
                 output.incident(Incident::TimedOut { after: *limit });
             }
