@@ -23,12 +23,13 @@
 //!
 //! **The fence** orders the two channels: the report may arrive before the
 //! last bytes the command wrote to the terminal have come through the
-//! kernel's terminal buffers. So before the report the prompt code writes
+//! kernel's terminal buffers. So after the report the prompt code writes
 //! `ESC ] 6973 ; F ; <fence> BEL` to the terminal, with a fresh random
 //! number from the shell (`$SRANDOM`, drawn only after the command ended,
 //! so the command cannot print it in advance). Everything before that fence
 //! on the terminal is the command's. [`FenceScanner`] removes fences from
-//! the terminal stream and reports them.
+//! the terminal stream and reports them. The report is written first and
+//! the fence last: once the fence is read, the report is on the socket.
 //!
 //! This module owns both formats and does no I/O.
 
@@ -38,8 +39,9 @@ use std::path::PathBuf;
 
 /// The OSC number of the fence (an unassigned one: terminals ignore it).
 const FENCE_PREFIX: &[u8] = b"\x1b]6973;F;";
-/// Digits of a fence: two 32-bit random numbers written one after the
-/// other (compared as text: together they may not fit in 64 bits).
+/// Digits of a fence: a 32-bit random number (compared as text). Guessing
+/// it would only end the collection of a command's output early (the rest
+/// shows as late output), never its report.
 const MAX_FENCE_DIGITS: usize = 20;
 const BEL: u8 = 0x07;
 
@@ -56,7 +58,8 @@ pub struct Notes {
     /// Standard output was closed (`exec 1>&-`); it was reopened on the
     /// terminal.
     pub stdout_reopened: bool,
-    /// The shell's own terminal descriptor was closed; it was reopened.
+    /// The shell's own terminal descriptor was found closed after the
+    /// previous report; it was reopened.
     pub terminal_reopened: bool,
     /// Standard output is a pipe or socket (`exec > >(tee log)`): what the
     /// command wrote may still be on its way.

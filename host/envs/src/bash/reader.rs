@@ -5,7 +5,8 @@
 //! otherwise block once the kernel's buffer is full. Whoever reads removes
 //! fences from the terminal bytes ([`FenceScanner`]) and takes reports from
 //! the socket ([`ReportSocket`]), keeping only those the shell itself wrote
-//! with the socket in its place.
+//! with the socket in its place. Only the terminal is waited on; the socket
+//! is read after each wake-up (see [`ReadSide::poll_and_read`]).
 //!
 //! Two readers take turns, so that a command's round trip costs no thread
 //! hand-over:
@@ -170,8 +171,19 @@ impl ReportSocket {
         }
     }
 
-    /// Reads once (the socket must be readable) and appends what it holds.
-    fn read_into(&mut self, events: &mut Vec<ReaderEvent>) {
+    /// Takes what the socket holds now, without waiting, up to the first
+    /// report (the last thing the shell writes there before its fence).
+    fn drain_into(&mut self, events: &mut Vec<ReaderEvent>) {
+        while !self.closed && self.read_into(events) {
+            if matches!(events.last(), Some(ReaderEvent::Prompt(_))) {
+                return;
+            }
+        }
+    }
+
+    /// Reads once, without waiting, and appends what it held; `false` when
+    /// there was nothing to read.
+    fn read_into(&mut self, events: &mut Vec<ReaderEvent>) -> bool {
         let mut space = nix::cmsg_space!(UnixCredentials);
         let mut iov = [IoSliceMut::new(&mut self.buffer)];
         let received = recvmsg::<()>(
@@ -190,19 +202,20 @@ impl ReportSocket {
                 });
                 (message.bytes, sender)
             }
-            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => return,
+            Err(nix::errno::Errno::EAGAIN) => return false,
+            Err(nix::errno::Errno::EINTR) => return true,
             Err(_) => (0, None),
         };
         if count == 0 {
             self.closed = true;
             events.push(ReaderEvent::ReportsClosed);
-            return;
+            return false;
         }
         if sender != Some(self.place.shell) {
             events.push(ReaderEvent::Refused(Refusal::ForeignSender {
                 pid: sender.unwrap_or(0),
             }));
-            return;
+            return true;
         }
         let (reports, garbled) = self.parser.feed(&self.buffer[..count]);
         if garbled {
@@ -215,6 +228,7 @@ impl ReportSocket {
                 events.push(ReaderEvent::Refused(Refusal::OutOfPlace));
             }
         }
+        true
     }
 }
 
@@ -228,9 +242,17 @@ struct ReadSide {
 }
 
 impl ReadSide {
-    /// Polls both descriptors for up to `timeout` (and `extra`, the idle
-    /// thread's wake-up pipe) and reads what is ready. Returns whether
-    /// `extra` is readable.
+    /// Polls the terminal for up to `timeout` (and `extra`, the idle
+    /// thread's wake-up pipe), reads it if it is ready, and then takes
+    /// whatever the report socket holds without waiting for it. Returns
+    /// whether `extra` is readable.
+    ///
+    /// The socket is not waited on: the shell writes its report before the
+    /// fence that follows it on the terminal, so by the time the fence is
+    /// read the report is already there, and a round trip costs one
+    /// wake-up, not two. Whatever comes on the socket otherwise (a report
+    /// whose fence could not be written, a refused write, its closing) is
+    /// seen at the next wake-up, at most a poll interval later.
     fn poll_and_read(
         &mut self,
         timeout: PollTimeout,
@@ -239,34 +261,22 @@ impl ReadSide {
         read_terminal: &dyn Fn() -> bool,
     ) -> Result<bool, nix::errno::Errno> {
         let terminal = self.master.as_fd();
-        let socket = self.reports.stream.as_fd();
         let mut fds = vec![PollFd::new(terminal, PollFlags::POLLIN)];
-        if !self.reports.closed {
-            fds.push(PollFd::new(socket, PollFlags::POLLIN));
-        }
         let extra_index = extra.map(|fd| {
             fds.push(PollFd::new(fd, PollFlags::POLLIN));
             fds.len() - 1
         });
         let ready = poll(&mut fds, timeout)?;
-        if ready == 0 {
-            return Ok(false);
-        }
-        let terminal_ready = fds[0].any().unwrap_or(false);
-        let socket_ready = !self.reports.closed && fds[1].any().unwrap_or(false);
+        let terminal_ready = ready > 0 && fds[0].any().unwrap_or(false);
         let extra_ready = extra_index.is_some_and(|i| fds[i].any().unwrap_or(false));
         drop(fds);
         if !read_terminal() {
             return Ok(extra_ready);
         }
-        // The terminal first: a report must not overtake the output before
-        // it (the fence settles the rest).
         if terminal_ready {
             self.read_terminal(events);
         }
-        if socket_ready {
-            self.reports.read_into(events);
-        }
+        self.reports.drain_into(events);
         Ok(extra_ready)
     }
 

@@ -225,6 +225,11 @@ pub fn report_fd_number() -> i32 {
     }
 }
 
+/// Where the prompt code's standard error goes: a sink no command uses
+/// for its own output, so that the host can tell from `/proc` whether the
+/// shell is still inside its prompt code (and its standard error hidden).
+pub const PLUMBING_SINK: &str = "/dev/zero";
+
 /// Longest quoted command typed inline; longer ones use the command file.
 const MAX_INLINE_COMMAND: usize = 3000;
 
@@ -283,9 +288,10 @@ set +o history +o histexpand
 # Kept open for the session: redirecting to an open fd is a dup, where
 # opening /dev/tty for every prompt was the costliest system call of a
 # round trip.
-exec {{__envhost_tty}}>/dev/tty {{__envhost_null}}>/dev/null
+exec {{__envhost_tty}}>/dev/tty {{__envhost_null}}>/dev/null {{__envhost_sink}}>{sink}
 __envhost_seq=0
 __envhost_last=0
+__envhost_notes=
 __envhost_report={report_fd}
 __envhost_load() {{
   if (( $# > 1 )); then
@@ -300,29 +306,32 @@ __envhost_load() {{
 __envhost_jobs='\j'
 __envhost_prompt() {{
   __envhost_last=$?
-  local fence=$SRANDOM$SRANDOM notes=
-  if ! printf '{fence}' "$fence" >&"$__envhost_tty"; then
-    eval "exec $__envhost_tty>/dev/tty" && printf '{fence}' "$fence" >&"$__envhost_tty"
-    notes+=t
-  fi
-  [[ -t 0 ]] || {{ exec 0</dev/tty; notes+=0; }}
+  __envhost_fence=$SRANDOM
+  [[ -t 0 ]] || {{ exec 0</dev/tty; __envhost_notes+=0; }}
   if [[ ! -t 1 ]]; then
-    if [[ ! -e /dev/fd/1 ]]; then exec 1>/dev/tty; notes+=1
-    elif [[ -p /dev/fd/1 || -S /dev/fd/1 ]]; then notes+=p; fi
+    if [[ ! -e /dev/fd/1 ]]; then exec 1>/dev/tty; __envhost_notes+=1
+    elif [[ -p /dev/fd/1 || -S /dev/fd/1 ]]; then __envhost_notes+=p; fi
   fi
   if [[ ${{__envhost_jobs@P}} == 0 ]]; then
-    printf '{head}{end}' "$__envhost_seq" "$__envhost_last" "$-" "$fence" "$notes" "$PWD" >&"$__envhost_report"
+    printf '{head}{end}' "$__envhost_seq" "$__envhost_last" "$-" "$__envhost_fence" "$__envhost_notes" "$PWD" >&"$__envhost_report"
   else
-    {{ printf '{head}' "$__envhost_seq" "$__envhost_last" "$-" "$fence" "$notes" "$PWD"; jobs -l; printf '{end}'; }} >&"$__envhost_report"
+    {{ printf '{head}' "$__envhost_seq" "$__envhost_last" "$-" "$__envhost_fence" "$__envhost_notes" "$PWD"; jobs -l; printf '{end}'; }} >&"$__envhost_report"
+  fi
+  __envhost_notes=
+  if ! printf '{fence}' "$__envhost_fence" >&"$__envhost_tty"; then
+    # Closed by a command: reopened, and said with the next report.
+    eval "exec $__envhost_tty>/dev/tty" && printf '{fence}' "$__envhost_fence" >&"$__envhost_tty"
+    __envhost_notes=t
   fi
   unset __envhost_cmd
 }}
-PROMPT_COMMAND='{{ __envhost_prompt; }} 2>&"$__envhost_null"'
-readonly PROMPT_COMMAND __envhost_jobs __envhost_tty __envhost_null __envhost_report
+PROMPT_COMMAND='{{ __envhost_prompt; }} 2>&"$__envhost_sink"'
+readonly PROMPT_COMMAND __envhost_jobs __envhost_tty __envhost_null __envhost_sink __envhost_report
 readonly -f __envhost_load __envhost_prompt
 "#,
         command = shell_quote(command_file),
         fence = ReportFormat::FENCE,
+        sink = PLUMBING_SINK,
         head = ReportFormat::HEAD,
         end = ReportFormat::END,
     )

@@ -86,7 +86,7 @@ const PIPE_QUIET: Duration = Duration::from_millis(20);
 /// comes later is shown with the next command's, said to be late.
 const PIPE_WAIT: Duration = Duration::from_secs(1);
 /// Before a command, how long the shell may take to get from its report to
-/// reading its next line (microseconds; a bound, not a delay).
+/// the end of its prompt code (microseconds; a bound, not a delay).
 const IDLE_WAIT: Duration = Duration::from_millis(20);
 /// Grace between SIGTERM and SIGKILL for what is left of an interrupted
 /// job once the shell is back at its prompt.
@@ -652,12 +652,14 @@ impl Shell {
     fn check_stderr(&mut self) -> bool {
         let shell = self.pty.pid();
         self.stderr_pipe = None;
-        // Just after a report the shell may still be inside the plumbing
-        // (standard error on /dev/null for its duration): look once it is
-        // back to reading its next line.
+        // Just after a report the shell may still be inside the plumbing,
+        // whose standard error goes to /dev/zero (a sink nothing else
+        // uses) for its duration: look once it is out.
+        // Microseconds when it is: yielding, not sleeping, keeps the round
+        // trip short.
         let deadline = Instant::now() + IDLE_WAIT;
-        while !reading_commands(shell) && Instant::now() < deadline {
-            thread::sleep(Duration::from_micros(100));
+        while in_plumbing(shell) && Instant::now() < deadline {
+            thread::yield_now();
         }
         match stream_kind(shell, 2) {
             StreamKind::Closed => {
@@ -1044,14 +1046,11 @@ fn report_socket() -> io::Result<(UnixStream, OwnedFd)> {
     Ok((host, OwnedFd::from(shell)))
 }
 
-/// Whether `shell` is blocked reading its standard input, where it reads
-/// its commands: it is at its prompt.
-fn reading_commands(shell: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{shell}/syscall")).is_ok_and(|text| {
-        let mut fields = text.split_whitespace();
-        fields.next() == Some(&nix::libc::SYS_read.to_string())
-            && fields.next().is_some_and(|fd| fd == "0x0")
-    })
+/// Whether `shell` runs its prompt code, whose standard error goes to the
+/// sink set up for it, `/dev/zero` (see [`super::setup`]).
+fn in_plumbing(shell: i32) -> bool {
+    std::fs::read_link(format!("/proc/{shell}/fd/2"))
+        .is_ok_and(|target| target.as_os_str() == super::setup::PLUMBING_SINK)
 }
 
 /// Ends what is left of interrupted jobs: their process groups get SIGTERM
