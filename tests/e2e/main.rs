@@ -4,6 +4,7 @@
 //! starts its own host on its own temporary project.
 
 mod bash;
+mod bash_running;
 mod bash_trust;
 mod capabilities;
 mod containment;

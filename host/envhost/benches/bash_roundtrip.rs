@@ -9,7 +9,11 @@
 //! prints a fixed marker (no envhost at all): the cost of the terminal
 //! itself, which on a loaded machine grows with the kernel's work queue
 //! latency. Then it times 100 MB of output through envhost (and through the
-//! raw pipe) and reports the host's peak memory (VmHWM).
+//! raw pipe) and reports the host's peak memory (VmHWM). Commands that may
+//! outlive the wait are timed against the same run's plain `true`: `true`
+//! with `yield_ms` (it ends before it would yield, so it must cost what a
+//! plain command costs), and `wait` on a command that yielded and has
+//! ended since (the answer is ready: it must cost no more either).
 //!
 //! `cargo bench --bench bash_roundtrip` (add `--profile dev` for a quick
 //! check; the numbers that count are from the release profile).
@@ -220,6 +224,41 @@ fn main() {
         );
     }
     println!("(an envhost response line, screen included, is {response_bytes} bytes)");
+
+    // Commands that may outlive the wait, against plain `true` in turn.
+    let rounds = (n / 4).max(20);
+    let mut plain = Vec::with_capacity(rounds);
+    let mut yielding = Vec::with_capacity(rounds);
+    let mut waited = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        plain.push(envhost.command("bash", "true").0);
+        let (took, line) = envhost.round_trip(&serde_json::json!({
+            "type": "command", "environment": "bash", "command": "true", "yield_ms": 60_000
+        }));
+        assert!(!line.contains("\"running\":true"), "{line}");
+        yielding.push(took);
+        let (_, line) = envhost.round_trip(&serde_json::json!({
+            "type": "command", "environment": "bash", "command": "sleep 0.02", "yield_ms": 1
+        }));
+        assert!(line.contains("\"running\":true"), "{line}");
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        let (took, line) = envhost.round_trip(&serde_json::json!({
+            "type": "wait", "environment": "bash", "timeout_ms": 10_000
+        }));
+        assert!(!line.contains("\"running\":true"), "{line}");
+        waited.push(took);
+    }
+    let plain = summarize(&plain);
+    for (what, times) in [("true, yield_ms", yielding), ("wait, ended", waited)] {
+        let times = summarize(&times);
+        println!(
+            "{what:<16} p50 {:>8.1} us, p95 {:>8.1} us; against plain `true` (p50 {:.1} us): {:.2}x",
+            micros(times.median),
+            micros(times.p95),
+            micros(plain.median),
+            micros(times.median) / micros(plain.median),
+        );
+    }
 
     let big = if quick {
         BIG_OUTPUT_BYTES / 100

@@ -16,6 +16,8 @@ pub struct CommandOutput {
     terminal: TerminalText,
     capture: OutputCapture,
     pending: String,
+    /// The last complete non-empty line, for a summary of a running command.
+    last_line: String,
     before: Vec<String>,
     after: Vec<String>,
     incidents: Vec<Incident>,
@@ -29,6 +31,7 @@ impl CommandOutput {
             terminal: TerminalText::new(),
             capture: OutputCapture::new(limits, label),
             pending: String::new(),
+            last_line: String::new(),
             before: Vec::new(),
             after: Vec::new(),
             incidents: Vec::new(),
@@ -40,9 +43,28 @@ impl CommandOutput {
     pub fn feed(&mut self, bytes: &[u8]) {
         self.terminal.feed(bytes, &mut self.pending);
         if !self.pending.is_empty() {
+            if let Some(line) = self.pending.lines().rev().find(|l| !l.trim().is_empty()) {
+                line.clone_into(&mut self.last_line);
+            }
             self.capture.push(&self.pending);
             self.pending.clear();
         }
+    }
+
+    /// Bytes of (cleaned) output so far, the line still being written
+    /// included.
+    pub fn total_bytes(&self) -> u64 {
+        self.capture.total_bytes() + self.terminal.pending().len() as u64
+    }
+
+    /// The line the program is on (a prompt waiting for an answer), else
+    /// the last non-empty line it printed; `None` before any.
+    pub fn last_line(&self) -> Option<String> {
+        let current = self.terminal.pending();
+        if !current.trim().is_empty() {
+            return Some(current);
+        }
+        (!self.last_line.is_empty()).then(|| self.last_line.clone())
     }
 
     /// A line of the host's shown before the program's output.
@@ -125,6 +147,18 @@ mod tests {
             "[fresh start]\nred\n^C\n[envhost] stopped\n"
         );
         assert!(response.success);
+    }
+
+    #[test]
+    fn the_last_line_is_the_prompt_being_shown_or_the_last_one_printed() {
+        let (_dir, limits) = limits();
+        let mut output = CommandOutput::new(&limits, "test");
+        assert_eq!(output.last_line(), None);
+        output.feed(b"one\r\ntwo\r\n\r\n");
+        assert_eq!(output.last_line().as_deref(), Some("two"));
+        output.feed(b"Name: ");
+        assert_eq!(output.last_line().as_deref(), Some("Name: "));
+        assert_eq!(output.total_bytes(), 15);
     }
 
     #[test]

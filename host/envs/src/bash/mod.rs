@@ -20,7 +20,17 @@
 //! - [`reader`]: reading the terminal and the report socket, during and
 //!   between commands;
 //! - [`streams`]: the shell's standard streams as `/proc` shows them;
+//! - [`yielded`]: a command that outlived its wait, and the thread that
+//!   keeps waiting for it between the agent's answers;
 //! - [`jobs`], [`screen`]: the job table and the screen text.
+//!
+//! A command whose context carries `yield_after` is waited for in the
+//! host's own thread until then; if it is still running, the shell moves to
+//! a [`yielded::Yielded`] thread and the answer says so (`running: true`).
+//! `wait`, `input` and `interrupt` go on with it there; when it ends, its
+//! last answer carries the final output, notes and outcome, and the shell
+//! comes back. Commands that end before they would yield (and every command
+//! without `yield_after`) never leave the host's thread.
 
 mod jobs;
 mod marker;
@@ -29,16 +39,19 @@ mod screen;
 mod setup;
 mod shell;
 mod streams;
+mod yielded;
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
 use crate::settings::Settings;
 use envhost_core::text;
 use envhost_core::{
-    CommandContext, CommandResponse, Environment, EnvironmentError, Incident, ScreenSection, Usage,
+    CommandContext, CommandResponse, Environment, EnvironmentError, Incident, RunningCommand,
+    ScreenSection, Usage,
 };
 use envhost_process::{CommandOutput, Escalation, Exit, OutputLimits, SecretPolicy};
 
@@ -46,7 +59,8 @@ use self::jobs::parse_jobs;
 use self::marker::PromptReport;
 use self::screen::ShellStatus;
 use self::setup::{SessionFiles, report_fd_number, shell_environment};
-use self::shell::{Ending, Run, Shell, StartError, StopCause, exit_code};
+use self::shell::{Controls, Ending, Run, Shell, StartError, StopCause, exit_code};
+use self::yielded::{Answer, Yielded};
 
 /// What a restart loses, in the words the agent reads.
 const LOST_STATE: &str = "shell variables, functions, aliases and background jobs";
@@ -61,6 +75,8 @@ pub struct BashEnvironment {
     secrets: SecretPolicy,
     files: Option<SessionFiles>,
     shell: Option<Shell>,
+    /// A command that yielded; the shell is with its thread meanwhile.
+    yielded: Option<Yielded>,
     status: ShellStatus,
     /// `set -e` was on at the last prompt: a failing command will end the
     /// shell, which the response then explains.
@@ -76,6 +92,7 @@ impl BashEnvironment {
             secrets: config.secrets.clone(),
             files: None,
             shell: None,
+            yielded: None,
             status: ShellStatus::new(config.project_dir.clone()),
             errexit: false,
         }
@@ -142,9 +159,10 @@ impl BashEnvironment {
         ));
     }
 
-    fn run_command(
+    /// Gets a shell ready for a command: replaces one that ended or is
+    /// still busy with an abandoned command, starts one if there is none.
+    fn ready_shell(
         &mut self,
-        command: &str,
         context: &CommandContext,
         output: &mut CommandOutput,
     ) -> Result<(), EnvironmentError> {
@@ -174,14 +192,91 @@ impl BashEnvironment {
                 self.start_shell(context, output)?;
             }
         }
+        Ok(())
+    }
+
+    /// Runs `command`; `true` when it ended, `false` when it yielded (it
+    /// then runs on with its own thread).
+    fn run_command(
+        &mut self,
+        command: &str,
+        context: &CommandContext,
+        output: &mut CommandOutput,
+    ) -> Result<bool, EnvironmentError> {
+        self.ready_shell(context, output)?;
         let (Some(shell), Some(files)) = (self.shell.as_mut(), self.files.as_mut()) else {
             return Err(EnvironmentError::Failed("the shell did not start".into()));
         };
-        let run = shell
-            .run(files, command, context, &mut |b| output.feed(b))
+        let mut waiter = shell
+            .begin(files, command, context, &mut |b| output.feed(b))
             .map_err(|e| EnvironmentError::io("cannot pass the command to the shell", e))?;
-        self.conclude(run, Some(command), output);
-        Ok(())
+        let controls = Arc::new(Controls::default());
+        let yield_at = context
+            .yield_after
+            .and_then(|after| Instant::now().checked_add(after));
+        let ended = shell.proceed(
+            &mut waiter,
+            yield_at,
+            &context.cancel,
+            &controls,
+            &mut |b| output.feed(b),
+        );
+        if let Some(run) = ended {
+            self.conclude(run, Some(command), output);
+            return Ok(true);
+        }
+        let Some(shell) = self.shell.take() else {
+            return Err(EnvironmentError::Failed("the shell vanished".into()));
+        };
+        let yielded = Yielded::start(
+            shell,
+            waiter,
+            command,
+            output,
+            &self.limits,
+            context.cancel.clone(),
+            controls,
+        )
+        .map_err(|e| EnvironmentError::io("cannot start waiting for the command", e))?;
+        self.yielded = Some(yielded);
+        Ok(false)
+    }
+
+    /// Waits for the yielded command until `until` (`None`: its end) and
+    /// answers with its output since the last answer: still running, or
+    /// its end with the notes and outcome a command gets.
+    fn answer_yielded(
+        &mut self,
+        until: Option<Instant>,
+        cancel: &envhost_core::CancelFlag,
+    ) -> CommandResponse {
+        let Some(yielded) = self.yielded.take() else {
+            return CommandResponse::failure("Nothing is running in bash.");
+        };
+        let (still, answer) = yielded.wait(until, cancel);
+        self.yielded = still;
+        match answer {
+            Answer::Running(output) => still_running(*output),
+            Answer::Ended(ended) => {
+                let yielded::Ended {
+                    shell,
+                    run,
+                    mut output,
+                } = *ended;
+                self.shell = shell;
+                match run {
+                    Some(run) => self.conclude(run, None, &mut output),
+                    None => {
+                        self.discard_shell(self.status.last_exit_code, "The shell was lost");
+                        output.after(note(format!(
+                            "The shell was lost while the command ran; a fresh shell starts in {} with the next command; {LOST_STATE} are lost.",
+                            self.status.cwd.display()
+                        )));
+                    }
+                }
+                output.finish()
+            }
+        }
     }
 
     /// Records what a run left behind and explains it in the output.
@@ -270,6 +365,32 @@ impl BashEnvironment {
     }
 }
 
+/// How long `wait` waits when the request does not say (the orchestrator
+/// always says; a direct caller may not).
+const DEFAULT_WAIT: Duration = Duration::from_secs(10);
+/// How long `input` waits after typing when the request does not say.
+const DEFAULT_INPUT_WAIT: Duration = Duration::from_secs(1);
+
+/// The answer of a command still running: its output so far (the
+/// orchestrator adds the sentence on how to go on).
+fn still_running(output: CommandOutput) -> CommandResponse {
+    let finished = output.finish();
+    let mut response = CommandResponse::still_running(finished.output);
+    response.incidents = finished.incidents;
+    response
+}
+
+/// A command as quoted in a sentence: its first line, at most 80
+/// characters.
+fn shorten(command: &str) -> String {
+    let line = command.lines().next().unwrap_or_default();
+    let mut short: String = line.chars().take(80).collect();
+    if short.len() < command.len() {
+        short.push('…');
+    }
+    short
+}
+
 /// Whether a command turns `set -e` on (`set -e`, `set -eu`, `set -o
 /// errexit`), to explain a shell that ends right after.
 fn mentions_errexit(command: &str) -> bool {
@@ -334,6 +455,9 @@ fn describe_stop(cause: &StopCause, escalation: Escalation, kept_state: bool) ->
         StopCause::Cancelled => {
             format!("The command was {}, so {how}.{kept}", text::INTERRUPTED)
         }
+        StopCause::Interrupted => {
+            format!("The command was interrupted as asked: {how}.{kept}")
+        }
         StopCause::Leftover => {
             format!("The previous command was still running when this one came, so {how}.{kept}")
         }
@@ -360,15 +484,99 @@ impl Environment for BashEnvironment {
         }
         // What a terminal's CR-to-NL translation would have done.
         let command = command.replace("\r\n", "\n");
+        if let Some(yielded) = &self.yielded {
+            // The orchestrator refuses first; this is the environment's own
+            // guard.
+            return Ok(CommandResponse::failure(format!(
+                "bash is still running `{}`; go on with wait, input or interrupt first.",
+                yielded.running().command
+            )));
+        }
         self.status.used = true;
         let mut output = CommandOutput::new(&self.limits, "bash");
-        self.run_command(&command, context, &mut output)?;
+        if self.run_command(&command, context, &mut output)? {
+            Ok(output.finish())
+        } else {
+            Ok(still_running(output))
+        }
+    }
+
+    fn running(&self) -> Option<RunningCommand> {
+        self.yielded.as_ref().map(Yielded::running)
+    }
+
+    fn wait(&mut self, context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
+        let until = Instant::now().checked_add(context.yield_after.unwrap_or(DEFAULT_WAIT));
+        Ok(self.answer_yielded(until, &context.cancel))
+    }
+
+    fn input(
+        &mut self,
+        text: &str,
+        context: &CommandContext,
+    ) -> Result<CommandResponse, EnvironmentError> {
+        let Some(yielded) = &self.yielded else {
+            return Ok(CommandResponse::failure("Nothing is running in bash."));
+        };
+        let mut typed_note = None;
+        if yielded.ended() {
+            typed_note = Some(note(
+                "The command had already ended, so the input was not typed (the shell would have run it as a command).",
+            ));
+        } else if let Err(err) = yielded.type_text(text) {
+            typed_note = Some(note(format!("The input could not be typed: {err}.")));
+        }
+        let until = Instant::now().checked_add(context.yield_after.unwrap_or(DEFAULT_INPUT_WAIT));
+        let mut response = self.answer_yielded(until, &context.cancel);
+        if let Some(sentence) = typed_note {
+            response.output.push_str(&sentence);
+            response.output.push('\n');
+        }
+        Ok(response)
+    }
+
+    fn interrupt(&mut self, context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
+        let Some(yielded) = &self.yielded else {
+            return Ok(CommandResponse::failure("Nothing is running in bash."));
+        };
+        yielded.interrupt();
+        Ok(self.answer_yielded(None, &context.cancel))
+    }
+
+    fn restart(&mut self, context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
+        let mut output = CommandOutput::new(&self.limits, "bash");
+        let mut lost = LOST_STATE.to_owned();
+        if let Some(yielded) = self.yielded.take() {
+            let command = yielded.running().command;
+            let (shell, undelivered) = yielded.abandon();
+            output = undelivered;
+            self.shell = shell;
+            lost = format!(
+                "the running command `{}` (ended), and {LOST_STATE}",
+                shorten(&command)
+            );
+        }
+        self.discard_shell(0, "The shell was restarted");
+        self.status = ShellStatus::new(self.project_dir.clone());
+        self.status.used = true;
+        self.errexit = false;
+        self.start_shell(context, &mut output)?;
+        output.after(note(format!(
+            "The shell was restarted in {}. Lost: {lost}.",
+            self.project_dir.display()
+        )));
+        output.incident(Incident::Restarted {
+            reason: "restart was asked for".into(),
+            lost,
+        });
+        output.set_success(true);
         Ok(output.finish())
     }
 
     fn screen(&mut self) -> Result<ScreenSection, EnvironmentError> {
         // Killed from outside since the last command: say so already (one
         // non-blocking waitpid; the replacement starts with the next command).
+        // (While a command runs, the orchestrator shows it above this.)
         if self.status.ended.is_none()
             && let Some(exit) = self.shell.as_ref().and_then(Shell::exited)
         {
@@ -383,6 +591,10 @@ impl Environment for BashEnvironment {
     }
 
     fn shutdown(&mut self) {
+        if let Some(yielded) = self.yielded.take() {
+            let (shell, _) = yielded.abandon();
+            self.shell = shell;
+        }
         if let Some(mut shell) = self.shell.take() {
             shell.terminate();
         }

@@ -14,13 +14,17 @@
 //! time, until that pipe is empty and the terminal quiet
 //! ([`super::streams`]).
 //!
-//! While it waits, the shell is watched: past the timeout, or once the
-//! foreground job is seen blocked reading the terminal twice in a row
-//! ([`envhost_process::input_wait`]), the foreground job is interrupted with
-//! the [`crate::process::interrupt`] ladder (SIGINT, SIGTERM, SIGKILL) until
-//! the prompt comes back. Each signal goes to the terminal's foreground
-//! process group, with a SIGINT to the shell itself so that it drops the
-//! rest of a command list. What is left of an interrupted job (children that
+//! A command is begun ([`Shell::begin`]) and then waited for
+//! ([`Shell::proceed`]), in one go or in pieces: a command that may outlive
+//! the wait stops being waited for at its yield point and is picked up
+//! again later, from another thread if need be ([`wait`] keeps the state
+//! of the wait between the pieces). While it waits, the shell is watched:
+//! past the timeout, when the agent asks, or once the foreground job is
+//! seen blocked reading the terminal twice in a row (unless the command has
+//! yielded and the agent can answer it), the foreground job is interrupted
+//! with the ladder (SIGINT, SIGTERM, SIGKILL) until the prompt comes back.
+//! Each signal goes to the terminal's foreground process group, with a
+//! SIGINT to the shell itself so that it drops the rest of a command list. What is left of an interrupted job (children that
 //! ignore SIGINT) is ended with its process group once the prompt is back.
 //! If the shell dies instead, its exit status is reported; if it can no
 //! longer report (a command closed the socket), it is seen back at its
@@ -37,6 +41,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -44,8 +49,12 @@ use nix::sys::signal::{Signal, kill};
 use nix::sys::termios::{self, LocalFlags, SetArg};
 use nix::unistd::Pid;
 
+mod wait;
+
+use self::wait::{Awaited, InputWatch, Notes, WaitState, Watch, Watched};
+pub use self::wait::{Controls, Waiter};
 use super::marker::PromptReport;
-use super::reader::{PtyReader, ReaderEvent, Refusal, ReportPlace, ReportSocket};
+use super::reader::{PtyReader, ReaderEvent, ReportPlace, ReportSocket};
 use super::setup::SessionFiles;
 use super::streams::{PipeWatch, StreamKind, stream_kind};
 use envhost_core::{CancelFlag, CommandContext};
@@ -53,7 +62,7 @@ use envhost_process::{DEFAULT_LADDER, Escalation, escalate, signal_group};
 use envhost_process::{
     Exit, OpenError, PassedFd, ProgramSpec, Pty, PtyProgram, SpawnError, TerminalSize,
 };
-use envhost_process::{TerminalReader, process_info, process_table, waiting_for_terminal};
+use envhost_process::{TerminalReader, process_info, process_table};
 
 /// Terminal size. Programs lay out tables and progress bars to the width;
 /// 120 columns keeps lines readable without wrapping most tables.
@@ -62,29 +71,10 @@ pub const COLUMNS: u16 = 120;
 
 /// How long bash may take to show its first prompt.
 const STARTUP_LIMIT: Duration = Duration::from_secs(10);
-/// How often a wait looks at the shell's life and the cancel flag.
-const POLL_INTERVAL: Duration = Duration::from_millis(50);
-/// When the first look for a job waiting on input happens; later looks are
-/// spaced out up to [`MAX_PROBE_INTERVAL`], so long builds are barely
-/// disturbed.
-const FIRST_PROBE: Duration = Duration::from_millis(100);
-const MAX_PROBE_INTERVAL: Duration = Duration::from_secs(1);
 /// After a cancel, how long the interrupted command may take to finish.
 const CANCEL_GRACE: Duration = Duration::from_secs(1);
-/// After the shell ends, how long to collect its last output.
-const FINAL_OUTPUT_WAIT: Duration = Duration::from_millis(100);
 /// Grace between SIGTERM/SIGHUP and SIGKILL when ending the session.
 const SESSION_GRACE: Duration = Duration::from_secs(1);
-/// After the report, how long its fence may take to come through the
-/// terminal (normally microseconds; a bound, not a delay).
-const FENCE_WAIT: Duration = Duration::from_secs(2);
-/// When the shell's output goes through a pipe: once the pipe is empty and
-/// its readers wait for more, the terminal must have been quiet this long
-/// (for what they wrote last to come through it) for the output to be in...
-const PIPE_QUIET: Duration = Duration::from_millis(20);
-/// ... and the host waits at most this long after the report. Output that
-/// comes later is shown with the next command's, said to be late.
-const PIPE_WAIT: Duration = Duration::from_secs(1);
 /// Before a command, how long the shell may take to get from its report to
 /// the end of its prompt code (microseconds; a bound, not a delay).
 const IDLE_WAIT: Duration = Duration::from_millis(20);
@@ -113,6 +103,8 @@ pub enum StopCause {
     },
     /// The host received SIGINT/SIGTERM.
     Cancelled,
+    /// The agent asked (`interrupt`).
+    Interrupted,
     /// A command abandoned earlier (after a cancel) was still running when
     /// the next one came.
     Leftover,
@@ -228,89 +220,6 @@ const LATE_OUTPUT_HEADER: &str = "[envhost] Output that arrived after the previo
 /// Shown after it, before the command's own output.
 const OWN_OUTPUT_HEADER: &str = "[envhost] This command's output:\n";
 
-/// A report for the awaited command has arrived; what remains before its
-/// output is known to be complete.
-struct Reported<'a> {
-    report: PromptReport,
-    at: Instant,
-    /// Its fence has come through the terminal.
-    fenced: bool,
-    /// The shell's standard output and error, when they are pipes.
-    stdout: Option<PipeWatch>,
-    stderr: Option<&'a PipeWatch>,
-}
-
-/// Whether the awaited command's output is all in.
-enum Settled {
-    Yes,
-    No,
-    /// Its output goes through a pipe that was still busy at the bound.
-    PipeStillDelivering,
-}
-
-impl Reported<'_> {
-    fn through_pipes(&self) -> bool {
-        self.stdout.is_some() || self.stderr.is_some()
-    }
-
-    fn settled(&self, now: Instant, last_output: Instant) -> Settled {
-        if !self.fenced && now < self.at + FENCE_WAIT {
-            return Settled::No;
-        }
-        if !self.through_pipes() {
-            return Settled::Yes;
-        }
-        let quiet = now.saturating_duration_since(last_output.max(self.at)) >= PIPE_QUIET;
-        let drained = self.stdout.as_ref().is_none_or(PipeWatch::drained)
-            && self.stderr.is_none_or(PipeWatch::drained);
-        if quiet && drained {
-            Settled::Yes
-        } else if now >= self.at + PIPE_WAIT {
-            Settled::PipeStillDelivering
-        } else {
-            Settled::No
-        }
-    }
-
-    /// When to look again if nothing arrives.
-    fn next_look(&self, now: Instant, last_output: Instant) -> Instant {
-        if !self.fenced {
-            return self.at + FENCE_WAIT;
-        }
-        let quiet_at = last_output.max(self.at) + PIPE_QUIET;
-        quiet_at
-            .max(now + Duration::from_millis(5))
-            .min(self.at + PIPE_WAIT)
-    }
-}
-
-/// What a wait ended on.
-enum Awaited {
-    Prompt(PromptReport),
-    Exited(Exit),
-    Deadline,
-    Cancelled,
-    WaitingForInput(TerminalReader),
-    ChannelLost,
-}
-
-/// Where the shell holds its end of the report socket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ChannelState {
-    /// At its number: the shell is between commands.
-    AtPlace,
-    /// Only at another number: bash's copy aside while a command runs.
-    Aside,
-    /// Nowhere: it can no longer report.
-    Missing,
-}
-
-struct Watch<'a> {
-    until: Instant,
-    cancel: Option<&'a CancelFlag>,
-    detect_input: bool,
-}
-
 /// A running bash.
 pub struct Shell {
     /// bash in its terminal, whose master side is for typing and terminal
@@ -334,7 +243,7 @@ pub struct Shell {
     /// Process groups of jobs interrupted during the current command.
     interrupted_jobs: RefCell<Vec<i32>>,
     /// Sentences for the current command's response.
-    notes: RefCell<Vec<String>>,
+    notes: Notes,
     /// The shell's standard error is a pipe (checked before each command).
     stderr_pipe: Option<PipeWatch>,
     terminated: bool,
@@ -403,7 +312,7 @@ impl Shell {
             place,
             channel_closed: Cell::new(false),
             interrupted_jobs: RefCell::new(Vec::new()),
-            notes: RefCell::new(Vec::new()),
+            notes: Notes::default(),
             stderr_pipe: None,
             terminated: false,
         };
@@ -416,11 +325,12 @@ impl Shell {
             });
         }
         let watch = Watch {
-            until: Instant::now() + STARTUP_LIMIT,
             cancel: Some(cancel),
-            detect_input: false,
+            ..Watch::until(Instant::now() + STARTUP_LIMIT)
         };
-        let awaited = shell.await_prompt(0, &watch, &mut |bytes| output.extend_from_slice(bytes));
+        let awaited = shell
+            .watched()
+            .await_prompt(0, &watch, &mut |bytes| output.extend_from_slice(bytes));
         shell.reader.end_command();
         sink(&output);
         let printed = || envhost_process::TerminalText::clean(&output);
@@ -430,13 +340,34 @@ impl Shell {
                 exit,
                 output: printed(),
             }),
-            Awaited::Cancelled => Err(StartError::Cancelled),
+            Awaited::Cancelled | Awaited::Interrupted | Awaited::Abandoned => {
+                Err(StartError::Cancelled)
+            }
             Awaited::Deadline | Awaited::WaitingForInput(_) | Awaited::ChannelLost => {
                 Err(StartError::NoPrompt {
                     limit: STARTUP_LIMIT,
                     output: printed(),
                 })
             }
+        }
+    }
+
+    /// Another descriptor of the terminal's master side, for typing into a
+    /// running command.
+    pub fn terminal_copy(&self) -> io::Result<std::fs::File> {
+        self.pty.terminal().try_clone()
+    }
+
+    /// What a wait for a prompt report looks at.
+    fn watched(&self) -> Watched<'_> {
+        Watched {
+            reader: &self.reader,
+            pty: &self.pty,
+            terminal_path: &self.terminal_path,
+            place: self.place,
+            channel_closed: &self.channel_closed,
+            stderr_pipe: self.stderr_pipe.as_ref(),
+            notes: &self.notes,
         }
     }
 
@@ -476,7 +407,7 @@ impl Shell {
                 ReaderEvent::Prompt(report) if Some(report.seq) == self.pending => {
                     self.pending = None;
                 }
-                ReaderEvent::Refused(refusal) => self.refused(&refusal),
+                ReaderEvent::Refused(refusal) => self.notes.refused(&refusal),
                 ReaderEvent::ReportsClosed => self.channel_closed.set(true),
                 ReaderEvent::Prompt(_) | ReaderEvent::Fence(_) | ReaderEvent::Closed => {}
             }
@@ -496,12 +427,8 @@ impl Shell {
             self.reader.end_command();
             return None;
         };
-        let watch = Watch {
-            until: Instant::now() + CANCEL_GRACE,
-            cancel: None,
-            detect_input: false,
-        };
-        let run = match self.await_prompt(leftover, &watch, sink) {
+        let watch = Watch::until(Instant::now() + CANCEL_GRACE);
+        let run = match self.watched().await_prompt(leftover, &watch, sink) {
             Awaited::Prompt(report) => Run::new(Ending::Completed, Some(report), None),
             Awaited::Exited(exit) => Run::new(Ending::Completed, None, Some(exit)),
             Awaited::ChannelLost => Run::new(Ending::ChannelLost, None, None),
@@ -519,14 +446,16 @@ impl Shell {
         Some(run)
     }
 
-    /// Runs `command` and waits for it within `context`'s timeout.
-    pub fn run(
+    /// Types `command` for the shell to run (after handing `sink` what came
+    /// since the last command) and returns what waits for its end. Its
+    /// limit is `context`'s timeout (none: a day).
+    pub fn begin(
         &mut self,
         files: &mut SessionFiles,
         command: &str,
         context: &CommandContext,
         sink: &mut dyn FnMut(&[u8]),
-    ) -> io::Result<Run> {
+    ) -> io::Result<Waiter> {
         self.take_backlog(sink);
         let repair_stderr = self.check_stderr();
         self.seq += 1;
@@ -540,42 +469,109 @@ impl Shell {
                 set_terminal_mode(self.pty.terminal().as_fd())?;
                 self.pty.terminal().write_all(line.as_bytes())
             });
+        if let Err(err) = typed
+            && self.exited().is_none()
+        {
+            self.reader.end_command();
+            return Err(err);
+        }
         let started = Instant::now();
         let limit = context
             .timeout
             .unwrap_or(crate::settings::LIMIT_WITHOUT_TIMEOUT);
-        let awaited = match typed {
-            Ok(()) => {
-                let watch = Watch {
-                    until: started + limit,
-                    cancel: Some(&context.cancel),
-                    detect_input: true,
-                };
-                self.await_prompt(seq, &watch, sink)
-            }
-            Err(err) => match self.exited() {
-                Some(exit) => Awaited::Exited(exit),
-                None => {
-                    self.reader.end_command();
-                    return Err(err);
-                }
-            },
+        Ok(Waiter {
+            seq,
+            started,
+            limit,
+            deadline: started
+                .checked_add(limit)
+                .unwrap_or(started + crate::settings::LIMIT_WITHOUT_TIMEOUT),
+            state: WaitState::new(seq),
+        })
+    }
+
+    /// Waits for the command `waiter` waits for: until it ends (`Some`, the
+    /// shell back at its prompt or ended), or until `yield_at` (`None`, the
+    /// command still running; [`Controls::waiting_for_input`] says whether
+    /// it looks blocked on input). Without `yield_at` it waits to the end:
+    /// past the command's limit, or when `controls` ask, it is interrupted
+    /// with the ladder; a command waiting for terminal input is stopped,
+    /// or, with `yield_at`, yields at once for the agent to answer it.
+    pub fn proceed(
+        &mut self,
+        waiter: &mut Waiter,
+        yield_at: Option<Instant>,
+        cancel: &CancelFlag,
+        controls: &Controls,
+        sink: &mut dyn FnMut(&[u8]),
+    ) -> Option<Run> {
+        self.proceed_watching(waiter, yield_at, cancel, controls, false, sink)
+    }
+
+    /// [`proceed`](Shell::proceed) for a command that has yielded: input
+    /// waits are only flagged, never stopped.
+    pub fn proceed_yielded(
+        &mut self,
+        waiter: &mut Waiter,
+        yield_at: Option<Instant>,
+        cancel: &CancelFlag,
+        controls: &Controls,
+        sink: &mut dyn FnMut(&[u8]),
+    ) -> Option<Run> {
+        self.proceed_watching(waiter, yield_at, cancel, controls, true, sink)
+    }
+
+    fn proceed_watching(
+        &mut self,
+        waiter: &mut Waiter,
+        yield_at: Option<Instant>,
+        cancel: &CancelFlag,
+        controls: &Controls,
+        yielded: bool,
+        sink: &mut dyn FnMut(&[u8]),
+    ) -> Option<Run> {
+        let seq = waiter.seq;
+        let until = yield_at.map_or(waiter.deadline, |at| at.min(waiter.deadline));
+        let input = match (yield_at, yielded) {
+            (_, true) => InputWatch::Flag(&controls.waiting_for_input),
+            // Yielding: an input wait ends this wait (the command yields at
+            // once, for the agent to answer it).
+            (Some(_), false) => InputWatch::Stop,
+            (None, false) => InputWatch::Stop,
         };
+        let watch = Watch {
+            until,
+            cancel: Some(cancel),
+            interrupt: Some(&controls.interrupt),
+            abandon: Some(&controls.abandon),
+            input,
+        };
+        let awaited = self.watched().await_with(&mut waiter.state, &watch, sink);
         let run = match awaited {
             Awaited::Prompt(report) => Run::new(Ending::Completed, Some(report), None),
             Awaited::Exited(exit) => Run::new(Ending::Completed, None, Some(exit)),
             Awaited::ChannelLost => Run::new(Ending::ChannelLost, None, None),
+            Awaited::Deadline if Instant::now() < waiter.deadline => return None,
+            Awaited::WaitingForInput(_) if yield_at.is_some() => {
+                controls.waiting_for_input.store(true, Ordering::SeqCst);
+                return None;
+            }
+            Awaited::Abandoned => return None,
             Awaited::Deadline => {
                 let cause = StopCause::Timeout {
-                    limit,
-                    reading: self.input_waiter(),
+                    limit: waiter.limit,
+                    reading: self.watched().input_waiter(),
                 };
                 let run = self.stop(seq, cause, sink);
                 self.absorb_interrupt(seq, run, sink)
             }
             Awaited::WaitingForInput(reader) => {
-                let after = started.elapsed();
+                let after = waiter.started.elapsed();
                 let run = self.stop(seq, StopCause::WaitingForInput { reader, after }, sink);
+                self.absorb_interrupt(seq, run, sink)
+            }
+            Awaited::Interrupted => {
+                let run = self.stop(seq, StopCause::Interrupted, sink);
                 self.absorb_interrupt(seq, run, sink)
             }
             Awaited::Cancelled => self.stop_after_cancel(seq, sink),
@@ -588,7 +584,7 @@ impl Shell {
         }
         let run = self.finish_run(run);
         self.reader.end_command();
-        Ok(run)
+        Some(run)
     }
 
     /// Ends what is left of interrupted jobs and hands over the notes.
@@ -597,7 +593,7 @@ impl Shell {
         if run.exit.is_none() && run.ending != Ending::Abandoned {
             let ended = end_leftover_jobs(&jobs);
             if ended > 0 {
-                self.note(format!(
+                self.notes.add(format!(
                     "{ended} process{} of the interrupted command kept running (they ignore SIGINT, e.g. background children of a script); {} ended.",
                     if ended == 1 { "" } else { "es" },
                     if ended == 1 { "it was" } else { "they were" }
@@ -607,43 +603,17 @@ impl Shell {
         if let Some(report) = &run.report {
             let notes = &report.notes;
             if notes.stdin_reconnected {
-                self.note("The command pointed the shell's standard input away from the terminal (e.g. exec 0</dev/null); the shell reads its commands from there, so it was reconnected to the terminal.");
+                self.notes.add("The command pointed the shell's standard input away from the terminal (e.g. exec 0</dev/null); the shell reads its commands from there, so it was reconnected to the terminal.");
             }
             if notes.stdout_reopened {
-                self.note("The command closed the shell's standard output (e.g. exec 1>&-); it was reopened on the terminal, so later commands print again.");
+                self.notes.add("The command closed the shell's standard output (e.g. exec 1>&-); it was reopened on the terminal, so later commands print again.");
             }
             if notes.terminal_reopened {
-                self.note("The command closed the descriptor the shell writes its prompt marks to; it was reopened.");
+                self.notes.add("The command closed the descriptor the shell writes its prompt marks to; it was reopened.");
             }
         }
-        run.notes.append(&mut self.notes.borrow_mut());
+        run.notes.append(&mut self.notes.take());
         run
-    }
-
-    /// Records a sentence for the current command's response (once).
-    fn note(&self, sentence: impl Into<String>) {
-        let sentence = sentence.into();
-        let mut notes = self.notes.borrow_mut();
-        if !notes.contains(&sentence) {
-            notes.push(sentence);
-        }
-    }
-
-    fn refused(&self, refusal: &Refusal) {
-        let why = match refusal {
-            Refusal::ForeignSender { pid } => format!(
-                "a process other than the shell (pid {pid}) wrote to the shell's report socket"
-            ),
-            Refusal::OutOfPlace => {
-                "the shell wrote a report from inside the running command".to_owned()
-            }
-            Refusal::Garbled => {
-                "the shell's report socket carried something that is not a report".to_owned()
-            }
-        };
-        self.note(format!(
-            "Ignored a report of this command's end: {why}. Only the shell's own prompt, after the command, can end it."
-        ));
     }
 
     /// Before a command: is the shell's standard error closed (repair it
@@ -663,7 +633,7 @@ impl Shell {
         }
         match stream_kind(shell, 2) {
             StreamKind::Closed => {
-                self.note("The previous command closed the shell's standard error (e.g. exec 2>&-); it was reopened on the terminal before this command.");
+                self.notes.add("The previous command closed the shell's standard error (e.g. exec 2>&-); it was reopened on the terminal before this command.");
                 true
             }
             StreamKind::Pipe => {
@@ -686,11 +656,14 @@ impl Shell {
             |signal| self.signal_foreground(signal),
             |grace| {
                 let watch = Watch {
-                    until: Instant::now() + grace,
-                    cancel: None,
-                    detect_input,
+                    input: if detect_input {
+                        InputWatch::Stop
+                    } else {
+                        InputWatch::Off
+                    },
+                    ..Watch::until(Instant::now() + grace)
                 };
-                match self.await_prompt(seq, &watch, sink) {
+                match self.watched().await_prompt(seq, &watch, sink) {
                     awaited @ (Awaited::Prompt(_) | Awaited::Exited(_) | Awaited::ChannelLost) => {
                         outcome = Some(awaited);
                         true
@@ -713,11 +686,7 @@ impl Shell {
     /// The host is stopping: one SIGINT and a short wait, nothing more.
     fn stop_after_cancel(&self, seq: u64, sink: &mut dyn FnMut(&[u8])) -> Run {
         let delivered = self.signal_foreground(Signal::SIGINT);
-        let watch = Watch {
-            until: Instant::now() + CANCEL_GRACE,
-            cancel: None,
-            detect_input: false,
-        };
+        let watch = Watch::until(Instant::now() + CANCEL_GRACE);
         let escalation = if delivered {
             Escalation::StoppedBy(Signal::SIGINT)
         } else {
@@ -727,7 +696,7 @@ impl Shell {
             cause: StopCause::Cancelled,
             escalation,
         };
-        match self.await_prompt(seq, &watch, sink) {
+        match self.watched().await_prompt(seq, &watch, sink) {
             Awaited::Prompt(report) => Run::new(ending, Some(report), None),
             Awaited::Exited(exit) => Run::new(ending, None, Some(exit)),
             Awaited::ChannelLost => Run::new(Ending::ChannelLost, None, None),
@@ -774,12 +743,8 @@ impl Shell {
         if self.pty.terminal().write_all(b"\n").is_err() {
             return run;
         }
-        let watch = Watch {
-            until: Instant::now() + CANCEL_GRACE,
-            cancel: None,
-            detect_input: false,
-        };
-        match self.await_prompt(seq, &watch, sink) {
+        let watch = Watch::until(Instant::now() + CANCEL_GRACE);
+        match self.watched().await_prompt(seq, &watch, sink) {
             Awaited::Prompt(report) => Run {
                 report: Some(report),
                 ..run
@@ -793,187 +758,6 @@ impl Shell {
                 // Not back yet: the next command settles it first.
                 self.pending = Some(seq);
                 run
-            }
-        }
-    }
-
-    /// The foreground job's process blocked reading the terminal, if any.
-    fn input_waiter(&self) -> Option<TerminalReader> {
-        let foreground = self.pty.foreground_group()?;
-        let members: Vec<i32> = if foreground == self.pty.pid() {
-            vec![self.pty.pid()]
-        } else {
-            process_table()
-                .into_iter()
-                .filter(|p| p.group == foreground)
-                .map(|p| p.pid)
-                .collect()
-        };
-        waiting_for_terminal(&members, &self.terminal_path)
-    }
-
-    /// Where the shell holds its end of the report socket.
-    fn channel_state(&self) -> ChannelState {
-        if self.channel_closed.get() {
-            return ChannelState::Missing;
-        }
-        let target = format!("socket:[{}]", self.place.inode);
-        let Ok(entries) = std::fs::read_dir(format!("/proc/{}/fd", self.place.shell)) else {
-            return ChannelState::Missing;
-        };
-        let mut state = ChannelState::Missing;
-        for entry in entries.filter_map(Result::ok) {
-            if std::fs::read_link(entry.path()).is_ok_and(|t| t.as_os_str() == target.as_str()) {
-                if entry.file_name().to_str() == Some(&self.place.fd.to_string()) {
-                    return ChannelState::AtPlace;
-                }
-                state = ChannelState::Aside;
-            }
-        }
-        state
-    }
-
-    /// The shell itself reads the terminal: a `read` in the command, or the
-    /// shell back at its prompt without having reported (its socket gone).
-    fn shell_reading_without_channel(&self, reader: &TerminalReader) -> bool {
-        reader.pid == self.pty.pid() && self.channel_state() != ChannelState::Aside
-    }
-
-    /// A stopped shell (SIGSTOP, from the command or outside) cannot get
-    /// back to its prompt: continue it, and say so.
-    fn continue_if_stopped(&self) {
-        if process_info(self.pty.pid()).is_some_and(|p| p.state == 'T') {
-            let _ = kill(Pid::from_raw(self.pty.pid()), Signal::SIGCONT);
-            self.note("The shell itself was stopped (SIGSTOP); it was continued with SIGCONT.");
-        }
-    }
-
-    /// Passes output to `sink` until the prompt report for `seq` arrives
-    /// (with everything printed before it) or `watch` says to stop waiting.
-    fn await_prompt(&self, seq: u64, watch: &Watch<'_>, sink: &mut dyn FnMut(&[u8])) -> Awaited {
-        let mut probe_interval = FIRST_PROBE;
-        let mut next_probe = Instant::now() + FIRST_PROBE;
-        // Seen waiting for input at the last look, with no output since.
-        let mut suspect = false;
-        let mut closed = false;
-        let mut next_exit_check = Instant::now();
-        let mut fences: Vec<String> = Vec::new();
-        let mut reported: Option<Reported> = None;
-        let mut last_output = Instant::now();
-        loop {
-            let now = Instant::now();
-            let mut wake = watch.until.min(now + POLL_INTERVAL);
-            if watch.detect_input {
-                wake = wake.min(next_probe);
-            }
-            if let Some(reported) = &reported {
-                wake = reported.next_look(now, last_output);
-            }
-            let events = if closed {
-                thread::sleep(Duration::from_millis(5));
-                Vec::new()
-            } else {
-                self.reader.next_events(wake.saturating_duration_since(now))
-            };
-            for event in events {
-                match event {
-                    ReaderEvent::Output(bytes) => {
-                        suspect = false;
-                        last_output = Instant::now();
-                        sink(&bytes);
-                    }
-                    ReaderEvent::Fence(fence) => {
-                        if let Some(reported) = &mut reported {
-                            reported.fenced |= reported.report.fence == fence;
-                        } else {
-                            fences.push(fence);
-                        }
-                    }
-                    ReaderEvent::Prompt(report) if report.seq == seq && reported.is_none() => {
-                        reported = Some(self.reported(report, &fences));
-                    }
-                    ReaderEvent::Prompt(_) => {} // an earlier command's report
-                    ReaderEvent::Refused(refusal) => self.refused(&refusal),
-                    ReaderEvent::ReportsClosed => self.channel_closed.set(true),
-                    ReaderEvent::Closed => closed = true,
-                }
-            }
-            if let Some(done) = &reported {
-                match done.settled(Instant::now(), last_output) {
-                    Settled::Yes => return Awaited::Prompt(done.report.clone()),
-                    Settled::PipeStillDelivering => {
-                        self.note(format!(
-                            "The shell's output goes through a pipe (e.g. exec > >(tee log)) that was still delivering {} after the command ended; what comes later is shown with the next command's output, marked as late.",
-                            envhost_core::text::duration(PIPE_WAIT)
-                        ));
-                        return Awaited::Prompt(done.report.clone());
-                    }
-                    Settled::No => continue,
-                }
-            }
-            // A system call: not for every chunk of a flood of output.
-            if closed || Instant::now() >= next_exit_check {
-                next_exit_check = Instant::now() + POLL_INTERVAL;
-                if let Some(exit) = self.exited() {
-                    self.collect_final_output(closed, sink);
-                    return Awaited::Exited(exit);
-                }
-            }
-            if watch.cancel.is_some_and(CancelFlag::is_cancelled) {
-                return Awaited::Cancelled;
-            }
-            let now = Instant::now();
-            if now >= watch.until {
-                return Awaited::Deadline;
-            }
-            if (watch.detect_input || self.channel_closed.get()) && now >= next_probe {
-                self.continue_if_stopped();
-                match self.input_waiter() {
-                    Some(reader) if self.shell_reading_without_channel(&reader) => {
-                        return Awaited::ChannelLost;
-                    }
-                    Some(reader) if suspect && watch.detect_input => {
-                        return Awaited::WaitingForInput(reader);
-                    }
-                    Some(_) => suspect = true,
-                    None => suspect = false,
-                }
-                probe_interval = (probe_interval * 3 / 2).min(MAX_PROBE_INTERVAL);
-                next_probe = now + probe_interval;
-            }
-        }
-    }
-
-    /// A report for the awaited command arrived: what is still to come.
-    fn reported(&self, report: PromptReport, fences: &[String]) -> Reported<'_> {
-        let stdout = report.notes.stdout_is_pipe.then(|| {
-            let mut watch = PipeWatch::default();
-            watch.add(self.pty.pid(), 1);
-            watch
-        });
-        Reported {
-            fenced: fences.contains(&report.fence),
-            report,
-            at: Instant::now(),
-            stdout,
-            stderr: self.stderr_pipe.as_ref(),
-        }
-    }
-
-    /// After the shell ended: what it printed last (`exit`, an error).
-    fn collect_final_output(&self, mut closed: bool, sink: &mut dyn FnMut(&[u8])) {
-        let until = Instant::now() + FINAL_OUTPUT_WAIT;
-        while !closed {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            for event in self.reader.next_events(left) {
-                match event {
-                    ReaderEvent::Output(bytes) => sink(&bytes),
-                    ReaderEvent::Closed => closed = true,
-                    _ => {}
-                }
             }
         }
     }
