@@ -58,7 +58,9 @@ def _envhost_smolagents_run(source_b64, marker):
             # Only the agent's own frames (and what they called), not this runner's.
             while frames and frames[0].filename != "<code>":
                 frames.pop(0)
-            text = "".join(traceback.format_list(frames)) + "".join(traceback.format_exception_only(type(error), error))
+            text = "".join(traceback.format_exception_only(type(error), error))
+            if frames:
+                text = "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames)) + text
             outcome = {"kind": "error", "type": type(error).__name__, "value": text}
         else:
             raise
