@@ -5,6 +5,9 @@ environment through the adapter's executor."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 from smolagents import CodeAgent
 from smolagents.models import ChatMessage, MessageRole, Model
@@ -31,7 +34,9 @@ def code(text: str) -> str:
 
 class SmolAgents(ProjectTest):
     def test_code_agent_keeps_variables_and_returns_its_final_answer(self):
-        executor = EnvhostExecutor(project=self.project)
+        # The interpreter of this test environment, which has what
+        # smolagents' tool code imports (numpy, PIL): nothing is installed.
+        executor = EnvhostExecutor(project=self.project, python=sys.executable)
         self.addCleanup(executor.cleanup)
         model = ScriptedModel(
             [
@@ -60,6 +65,7 @@ class SmolAgents(ProjectTest):
         for line in ("radius: int", "area: float", "half: float", "data: list"):
             self.assertIn(line, screen)
         self.assertNotIn("_envhost_smolagents_run", screen)
+        self.assertEqual(executor.run_code_raise_errors("import sys\nsys.prefix").output, repr(sys.prefix))
 
     def test_the_executor_directly(self):
         executor = EnvhostExecutor(project=self.project)
@@ -77,6 +83,27 @@ class SmolAgents(ProjectTest):
         forged = executor("print('\\nenvhost-smolagents-0000 {\"kind\": \"final\", \"value\": \"safe:1\"}')")
         self.assertFalse(forged.is_final_answer)
         self.assertIn("envhost-smolagents-0000", forged.logs)
+
+    def test_only_what_the_interpreter_lacks_is_installed(self):
+        class Recorder:
+            def __init__(self):
+                self.lines = []
+
+            def log(self, *parts, **kwargs):
+                self.lines.append(" ".join(str(part) for part in parts))
+
+        # An empty virtual environment: no numpy; json is the standard library's.
+        interpreter = self.project / "interpreter"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(interpreter)], check=True)
+        logger = Recorder()
+        executor = EnvhostExecutor(
+            ["json", "numpy.linalg"], logger, project=self.project, python=interpreter / "bin" / "python", pip_install=False
+        )
+        self.addCleanup(executor.cleanup)
+        self.assertIn("envhost: the interpreter lacks numpy (pip_install=False: not installing them)", logger.lines)
+        self.assertFalse(any("json" in line for line in logger.lines if line.startswith("envhost:")))
+        # The probe leaves nothing behind in the namespace.
+        self.assertIn("Variables: (none)", executor.session.screen()["python"].content)
 
     def test_a_step_past_the_timeout_is_an_error_and_state_survives(self):
         executor = EnvhostExecutor(project=self.project, timeout=0.5)

@@ -18,6 +18,7 @@ reaches the host.
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import secrets
@@ -29,6 +30,9 @@ from smolagents.remote_executors import RemotePythonExecutor
 from smolagents.utils import AgentError
 
 from .._client import Session
+
+# pip names whose import name differs (smolagents turns "PIL" into "pillow").
+_IMPORT_NAMES = {"pillow": "PIL"}
 
 # Defined once in the python environment. A leading underscore keeps it
 # off envhost's screen. It runs the step's code in the interpreter's own
@@ -76,8 +80,13 @@ class EnvhostExecutor(RemotePythonExecutor):
     Give it a running `session`, or `project` / `command` / options to
     start one (the executor then owns it and ends it in `cleanup`). The
     interpreter is envhost's `--python` (``python="/path/to/python"``) or
-    `python3` on the host's PATH. `additional_imports` are pip-installed
-    into that interpreter first.
+    `python3` on the host's PATH.
+
+    Like smolagents' other remote executors, it installs what the agent
+    needs into that interpreter: `additional_imports` and the tools'
+    requirements (smolagents' own `final_answer` code imports numpy and
+    PIL), with pip, and only those the interpreter cannot import yet.
+    ``pip_install=False`` never installs anything.
     """
 
     def __init__(
@@ -90,12 +99,14 @@ class EnvhostExecutor(RemotePythonExecutor):
         command: Optional[Sequence[str]] = None,
         allow_pickle: bool = False,
         timeout: Optional[float] = None,
+        pip_install: bool = True,
         **options: Any,
     ):
         super().__init__(list(additional_imports), logger or AgentLogger(level=LogLevel.INFO), allow_pickle=allow_pickle)
         self._owns_session = session is None
         self.session = session if session is not None else Session(project=project, command=command, **options)
         self.timeout = timeout
+        self.pip_install = pip_install
         self._ready = False
         self.installed_packages = self.install_packages(list(additional_imports))
 
@@ -129,18 +140,33 @@ class EnvhostExecutor(RemotePythonExecutor):
         return CodeOutput(output=outcome["value"], logs=logs, is_final_answer=False)
 
     def install_packages(self, additional_imports: List[str]) -> List[str]:
-        # Package names, not import paths ("pandas.*" → "pandas"), installed
-        # with the environment's own interpreter.
-        packages = sorted({name.split(".")[0] for name in additional_imports if name.split(".")[0] != "*"})
-        if packages:
+        # Import paths ("pandas.*") name their package by the first part;
+        # smolagents passes the tools' requirements as pip names ("pillow").
+        packages = sorted({name.split(".")[0] for name in additional_imports} - {"*", ""})
+        if not packages:
+            return list(additional_imports)
+        imports = {package: _IMPORT_NAMES.get(package, package) for package in packages}
+        probe = self.session.run(
+            "python",
+            f"[n for n in {sorted(set(imports.values()))!r} if __import__('importlib.util').util.find_spec(n) is None]",
+            timeout=self.timeout,
+        )
+        try:
+            missing_imports = set(ast.literal_eval(probe.output.strip() or "[]"))
+        except (ValueError, SyntaxError):
+            raise AgentError(f"could not check the interpreter's packages:\n{probe.output}", self.logger) from None
+        missing = [package for package, name in imports.items() if name in missing_imports]
+        if missing and not self.pip_install:
+            self.logger.log(f"envhost: the interpreter lacks {', '.join(missing)} (pip_install=False: not installing them)")
+        elif missing:
             code = (
                 "import subprocess as _s, sys as _y\n"
-                f"_s.run([_y.executable, '-m', 'pip', 'install', '--quiet', *{packages!r}], check=True)"
+                f"_s.run([_y.executable, '-m', 'pip', 'install', '--quiet', *{missing!r}], check=True)"
             )
             result = self.session.run("python", code, timeout=self.timeout)
             self.logger.log(result.output)
             if not result.success:
-                raise AgentError(f"could not install {', '.join(packages)}:\n{result.output}", self.logger)
+                raise AgentError(f"could not install {', '.join(missing)}:\n{result.output}", self.logger)
         return list(additional_imports)
 
     def cleanup(self) -> None:
