@@ -114,6 +114,18 @@ class Sessions(ProjectTest):
         self.assertLess(len(result.output), 200_000)
         self.assertIn("[... output too long:", result.output)
 
+    def test_answers_of_many_megabytes(self):
+        session = self.session(output_cap=16 * 1024 * 1024)
+        result = session.run("python", "print('x' * (12 * 1024 * 1024))")
+        self.assertEqual(len(result.output), 12 * 1024 * 1024 + 1)
+        self.assertEqual(session.run("bash", "echo after").output, "after\n")
+
+        async def scenario():
+            async with await envhost.AsyncSession.start(project=self.project, output_cap=16 * 1024 * 1024) as other:
+                return await other.run("python", "print('y' * (12 * 1024 * 1024))")
+
+        self.assertEqual(len(asyncio.run(scenario()).output), 12 * 1024 * 1024 + 1)
+
     def test_threads_can_share_a_session(self):
         session = self.session()
         errors = []
@@ -187,6 +199,18 @@ class Lifetime(ProjectTest):
             session.screen()
         self.assertTrue(session.closed)
         self.assertFalse(alive(session.pid))
+
+    def test_reply_timeout_on_an_event_loop(self):
+        async def scenario():
+            session = await envhost.AsyncSession.start(command=["sleep", "1000"], reply_timeout=0.5)
+            try:
+                await session.screen()
+            finally:
+                await session.close()
+            return session
+
+        with self.assertRaises(envhost.ReplyTimeout):
+            asyncio.run(scenario())
 
     def test_an_answer_that_is_not_json_closes_the_session(self):
         session = envhost.Session(command=["sh", "-c", "read line; echo 'not json'; exec sleep 1000"])
