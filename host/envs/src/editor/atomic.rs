@@ -92,14 +92,34 @@ fn open_temp_beside(target: &Path) -> io::Result<(PathBuf, File)> {
 /// Renames only if nothing is at `to` (renameat2 RENAME_NOREPLACE, or a
 /// hard link where the file system lacks it).
 fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
-    use nix::fcntl::{RenameFlags, renameat2};
-    match renameat2(None, from, None, to, RenameFlags::RENAME_NOREPLACE) {
-        Ok(()) => Ok(()),
-        Err(nix::errno::Errno::EINVAL) | Err(nix::errno::Errno::ENOSYS) => {
+    use nix::libc;
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    // The system call itself: nix wraps renameat2 for glibc only, and the
+    // musl of the static build has no wrapper at all.
+    let from_c = CString::new(from.as_os_str().as_bytes())?;
+    let to_c = CString::new(to.as_os_str().as_bytes())?;
+    // SAFETY: both paths are NUL-terminated strings that outlive the call.
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            from_c.as_ptr(),
+            libc::AT_FDCWD,
+            to_c.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if result == 0 {
+        return Ok(());
+    }
+    let error = io::Error::last_os_error();
+    match error.raw_os_error() {
+        Some(libc::EINVAL) | Some(libc::ENOSYS) => {
             fs::hard_link(from, to)?;
             fs::remove_file(from)
         }
-        Err(errno) => Err(io::Error::from(errno)),
+        _ => Err(error),
     }
 }
 
