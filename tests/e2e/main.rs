@@ -6,6 +6,7 @@
 mod bash;
 mod capabilities;
 mod editor;
+mod files;
 mod harness;
 mod plugins;
 mod polyglot;

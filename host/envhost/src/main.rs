@@ -19,6 +19,7 @@ use envhost_core::{
     CancelFlag, ConsoleObserver, Event, EventBus, LoadedEnvironment, Orchestrator,
     OrchestratorSettings, TranscriptObserver,
 };
+use envhost_files::{ProjectFiles, ProjectRoot};
 use envhost_plugin::{self as plugin, CodeCache, DiscardSink, LogSink, PluginSettings, StderrSink};
 use envhost_process::{DEFAULT_CAP_BYTES, SecretPolicy, install_reaper, terminate_descendants};
 use envhost_protocol::DEFAULT_MAX_LINE_BYTES;
@@ -258,8 +259,13 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<()> {
     let reason = match mode {
         Mode::Serve => {
             let mut stdout = io::stdout().lock();
+            let mut files = ProjectFiles::new(ProjectRoot::new(
+                project.clone(),
+                args.allow_outside_project,
+            ));
             serve::run_stdin(
                 &mut orchestrator,
+                &mut files,
                 &mut stdout,
                 &cancel,
                 DEFAULT_MAX_LINE_BYTES,

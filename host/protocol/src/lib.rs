@@ -12,10 +12,14 @@
 //!   `"timeout_ms"` (a positive integer).
 //! - `{"type":"screen"}`: the current screen without running anything (so an
 //!   agent can see the environments before its first command).
+//! - `{"type":"read_file","path":P}` and
+//!   `{"type":"write_file","path":P,"content_base64":B64}`: a project file's
+//!   bytes, moved in base64 chunks that fit a line (see `files`).
 //!
 //! Output, exactly one line per non-blank input line:
-//! `{"type":"response",...}`, `{"type":"screen",...}` or
-//! `{"type":"error","message":...}`.
+//! `{"type":"response",...}`, `{"type":"screen",...}`, `{"type":"file",...}`,
+//! `{"type":"file_written",...}` or `{"type":"error","message":...}` (with a
+//! one-word `"reason"` when a file request is refused).
 //!
 //! Blank lines (empty or only whitespace) are skipped without an answer, as
 //! JSON Lines / NDJSON readers conventionally do, so that a stray newline
@@ -24,6 +28,7 @@
 
 #![deny(missing_docs)]
 
+mod files;
 mod framing;
 mod reply;
 mod request;

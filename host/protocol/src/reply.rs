@@ -7,6 +7,8 @@ use serde::Serialize;
 use serde::ser::SerializeMap;
 use serde_json::Value;
 
+use crate::files;
+
 /// An answer to one line.
 #[derive(Debug, Clone)]
 pub enum Reply<'a> {
@@ -34,6 +36,42 @@ pub enum Reply<'a> {
         id: Option<&'a Value>,
         /// What was wrong, and what to send instead.
         message: &'a str,
+    },
+    /// A valid file request that could not be done: an `error` line with a
+    /// one-word `reason` for programs besides the message.
+    Refused {
+        /// The request's `id`, echoed.
+        id: Option<&'a Value>,
+        /// What was wrong, and what to do instead.
+        message: &'a str,
+        /// One word: `not_found`, `is_directory`, `outside_project`, ...
+        reason: &'a str,
+    },
+    /// The answer to `read_file`: a chunk of the file.
+    File {
+        /// The request's `id`, echoed.
+        id: Option<&'a Value>,
+        /// The path, as the request gave it.
+        path: &'a str,
+        /// The file's size when the chunk was read.
+        size: u64,
+        /// Where the chunk starts.
+        offset: u64,
+        /// The chunk's bytes (sent as base64).
+        content: &'a [u8],
+        /// Whether the chunk reaches the end of the file.
+        eof: bool,
+    },
+    /// The answer to `write_file`.
+    FileWritten {
+        /// The request's `id`, echoed.
+        id: Option<&'a Value>,
+        /// The path, as the request gave it.
+        path: &'a str,
+        /// Bytes written so far (the file's size once complete).
+        size: u64,
+        /// Whether the file is in place (false while more chunks are expected).
+        complete: bool,
     },
 }
 
@@ -104,6 +142,50 @@ impl Serialize for Reply<'_> {
                     map.serialize_entry("id", id)?;
                 }
                 map.serialize_entry("message", message)?;
+            }
+            Reply::Refused {
+                id,
+                message,
+                reason,
+            } => {
+                map.serialize_entry("type", "error")?;
+                if let Some(id) = id {
+                    map.serialize_entry("id", id)?;
+                }
+                map.serialize_entry("message", message)?;
+                map.serialize_entry("reason", reason)?;
+            }
+            Reply::File {
+                id,
+                path,
+                size,
+                offset,
+                content,
+                eof,
+            } => {
+                map.serialize_entry("type", "file")?;
+                if let Some(id) = id {
+                    map.serialize_entry("id", id)?;
+                }
+                map.serialize_entry("path", path)?;
+                map.serialize_entry("size", size)?;
+                map.serialize_entry("offset", offset)?;
+                map.serialize_entry("content_base64", &files::encode(content))?;
+                map.serialize_entry("eof", eof)?;
+            }
+            Reply::FileWritten {
+                id,
+                path,
+                size,
+                complete,
+            } => {
+                map.serialize_entry("type", "file_written")?;
+                if let Some(id) = id {
+                    map.serialize_entry("id", id)?;
+                }
+                map.serialize_entry("path", path)?;
+                map.serialize_entry("size", size)?;
+                map.serialize_entry("complete", complete)?;
             }
         }
         map.end()

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use crate::files;
 use crate::framing::RawLine;
 
 /// answered with an error.
@@ -35,6 +36,30 @@ pub enum Request {
     Screen {
         /// The agent's `id`, to echo on the answer.
         id: Option<Value>,
+    },
+    /// Send up to `length` bytes of a project file from `offset`.
+    ReadFile {
+        /// The agent's `id`, to echo on the answer.
+        id: Option<Value>,
+        /// The file, as given.
+        path: String,
+        /// Where to start (0 when not given).
+        offset: u64,
+        /// How many bytes at most (the host's maximum when not given).
+        length: Option<u64>,
+    },
+    /// Write a chunk of a project file.
+    WriteFile {
+        /// The agent's `id`, to echo on the answer.
+        id: Option<Value>,
+        /// The file, as given.
+        path: String,
+        /// The bytes, decoded from base64.
+        content: Vec<u8>,
+        /// Continue the unfinished write of this file (rather than start it afresh).
+        append: bool,
+        /// More chunks follow (the file is put in place with the last one).
+        more: bool,
     },
 }
 
@@ -71,6 +96,9 @@ impl ProtocolError {
         self
     }
 }
+
+/// Every request type, as the error for an unknown one lists them.
+const TYPES: &str = "\"command\", \"screen\", \"read_file\" or \"write_file\"";
 
 const EXAMPLE: &str = r#"{"type":"command","environment":"bash","command":"ls"}"#;
 
@@ -133,13 +161,13 @@ fn parse_object(object: &Map<String, Value>) -> Result<Request, ProtocolError> {
     let kind = match object.get("type") {
         None => {
             return Err(fail(format!(
-                "missing field \"type\": expected \"command\" or \"screen\", e.g. {EXAMPLE}"
+                "missing field \"type\": expected {TYPES}, e.g. {EXAMPLE}"
             )));
         }
         Some(Value::String(kind)) => kind.as_str(),
         Some(other) => {
             return Err(fail(format!(
-                "field \"type\" must be a string (\"command\" or \"screen\"), got {}",
+                "field \"type\" must be a string ({TYPES}), got {}",
                 json_kind(other)
             )));
         }
@@ -164,13 +192,13 @@ fn parse_object(object: &Map<String, Value>) -> Result<Request, ProtocolError> {
             check_fields(object, &KNOWN_SCREEN_FIELDS).map_err(&fail)?;
             Ok(Request::Screen { id })
         }
-        other => Err(fail(format!(
-            "unknown type {other:?}: expected \"command\" or \"screen\""
-        ))),
+        "read_file" => files::parse_read(object, id.clone()).map_err(&fail),
+        "write_file" => files::parse_write(object, id.clone()).map_err(&fail),
+        other => Err(fail(format!("unknown type {other:?}: expected {TYPES}"))),
     }
 }
 
-fn check_fields(object: &Map<String, Value>, known: &[&str]) -> Result<(), String> {
+pub(crate) fn check_fields(object: &Map<String, Value>, known: &[&str]) -> Result<(), String> {
     match object.keys().find(|k| !known.contains(&k.as_str())) {
         None => Ok(()),
         Some(unknown) => Err(format!(
@@ -205,7 +233,7 @@ fn parse_timeout(value: &Value) -> Result<Duration, String> {
     }
 }
 
-fn json_kind(value: &Value) -> &'static str {
+pub(crate) fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
