@@ -11,6 +11,8 @@ from langchain_core.messages import AIMessage, ToolMessage
 from envhost.adapters.deepagents import EnvhostSandbox
 from support import ProjectTest
 
+EVERY_BYTE = bytes(range(256)) * 3 + b"\r\n\x00"
+
 
 class ScriptedChatModel(GenericFakeChatModel):
     """langchain-core's fake chat model, accepting the agent's tools (it
@@ -71,8 +73,28 @@ class DeepAgents(ProjectTest):
         self.assertTrue(sandbox.id.startswith("envhost-"))
         slow = sandbox.execute("sleep 30", timeout=1)
         self.assertNotEqual(slow.exit_code, 0)
-        self.assertIn("1s", slow.output)
+        self.assertIn("its timeout", slow.output)
         long = sandbox.execute("seq 1 100000")
         self.assertTrue(long.truncated)
         self.assertEqual(long.exit_code, 0)
         self.assertFalse(sandbox.execute("echo short").truncated)
+
+    def test_upload_download_and_the_write_file_tool(self):
+        project = self.project.resolve()
+        sandbox = EnvhostSandbox(project=project)
+        self.addCleanup(sandbox.close)
+        uploaded = sandbox.upload_files([(f"{project}/bin/blob", EVERY_BYTE), ("/etc/envhost-test", b"x")])
+        self.assertEqual([response.error for response in uploaded], [None, "invalid_path"])
+        downloaded = sandbox.download_files([f"{project}/bin/blob", f"{project}/missing", f"{project}/bin"])
+        self.assertEqual(downloaded[0].content, EVERY_BYTE)
+        self.assertEqual([response.error for response in downloaded], [None, "file_not_found", "is_directory"])
+
+        results = run_agent(
+            sandbox,
+            [
+                call("write_file", file_path=f"{project}/hello.py", content="print('hello from deepagents')\n"),
+                call("execute", command=f"python3 {project}/hello.py"),
+            ],
+        )
+        self.assertIn("hello from deepagents", results[1].content)
+        self.assertEqual((project / "hello.py").read_text(), "print('hello from deepagents')\n")

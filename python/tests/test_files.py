@@ -1,6 +1,6 @@
 """Moving files: `read_file` / `write_file` (binary-safe, chunked, bounded
 memory, inside the project), through the installed client and the real
-binary, and deepagents' upload_files / download_files on top of them."""
+binary."""
 
 from __future__ import annotations
 
@@ -103,28 +103,3 @@ class Files(ProjectTest):
         session = self.session(allow_outside_project=True)
         session.write_file(outside / "note", b"hi")
         self.assertEqual(session.read_file(outside / "note"), b"hi")
-
-
-class DeepAgentsFiles(ProjectTest):
-    def test_upload_download_and_the_write_file_tool(self):
-        from envhost.adapters.deepagents import EnvhostSandbox
-        from test_deepagents import call, run_agent
-
-        project = self.project.resolve()
-        sandbox = EnvhostSandbox(project=project)
-        self.addCleanup(sandbox.close)
-        uploaded = sandbox.upload_files([(f"{project}/bin/blob", EVERY_BYTE), ("/etc/envhost-test", b"x")])
-        self.assertEqual([response.error for response in uploaded], [None, "invalid_path"])
-        downloaded = sandbox.download_files([f"{project}/bin/blob", f"{project}/missing", f"{project}/bin"])
-        self.assertEqual(downloaded[0].content, EVERY_BYTE)
-        self.assertEqual([response.error for response in downloaded], [None, "file_not_found", "is_directory"])
-
-        results = run_agent(
-            sandbox,
-            [
-                call("write_file", file_path=f"{project}/hello.py", content="print('hello from deepagents')\n"),
-                call("execute", command=f"python3 {project}/hello.py"),
-            ],
-        )
-        self.assertIn("hello from deepagents", results[1].content)
-        self.assertEqual((project / "hello.py").read_text(), "print('hello from deepagents')\n")
