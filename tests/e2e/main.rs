@@ -5,6 +5,7 @@
 
 mod bash;
 mod capabilities;
+mod container;
 mod editor;
 mod files;
 mod harness;
