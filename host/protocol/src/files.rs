@@ -9,7 +9,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
-use crate::request::{Request, check_fields, json_kind};
+use crate::fields::{check_fields, json_kind};
 
 const READ_FIELDS: [&str; 5] = ["type", "id", "path", "offset", "length"];
 const WRITE_FIELDS: [&str; 6] = ["type", "id", "path", "content_base64", "append", "more"];
@@ -18,11 +18,23 @@ const READ_EXAMPLE: &str =
 const WRITE_EXAMPLE: &str =
     r#"{"type":"write_file","path":"src/data.bin","content_base64":"aGVsbG8K"}"#;
 
+/// A `read_file` request's fields.
+pub(crate) struct ReadFile {
+    pub path: String,
+    pub offset: u64,
+    pub length: Option<u64>,
+}
+
+/// A `write_file` request's fields, the content decoded.
+pub(crate) struct WriteFile {
+    pub path: String,
+    pub content: Vec<u8>,
+    pub append: bool,
+    pub more: bool,
+}
+
 /// `{"type":"read_file","path":P,"offset":N,"length":N}`.
-pub(crate) fn parse_read(
-    object: &Map<String, Value>,
-    id: Option<Value>,
-) -> Result<Request, String> {
+pub(crate) fn parse_read(object: &Map<String, Value>) -> Result<ReadFile, String> {
     check_fields(object, &READ_FIELDS)?;
     let path = path(object, READ_EXAMPLE)?;
     let offset = match object.get("offset") {
@@ -37,8 +49,7 @@ pub(crate) fn parse_read(
             format!("field \"length\" must be a whole number of bytes from 1, got {value}")
         })?),
     };
-    Ok(Request::ReadFile {
-        id,
+    Ok(ReadFile {
         path,
         offset,
         length,
@@ -46,10 +57,7 @@ pub(crate) fn parse_read(
 }
 
 /// `{"type":"write_file","path":P,"content_base64":B64,"append":bool,"more":bool}`.
-pub(crate) fn parse_write(
-    object: &Map<String, Value>,
-    id: Option<Value>,
-) -> Result<Request, String> {
+pub(crate) fn parse_write(object: &Map<String, Value>) -> Result<WriteFile, String> {
     check_fields(object, &WRITE_FIELDS)?;
     let path = path(object, WRITE_EXAMPLE)?;
     let content = match object.get("content_base64") {
@@ -70,8 +78,7 @@ pub(crate) fn parse_write(
             ));
         }
     };
-    Ok(Request::WriteFile {
-        id,
+    Ok(WriteFile {
         path,
         content,
         append: flag(object, "append")?,
@@ -106,125 +113,4 @@ fn flag(object: &Map<String, Value>, field: &str) -> Result<bool, String> {
 /// Bytes as the `content_base64` of a `file` answer.
 pub(crate) fn encode(content: &[u8]) -> String {
     STANDARD.encode(content)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{Parsed, RawLine, Reply, parse_line, write_reply};
-
-    fn parse(text: &str) -> Parsed {
-        parse_line(&RawLine::Complete(text.as_bytes().to_vec()), 1 << 20)
-    }
-
-    fn error_of(text: &str) -> String {
-        match parse(text) {
-            Parsed::Invalid(err) => err.message,
-            other => panic!("expected an error for {text}, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn file_requests_parse_with_their_defaults() {
-        assert_eq!(
-            parse(r#"{"type":"read_file","path":"a.bin","id":3}"#),
-            Parsed::Request(Request::ReadFile {
-                id: Some(Value::from(3)),
-                path: "a.bin".into(),
-                offset: 0,
-                length: None
-            })
-        );
-        assert_eq!(
-            parse(r#"{"type":"read_file","path":"a","offset":10,"length":5}"#),
-            Parsed::Request(Request::ReadFile {
-                id: None,
-                path: "a".into(),
-                offset: 10,
-                length: Some(5)
-            })
-        );
-        assert_eq!(
-            parse(r#"{"type":"write_file","path":"a","content_base64":"AP8=","more":true}"#),
-            Parsed::Request(Request::WriteFile {
-                id: None,
-                path: "a".into(),
-                content: vec![0, 255],
-                append: false,
-                more: true
-            })
-        );
-    }
-
-    #[test]
-    fn bad_file_requests_say_what_to_send() {
-        assert!(error_of(r#"{"type":"read_file"}"#).starts_with("missing field \"path\""));
-        assert!(error_of(r#"{"type":"read_file","path":"a","offset":-1}"#).contains("\"offset\""));
-        assert!(error_of(r#"{"type":"read_file","path":"a","length":0}"#).contains("from 1"));
-        assert!(
-            error_of(r#"{"type":"read_file","path":"a","size":1}"#)
-                .starts_with("unknown field \"size\"")
-        );
-        assert!(
-            error_of(r#"{"type":"write_file","path":"a"}"#)
-                .starts_with("missing field \"content_base64\"")
-        );
-        assert!(
-            error_of(r#"{"type":"write_file","path":"a","content_base64":"not base64!"}"#)
-                .contains("not standard base64")
-        );
-        assert!(
-            error_of(r#"{"type":"write_file","path":"a","content_base64":"","append":"yes"}"#)
-                .contains("true or false")
-        );
-        assert!(error_of(r#"{"type":"rename_file"}"#).contains("\"read_file\" or \"write_file\""));
-    }
-
-    #[test]
-    fn file_answers_are_lines() {
-        let id = Value::from("r");
-        let mut out = Vec::new();
-        write_reply(
-            &mut out,
-            &Reply::File {
-                id: Some(&id),
-                path: "a.bin",
-                size: 2,
-                offset: 0,
-                content: &[0, 255],
-                eof: true,
-            },
-        )
-        .unwrap();
-        write_reply(
-            &mut out,
-            &Reply::FileWritten {
-                id: None,
-                path: "a.bin",
-                size: 2,
-                complete: false,
-            },
-        )
-        .unwrap();
-        write_reply(
-            &mut out,
-            &Reply::Refused {
-                id: None,
-                message: "a.bin does not exist",
-                reason: "not_found",
-            },
-        )
-        .unwrap();
-        assert_eq!(
-            String::from_utf8(out).unwrap(),
-            concat!(
-                r#"{"type":"file","id":"r","path":"a.bin","size":2,"offset":0,"content_base64":"AP8=","eof":true}"#,
-                "\n",
-                r#"{"type":"file_written","path":"a.bin","size":2,"complete":false}"#,
-                "\n",
-                r#"{"type":"error","message":"a.bin does not exist","reason":"not_found"}"#,
-                "\n"
-            )
-        );
-    }
 }

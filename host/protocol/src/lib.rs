@@ -28,6 +28,7 @@
 
 #![deny(missing_docs)]
 
+mod fields;
 mod files;
 mod framing;
 mod reply;

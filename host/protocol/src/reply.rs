@@ -248,4 +248,52 @@ mod tests {
         .unwrap();
         assert_eq!(out, b"{\"type\":\"error\",\"message\":\"bad\"}\n");
     }
+
+    #[test]
+    fn file_answers_are_lines() {
+        let id = Value::from("r");
+        let mut out = Vec::new();
+        write_reply(
+            &mut out,
+            &Reply::File {
+                id: Some(&id),
+                path: "a.bin",
+                size: 2,
+                offset: 0,
+                content: &[0, 255],
+                eof: true,
+            },
+        )
+        .unwrap();
+        write_reply(
+            &mut out,
+            &Reply::FileWritten {
+                id: None,
+                path: "a.bin",
+                size: 2,
+                complete: false,
+            },
+        )
+        .unwrap();
+        write_reply(
+            &mut out,
+            &Reply::Refused {
+                id: None,
+                message: "a.bin does not exist",
+                reason: "not_found",
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            concat!(
+                r#"{"type":"file","id":"r","path":"a.bin","size":2,"offset":0,"content_base64":"AP8=","eof":true}"#,
+                "\n",
+                r#"{"type":"file_written","path":"a.bin","size":2,"complete":false}"#,
+                "\n",
+                r#"{"type":"error","message":"a.bin does not exist","reason":"not_found"}"#,
+                "\n"
+            )
+        );
+    }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use crate::fields::{check_fields, json_kind};
 use crate::files;
 use crate::framing::RawLine;
 
@@ -192,19 +193,26 @@ fn parse_object(object: &Map<String, Value>) -> Result<Request, ProtocolError> {
             check_fields(object, &KNOWN_SCREEN_FIELDS).map_err(&fail)?;
             Ok(Request::Screen { id })
         }
-        "read_file" => files::parse_read(object, id.clone()).map_err(&fail),
-        "write_file" => files::parse_write(object, id.clone()).map_err(&fail),
+        "read_file" => {
+            let read = files::parse_read(object).map_err(&fail)?;
+            Ok(Request::ReadFile {
+                id,
+                path: read.path,
+                offset: read.offset,
+                length: read.length,
+            })
+        }
+        "write_file" => {
+            let write = files::parse_write(object).map_err(&fail)?;
+            Ok(Request::WriteFile {
+                id,
+                path: write.path,
+                content: write.content,
+                append: write.append,
+                more: write.more,
+            })
+        }
         other => Err(fail(format!("unknown type {other:?}: expected {TYPES}"))),
-    }
-}
-
-pub(crate) fn check_fields(object: &Map<String, Value>, known: &[&str]) -> Result<(), String> {
-    match object.keys().find(|k| !known.contains(&k.as_str())) {
-        None => Ok(()),
-        Some(unknown) => Err(format!(
-            "unknown field {unknown:?}; this message type takes: {}",
-            known.join(", ")
-        )),
     }
 }
 
@@ -230,17 +238,6 @@ fn parse_timeout(value: &Value) -> Result<Duration, String> {
         None => Err(format!(
             "field \"timeout_ms\" must be a whole number of milliseconds from 1 to {MAX_TIMEOUT_MS}, got {value}"
         )),
-    }
-}
-
-pub(crate) fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
@@ -336,5 +333,69 @@ mod tests {
             Parsed::Invalid(err) => assert!(err.message.starts_with("line too long: 99 bytes")),
             other => panic!("{other:?}"),
         }
+    }
+
+    fn file_error(text: &str) -> String {
+        error_of(text).message
+    }
+
+    #[test]
+    fn file_requests_parse_with_their_defaults() {
+        assert_eq!(
+            parse(r#"{"type":"read_file","path":"a.bin","id":3}"#),
+            Parsed::Request(Request::ReadFile {
+                id: Some(Value::from(3)),
+                path: "a.bin".into(),
+                offset: 0,
+                length: None
+            })
+        );
+        assert_eq!(
+            parse(r#"{"type":"read_file","path":"a","offset":10,"length":5}"#),
+            Parsed::Request(Request::ReadFile {
+                id: None,
+                path: "a".into(),
+                offset: 10,
+                length: Some(5)
+            })
+        );
+        assert_eq!(
+            parse(r#"{"type":"write_file","path":"a","content_base64":"AP8=","more":true}"#),
+            Parsed::Request(Request::WriteFile {
+                id: None,
+                path: "a".into(),
+                content: vec![0, 255],
+                append: false,
+                more: true
+            })
+        );
+    }
+
+    #[test]
+    fn bad_file_requests_say_what_to_send() {
+        assert!(file_error(r#"{"type":"read_file"}"#).starts_with("missing field \"path\""));
+        assert!(
+            file_error(r#"{"type":"read_file","path":"a","offset":-1}"#).contains("\"offset\"")
+        );
+        assert!(file_error(r#"{"type":"read_file","path":"a","length":0}"#).contains("from 1"));
+        assert!(
+            file_error(r#"{"type":"read_file","path":"a","size":1}"#)
+                .starts_with("unknown field \"size\"")
+        );
+        assert!(
+            file_error(r#"{"type":"write_file","path":"a"}"#)
+                .starts_with("missing field \"content_base64\"")
+        );
+        assert!(
+            file_error(r#"{"type":"write_file","path":"a","content_base64":"not base64!"}"#)
+                .contains("not standard base64")
+        );
+        assert!(
+            file_error(r#"{"type":"write_file","path":"a","content_base64":"","append":"yes"}"#)
+                .contains("true or false")
+        );
+        assert!(
+            file_error(r#"{"type":"rename_file"}"#).contains("\"read_file\" or \"write_file\"")
+        );
     }
 }
