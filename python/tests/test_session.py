@@ -18,6 +18,21 @@ from envhost import _protocol
 from support import ProjectTest, alive, check_installed, descendants, run
 
 
+def has_interpreter(path: Path) -> bool:
+    """Whether an ELF-64 executable names a program interpreter (PT_INTERP)."""
+    import struct
+
+    with open(path, "rb") as file:
+        header = file.read(64)
+        if header[:4] != b"\x7fELF" or header[4] != 2:
+            raise AssertionError(f"{path} is not a 64-bit ELF file")
+        phoff, = struct.unpack_from("<Q", header, 0x20)
+        phentsize, phnum = struct.unpack_from("<HH", header, 0x36)
+        file.seek(phoff)
+        table = file.read(phentsize * phnum)
+    return any(struct.unpack_from("<I", table, i * phentsize)[0] == 3 for i in range(phnum))
+
+
 class InstalledPackage(unittest.TestCase):
     def test_the_binary_is_the_one_the_wheel_installed(self):
         check_installed()
@@ -31,6 +46,9 @@ class InstalledPackage(unittest.TestCase):
         # `python -m envhost` runs the same binary.
         module = run([sys.executable, "-m", "envhost", "--version"])
         self.assertEqual(module.stdout, version.stdout)
+        # The wheel carries the static build: no program interpreter (no
+        # dynamic loader), so it runs on glibc and musl systems alike.
+        self.assertFalse(has_interpreter(binary), f"{binary} is dynamically linked")
 
     def test_envhost_bin_overrides_and_is_checked(self):
         check_installed()
