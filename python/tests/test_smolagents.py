@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 from smolagents import CodeAgent
 from smolagents.models import ChatMessage, MessageRole, Model
