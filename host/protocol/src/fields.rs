@@ -26,3 +26,20 @@ pub(crate) fn json_kind(value: &Value) -> &'static str {
         Value::Object(_) => "an object",
     }
 }
+
+/// A required string field; `missing` says what the field is for, after
+/// "missing field NAME: ".
+pub(crate) fn string(
+    object: &Map<String, Value>,
+    field: &str,
+    missing: &str,
+) -> Result<String, String> {
+    match object.get(field) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        None => Err(format!("missing field {field:?}: {missing}")),
+        Some(other) => Err(format!(
+            "field {field:?} must be a string, got {}",
+            json_kind(other)
+        )),
+    }
+}

@@ -9,7 +9,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
-use crate::fields::{check_fields, json_kind};
+use crate::fields::{self, check_fields, json_kind};
 
 const READ_FIELDS: [&str; 5] = ["type", "id", "path", "offset", "length"];
 const WRITE_FIELDS: [&str; 6] = ["type", "id", "path", "content_base64", "append", "more"];
@@ -87,16 +87,11 @@ pub(crate) fn parse_write(object: &Map<String, Value>) -> Result<WriteFile, Stri
 }
 
 fn path(object: &Map<String, Value>, example: &str) -> Result<String, String> {
-    match object.get("path") {
-        Some(Value::String(path)) => Ok(path.clone()),
-        None => Err(format!(
-            "missing field \"path\": the file, relative to the project, e.g. {example}"
-        )),
-        Some(other) => Err(format!(
-            "field \"path\" must be a string, got {}",
-            json_kind(other)
-        )),
-    }
+    fields::string(
+        object,
+        "path",
+        &format!("the file, relative to the project, e.g. {example}"),
+    )
 }
 
 fn flag(object: &Map<String, Value>, field: &str) -> Result<bool, String> {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::fields::{check_fields, json_kind};
+use crate::fields::{self, check_fields, json_kind};
 use crate::files;
 use crate::framing::RawLine;
 
@@ -217,16 +217,11 @@ fn parse_object(object: &Map<String, Value>) -> Result<Request, ProtocolError> {
 }
 
 fn required_string(object: &Map<String, Value>, field: &str) -> Result<String, String> {
-    match object.get(field) {
-        Some(Value::String(s)) => Ok(s.clone()),
-        None => Err(format!(
-            "missing field {field:?}: a command needs \"environment\" and \"command\" strings, e.g. {EXAMPLE}"
-        )),
-        Some(other) => Err(format!(
-            "field {field:?} must be a string, got {}",
-            json_kind(other)
-        )),
-    }
+    fields::string(
+        object,
+        field,
+        &format!("a command needs \"environment\" and \"command\" strings, e.g. {EXAMPLE}"),
+    )
 }
 
 fn parse_timeout(value: &Value) -> Result<Duration, String> {
