@@ -59,9 +59,7 @@ pub fn run(checks: Checks, out: &mut dyn Write) -> std::io::Result<bool> {
     install_reaper();
     let cancel = CancelFlag::new();
     let mut orchestrator = Orchestrator::new(
-        OrchestratorSettings {
-            default_timeout: checks.timeout,
-        },
+        OrchestratorSettings::new(checks.timeout),
         EventBus::new(),
         cancel.clone(),
     );
@@ -90,6 +88,7 @@ pub fn run(checks: Checks, out: &mut dyn Write) -> std::io::Result<bool> {
             environment: environment.to_owned(),
             command: command.to_owned(),
             timeout: Some(checks.timeout),
+            yield_after: None,
             id: None,
         });
         let took = text::duration(started.elapsed());

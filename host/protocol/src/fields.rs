@@ -1,16 +1,51 @@
-//! Checks on a request's JSON object shared by every message type.
+//! A request line's fields, read one by one: shared by every message type.
 //!
-//! It must not know any message type.
+//! A line is split into its fields as raw JSON text first (so an `id` is
+//! kept exactly as written); this module reads a field when a message type
+//! asks for it, with the sentence to send back when it is wrong. It must
+//! not know any message type.
 
-use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+/// A line's fields, each still raw JSON text.
+pub(crate) type Fields<'a> = BTreeMap<String, &'a RawValue>;
+
+/// The field `name` read as JSON; `None` when absent.
+pub(crate) fn value(fields: &Fields<'_>, name: &str) -> Result<Option<Value>, String> {
+    match fields.get(name) {
+        None => Ok(None),
+        Some(raw) => serde_json::from_str(raw.get())
+            .map(Some)
+            .map_err(|err| format!("field {name:?} cannot be read: {err}")),
+    }
+}
 
 /// Refuses a field the message type does not take (a typo is not ignored).
-pub(crate) fn check_fields(object: &Map<String, Value>, known: &[&str]) -> Result<(), String> {
-    match object.keys().find(|k| !known.contains(&k.as_str())) {
+pub(crate) fn check_fields(fields: &Fields<'_>, known: &[&str]) -> Result<(), String> {
+    match fields.keys().find(|k| !known.contains(&k.as_str())) {
         None => Ok(()),
         Some(unknown) => Err(format!(
             "unknown field {unknown:?}; this message type takes: {}",
             known.join(", ")
+        )),
+    }
+}
+
+/// A required string field; `missing` is the whole sentence for its absence.
+pub(crate) fn string(
+    fields: &Fields<'_>,
+    field: &str,
+    missing: impl FnOnce() -> String,
+) -> Result<String, String> {
+    match value(fields, field)? {
+        Some(Value::String(s)) => Ok(s),
+        None => Err(missing()),
+        Some(other) => Err(format!(
+            "field {field:?} must be a string, got {}",
+            json_kind(&other)
         )),
     }
 }
@@ -24,22 +59,5 @@ pub(crate) fn json_kind(value: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
-    }
-}
-
-/// A required string field; `missing` says what the field is for, after
-/// "missing field NAME: ".
-pub(crate) fn string(
-    object: &Map<String, Value>,
-    field: &str,
-    missing: &str,
-) -> Result<String, String> {
-    match object.get(field) {
-        Some(Value::String(s)) => Ok(s.clone()),
-        None => Err(format!("missing field {field:?}: {missing}")),
-        Some(other) => Err(format!(
-            "field {field:?} must be a string, got {}",
-            json_kind(other)
-        )),
     }
 }

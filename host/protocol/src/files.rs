@@ -7,9 +7,9 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::fields::{self, check_fields, json_kind};
+use crate::fields::{self, Fields, check_fields, json_kind, value};
 
 const READ_FIELDS: [&str; 5] = ["type", "id", "path", "offset", "length"];
 const WRITE_FIELDS: [&str; 6] = ["type", "id", "path", "content_base64", "append", "more"];
@@ -34,16 +34,16 @@ pub(crate) struct WriteFile {
 }
 
 /// `{"type":"read_file","path":P,"offset":N,"length":N}`.
-pub(crate) fn parse_read(object: &Map<String, Value>) -> Result<ReadFile, String> {
-    check_fields(object, &READ_FIELDS)?;
-    let path = path(object, READ_EXAMPLE)?;
-    let offset = match object.get("offset") {
+pub(crate) fn parse_read(fields: &Fields<'_>) -> Result<ReadFile, String> {
+    check_fields(fields, &READ_FIELDS)?;
+    let path = path(fields, READ_EXAMPLE)?;
+    let offset = match value(fields, "offset")? {
         None | Some(Value::Null) => 0,
         Some(value) => value.as_u64().ok_or_else(|| {
             format!("field \"offset\" must be a whole number of bytes from 0, got {value}")
         })?,
     };
-    let length = match object.get("length") {
+    let length = match value(fields, "length")? {
         None | Some(Value::Null) => None,
         Some(value) => Some(value.as_u64().filter(|n| *n > 0).ok_or_else(|| {
             format!("field \"length\" must be a whole number of bytes from 1, got {value}")
@@ -57,50 +57,40 @@ pub(crate) fn parse_read(object: &Map<String, Value>) -> Result<ReadFile, String
 }
 
 /// `{"type":"write_file","path":P,"content_base64":B64,"append":bool,"more":bool}`.
-pub(crate) fn parse_write(object: &Map<String, Value>) -> Result<WriteFile, String> {
-    check_fields(object, &WRITE_FIELDS)?;
-    let path = path(object, WRITE_EXAMPLE)?;
-    let content = match object.get("content_base64") {
-        Some(Value::String(text)) => STANDARD.decode(text).map_err(|err| {
-            format!(
-                "field \"content_base64\" is not standard base64 (RFC 4648, with padding, no line breaks): {err}"
-            )
-        })?,
-        None => {
-            return Err(format!(
-                "missing field \"content_base64\": the bytes to write, in base64, e.g. {WRITE_EXAMPLE}"
-            ));
-        }
-        Some(other) => {
-            return Err(format!(
-                "field \"content_base64\" must be a string, got {}",
-                json_kind(other)
-            ));
-        }
-    };
+pub(crate) fn parse_write(fields: &Fields<'_>) -> Result<WriteFile, String> {
+    check_fields(fields, &WRITE_FIELDS)?;
+    let path = path(fields, WRITE_EXAMPLE)?;
+    let encoded = fields::string(fields, "content_base64", || {
+        format!(
+            "missing field \"content_base64\": the bytes to write, in base64, e.g. {WRITE_EXAMPLE}"
+        )
+    })?;
+    let content = STANDARD.decode(encoded).map_err(|err| {
+        format!(
+            "field \"content_base64\" is not standard base64 (RFC 4648, with padding, no line breaks): {err}"
+        )
+    })?;
     Ok(WriteFile {
         path,
         content,
-        append: flag(object, "append")?,
-        more: flag(object, "more")?,
+        append: flag(fields, "append")?,
+        more: flag(fields, "more")?,
     })
 }
 
-fn path(object: &Map<String, Value>, example: &str) -> Result<String, String> {
-    fields::string(
-        object,
-        "path",
-        &format!("the file, relative to the project, e.g. {example}"),
-    )
+fn path(fields: &Fields<'_>, example: &str) -> Result<String, String> {
+    fields::string(fields, "path", || {
+        format!("missing field \"path\": the file, relative to the project, e.g. {example}")
+    })
 }
 
-fn flag(object: &Map<String, Value>, field: &str) -> Result<bool, String> {
-    match object.get(field) {
+fn flag(fields: &Fields<'_>, field: &str) -> Result<bool, String> {
+    match value(fields, field)? {
         None | Some(Value::Null) => Ok(false),
-        Some(Value::Bool(value)) => Ok(*value),
+        Some(Value::Bool(value)) => Ok(value),
         Some(other) => Err(format!(
             "field {field:?} must be true or false, got {}",
-            json_kind(other)
+            json_kind(&other)
         )),
     }
 }

@@ -2,10 +2,9 @@
 
 use std::io::{self, Write};
 
-use envhost_core::Screen;
+use envhost_core::{RequestId, Screen};
 use serde::Serialize;
 use serde::ser::SerializeMap;
-use serde_json::Value;
 
 use crate::files;
 
@@ -15,25 +14,27 @@ pub enum Reply<'a> {
     /// The answer to a command.
     Response {
         /// The request's `id`, echoed.
-        id: Option<&'a Value>,
+        id: Option<&'a RequestId>,
         /// The command's output.
         output: &'a str,
         /// Whether it succeeded.
         success: bool,
+        /// The command is still running (sent only when true).
+        running: bool,
         /// The screen after it.
         screen: &'a Screen,
     },
     /// The answer to a screen request.
     Screen {
         /// The request's `id`, echoed.
-        id: Option<&'a Value>,
+        id: Option<&'a RequestId>,
         /// The screen after it.
         screen: &'a Screen,
     },
     /// The answer to a line that is not a valid request.
     Error {
         /// The request's `id`, echoed.
-        id: Option<&'a Value>,
+        id: Option<&'a RequestId>,
         /// What was wrong, and what to send instead.
         message: &'a str,
     },
@@ -41,7 +42,7 @@ pub enum Reply<'a> {
     /// one-word `reason` for programs besides the message.
     Refused {
         /// The request's `id`, echoed.
-        id: Option<&'a Value>,
+        id: Option<&'a RequestId>,
         /// What was wrong, and what to do instead.
         message: &'a str,
         /// One word: `not_found`, `is_directory`, `outside_project`, ...
@@ -50,7 +51,7 @@ pub enum Reply<'a> {
     /// The answer to `read_file`: a chunk of the file.
     File {
         /// The request's `id`, echoed.
-        id: Option<&'a Value>,
+        id: Option<&'a RequestId>,
         /// The path, as the request gave it.
         path: &'a str,
         /// The file's size when the chunk was read.
@@ -65,7 +66,7 @@ pub enum Reply<'a> {
     /// The answer to `write_file`.
     FileWritten {
         /// The request's `id`, echoed.
-        id: Option<&'a Value>,
+        id: Option<&'a RequestId>,
         /// The path, as the request gave it.
         path: &'a str,
         /// Bytes written so far (the file's size once complete).
@@ -79,6 +80,9 @@ pub enum Reply<'a> {
 struct ResponseBody<'a> {
     output: &'a str,
     success: bool,
+    /// Present only while the command runs: absent means it has ended.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    running: bool,
 }
 
 /// Serialises a screen as a JSON object whose keys keep display order.
@@ -114,6 +118,7 @@ impl Serialize for Reply<'_> {
                 id,
                 output,
                 success,
+                running,
                 screen,
             } => {
                 map.serialize_entry("type", "response")?;
@@ -125,6 +130,7 @@ impl Serialize for Reply<'_> {
                     &ResponseBody {
                         output,
                         success: *success,
+                        running: *running,
                     },
                 )?;
                 map.serialize_entry("screen", &WireScreen(screen))?;
@@ -205,7 +211,6 @@ pub fn write_reply(out: &mut (impl Write + ?Sized), reply: &Reply<'_>) -> io::Re
 }
 
 #[cfg(test)]
-#[cfg(test)]
 mod tests {
     use super::*;
     use envhost_core::ScreenSection;
@@ -218,7 +223,7 @@ mod tests {
             ScreenSection::new("Working directory: /p\nLast exit code: 0"),
         );
         screen.push("alpha", ScreenSection::with_max_lines("a", 3));
-        let id = Value::from("req-1");
+        let id = RequestId::from("req-1");
         let mut out = Vec::new();
         write_reply(
             &mut out,
@@ -226,6 +231,7 @@ mod tests {
                 id: Some(&id),
                 output: "hi\n",
                 success: true,
+                running: false,
                 screen: &screen,
             },
         )
@@ -250,8 +256,32 @@ mod tests {
     }
 
     #[test]
+    fn running_is_sent_only_when_true_and_ids_keep_their_text() {
+        let screen = Screen::new();
+        let id: Box<serde_json::value::RawValue> =
+            serde_json::from_str("18446744073709551617").unwrap();
+        let id = RequestId::from_json(&id).unwrap();
+        let mut out = Vec::new();
+        write_reply(
+            &mut out,
+            &Reply::Response {
+                id: Some(&id),
+                output: "so far\n",
+                success: true,
+                running: true,
+                screen: &screen,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"type\":\"response\",\"id\":18446744073709551617,\"response\":{\"output\":\"so far\\n\",\"success\":true,\"running\":true},\"screen\":{}}\n"
+        );
+    }
+
+    #[test]
     fn file_answers_are_lines() {
-        let id = Value::from("r");
+        let id = RequestId::from("r");
         let mut out = Vec::new();
         write_reply(
             &mut out,
