@@ -207,8 +207,8 @@ fn python_code_cannot_kill_the_host() {
     host.finish();
 }
 
-/// Whether the host made its folder of cgroups (`envhost-<pid>` next to its
-/// own cgroup v2), as it does wherever the machine allows.
+/// Whether the host made its folder of cgroups (`envhost-<pid>-<random>`
+/// next to its own cgroup v2), as it does wherever the machine allows.
 fn host_uses_cgroups(host: &Host) -> bool {
     let pid = host.pid();
     let own = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
@@ -224,18 +224,19 @@ fn host_uses_cgroups(host: &Host) -> bool {
             return false;
         }
         let fields: Vec<&str> = fields.split_whitespace().collect();
-        let (root, mount) = (fields.get(3), fields.get(4));
-        let (Some(root), Some(mount)) = (root, mount) else {
+        let (Some(root), Some(mount)) = (fields.get(3), fields.get(4)) else {
             return false;
         };
         let relative = own
             .strip_prefix(root)
             .unwrap_or(own)
             .trim_start_matches('/');
-        Path::new(mount)
-            .join(relative)
-            .join(format!("envhost-{pid}"))
-            .is_dir()
+        let prefix = format!("envhost-{pid}-");
+        fs::read_dir(Path::new(mount).join(relative)).is_ok_and(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .any(|entry| entry.file_name().to_string_lossy().starts_with(&prefix))
+        })
     })
 }
 

@@ -3,7 +3,8 @@
 //!
 //! Where the machine allows it, that place is a *cgroup v2* of its own
 //! (Linux 5.14 or later, for `cgroup.kill`): at start-up the host creates
-//! `envhost-<pid>` below its own cgroup, and each program started through
+//! `envhost-<pid>-<random>` below its own cgroup (and holds a lock on it
+//! for as long as it lives), and each program started through
 //! [`crate::spawn`] joins a fresh child cgroup between fork and exec, so it
 //! and every process it ever forks (a daemon that double-forks, a program
 //! that forks and exits in a tight loop, a job that calls `setsid`) stays in
@@ -36,6 +37,11 @@ use std::time::{Duration, Instant};
 /// How long a kill waits for the cgroup to empty before leaving its removal
 /// to the host's shutdown.
 const EMPTY_WAIT: Duration = Duration::from_secs(2);
+
+/// The host's lock on its folder of cgroups: released by the kernel when
+/// the host ends, however it ends, which is how another host tells a
+/// folder left by a dead host (whatever its pid namespace) from a live one.
+static BASE_LOCK: OnceLock<File> = OnceLock::new();
 
 /// How the host contains what it starts, decided once at start-up.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +82,8 @@ pub fn mode() -> &'static Containment {
     configure(true)
 }
 
-/// `<cgroup2 mount><the host's cgroup>/envhost-<pid>`, created.
+/// `<cgroup2 mount><the host's cgroup>/envhost-<pid>-<random>`, created
+/// and locked.
 fn create_base() -> Result<PathBuf, String> {
     let own = own_cgroup()
         .ok_or("the host's cgroup v2 is unknown (no `0::` line in /proc/self/cgroup)")?;
@@ -87,11 +94,18 @@ fn create_base() -> Result<PathBuf, String> {
         .unwrap_or_else(|_| own.clone());
     let relative = relative.strip_prefix("/").unwrap_or(&relative).to_owned();
     let parent = mount.join(relative);
+    // Creating a folder and locking it is one step for the hosts sharing
+    // this parent: none takes another's new folder for a dead one's.
+    let parent_lock = open_dir(&parent)
+        .map_err(|err| format!("cannot open the cgroup {} ({err})", parent.display()))?;
+    lock(&parent_lock, true);
     remove_stale(&parent);
-    let base = parent.join(format!("envhost-{}", std::process::id()));
-    if let Err(err) = fs::create_dir(&base)
-        && err.kind() != io::ErrorKind::AlreadyExists
-    {
+    let base = parent.join(format!(
+        "envhost-{}-{:08x}",
+        std::process::id(),
+        random_u32()
+    ));
+    if let Err(err) = fs::create_dir(&base) {
         return Err(format!(
             "cannot create the cgroup {} ({err}); this needs root or a delegated cgroup",
             base.display()
@@ -101,30 +115,69 @@ fn create_base() -> Result<PathBuf, String> {
         let _ = fs::remove_dir(&base);
         return Err("the kernel has no cgroup.kill (Linux 5.14 or later is needed)".into());
     }
+    let held = open_dir(&base).ok().filter(|dir| lock(dir, false));
+    let Some(held) = held else {
+        let _ = fs::remove_dir(&base);
+        return Err(format!("cannot lock the cgroup {}", base.display()));
+    };
+    let _ = BASE_LOCK.set(held);
     Ok(base)
+}
+
+fn open_dir(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// An exclusive `flock` on `dir`, waiting for it or not. `true` if held.
+fn lock(dir: &File, wait: bool) -> bool {
+    let operation = if wait {
+        nix::libc::LOCK_EX
+    } else {
+        nix::libc::LOCK_EX | nix::libc::LOCK_NB
+    };
+    // SAFETY: flock on a descriptor this function borrows.
+    unsafe { nix::libc::flock(dir.as_raw_fd(), operation) == 0 }
+}
+
+/// 32 random bits for a name (not a secret).
+fn random_u32() -> u32 {
+    use std::io::Read;
+    let mut bytes = [0u8; 4];
+    if File::open("/dev/urandom")
+        .and_then(|mut random| random.read_exact(&mut bytes))
+        .is_err()
+    {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or_default();
+        return nanos ^ std::process::id();
+    }
+    u32::from_ne_bytes(bytes)
 }
 
 /// Cgroups left by hosts that died without cleaning up (killed with
 /// SIGKILL): whatever still runs in them has nobody to end it, so it is
-/// killed, and the folders are removed. A folder whose pid is alive again
-/// (reused) is left alone.
+/// killed, and the folders are removed. A folder is left by a dead host
+/// when nobody holds its lock.
 fn remove_stale(parent: &Path) {
     let Ok(entries) = fs::read_dir(parent) else {
         return;
     };
     for entry in entries.filter_map(Result::ok) {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|name| name.strip_prefix("envhost-"))
-            .and_then(|pid| pid.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if Path::new(&format!("/proc/{pid}")).exists() {
+        if !entry.file_name().to_string_lossy().starts_with("envhost-") {
             continue;
         }
         let base = entry.path();
+        let Ok(dir) = open_dir(&base) else {
+            continue;
+        };
+        if !lock(&dir, false) {
+            continue; // its host is alive
+        }
         if let Ok(children) = fs::read_dir(&base) {
             for child in children.filter_map(Result::ok) {
                 if child.path().is_dir() {
@@ -352,6 +405,28 @@ mod tests {
     fn mountinfo_escapes_are_undone() {
         assert_eq!(unescape(r"/sys/fs/cgroup\040x"), "/sys/fs/cgroup x");
         assert_eq!(unescape("/plain"), "/plain");
+    }
+
+    #[test]
+    fn folders_of_dead_hosts_are_removed_and_those_of_live_ones_kept() {
+        let Containment::Cgroups { base } = mode() else {
+            eprintln!("SKIPPED: no cgroups here: {:?}", mode());
+            return;
+        };
+        let parent = base.parent().expect("the host's cgroup");
+        let dead = parent.join("envhost-0-deadbeef");
+        let live = parent.join("envhost-0-a11fe000");
+        fs::create_dir(&dead).unwrap();
+        fs::create_dir(dead.join("bash-0")).unwrap();
+        fs::create_dir(&live).unwrap();
+        let held = open_dir(&live).unwrap();
+        assert!(lock(&held, false));
+        remove_stale(parent);
+        assert!(!dead.exists(), "a folder nobody holds is removed");
+        assert!(live.exists(), "a held folder is kept");
+        assert!(base.exists(), "this host's own folder is kept");
+        drop(held);
+        fs::remove_dir(&live).unwrap();
     }
 
     #[test]
