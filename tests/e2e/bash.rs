@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{Host, Project, Reply, process_alive, wait_until_dead};
+use crate::harness::{Host, Project, Reply, process_alive, skip_unprivileged, wait_until_dead};
 
 const HELP: &str = "Any bash command. Use & for background jobs.";
 
@@ -597,7 +597,10 @@ fn a_full_disk_leaves_no_partial_output_file() {
     let _disk = match SmallDisk::mount(&output_dir) {
         Ok(disk) => disk,
         Err(reason) => {
-            eprintln!("SKIPPED: no small disk to fill: {reason}");
+            skip_unprivileged(
+                "a_full_disk_leaves_no_partial_output_file",
+                &format!("a small disk to fill ({reason})"),
+            );
             return;
         }
     };

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::harness::{Host, Project, process_alive, wait_until_dead};
+use crate::harness::{Host, Project, process_alive, skip_unprivileged, wait_until_dead};
 
 fn pids(output: &str) -> Vec<i32> {
     output
@@ -96,6 +96,22 @@ impl Drop for PidsLimit {
     }
 }
 
+/// Whether the host can install its guard: it runs with this process's
+/// credentials, and needs CAP_SYS_ADMIN or no-new-privileges.
+fn guard_possible() -> bool {
+    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .map(|value| value.trim().to_owned())
+    };
+    let cap_sys_admin = field("CapEff:")
+        .and_then(|hex| u64::from_str_radix(&hex, 16).ok())
+        .is_some_and(|caps| caps & (1 << 21) != 0);
+    cap_sys_admin || field("NoNewPrivs:").as_deref() == Some("1")
+}
+
 fn unique() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -111,7 +127,10 @@ fn fork_hopper_does_not_outlive_the_host(args: &[&str]) {
     let limit = match PidsLimit::create(200) {
         Ok(limit) => limit,
         Err(reason) => {
-            eprintln!("SKIPPED: the fork-hopper needs a bounded process count: {reason}");
+            skip_unprivileged(
+                "the fork-hopper test",
+                &format!("a bounded process count ({reason})"),
+            );
             return;
         }
     };
@@ -173,6 +192,9 @@ fn a_timed_out_pipeline_leaves_no_grandchild_that_ignores_sigint() {
 
 #[test]
 fn the_shell_cannot_kill_the_host() {
+    if !guard_possible() && skip_unprivileged("the_shell_cannot_kill_the_host", "CAP_SYS_ADMIN") {
+        return;
+    }
     let project = Project::new();
     let mut host = Host::start(project.path());
     for attack in [
@@ -196,6 +218,9 @@ fn the_shell_cannot_kill_the_host() {
 
 #[test]
 fn python_code_cannot_kill_the_host() {
+    if !guard_possible() && skip_unprivileged("python_code_cannot_kill_the_host", "CAP_SYS_ADMIN") {
+        return;
+    }
     let project = Project::new();
     let mut host = Host::start(project.path());
     let reply = host.command(
@@ -251,10 +276,14 @@ until [ -s escaped.pid ]; do sleep 0.05; done; cat escaped.pid",
     );
     let escaped = pids(reply.ok())[0];
     assert!(process_alive(escaped));
-    if !host_uses_cgroups(&host) {
-        // Without cgroups a process that left the shell's session lives
-        // until the host ends (the fallback the no-orphan tests cover).
-        eprintln!("SKIPPED: the host has no cgroups on this machine");
+    // Without cgroups a process that left the shell's session lives until
+    // the host ends (the fallback the no-orphan tests cover).
+    if !host_uses_cgroups(&host)
+        && skip_unprivileged(
+            "a_restarted_shell_takes_every_process_it_started_with_it",
+            "a writable cgroup v2",
+        )
+    {
         return;
     }
     let reply = host.command("bash", "exit 0");

@@ -455,3 +455,16 @@ pub fn wait_until_dead(pid: i32, limit: Duration) -> bool {
     }
     !process_alive(pid)
 }
+
+/// Whether a test whose mechanism this machine lacks (`missing` says why)
+/// is skipped: only when ENVHOST_SKIP_PRIVILEGED=1 says so; otherwise it
+/// fails (CI runs as root, where every mechanism is there).
+pub fn skip_unprivileged(test: &str, missing: &str) -> bool {
+    let opted_out = std::env::var_os("ENVHOST_SKIP_PRIVILEGED").is_some_and(|v| v == "1");
+    assert!(
+        opted_out,
+        "{test} needs {missing}: run the tests as root, or set ENVHOST_SKIP_PRIVILEGED=1 to skip it"
+    );
+    eprintln!("SKIPPED {test}: no {missing} here and ENVHOST_SKIP_PRIVILEGED=1");
+    true
+}

@@ -47,6 +47,9 @@ mod session;
 mod spawn;
 mod terminal;
 
+#[cfg(test)]
+mod tests_support;
+
 pub use crate::capture::{
     CapturedOutput, DEFAULT_CAP_BYTES, OutputCapture, OutputLimits, Overflow,
 };

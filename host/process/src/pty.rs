@@ -542,7 +542,7 @@ mod tests {
     fn a_program_cannot_signal_the_host() {
         crate::guard::prepare();
         if let Err(reason) = crate::guard::status() {
-            eprintln!("SKIPPED: no guard on this machine: {reason}");
+            crate::tests_support::skip_unprivileged("the guard", &reason);
             return;
         }
         let dir = tempfile::tempdir().unwrap();
@@ -565,7 +565,10 @@ mod tests {
             crate::containment::mode(),
             crate::containment::Containment::Cgroups { .. }
         ) {
-            eprintln!("SKIPPED: no cgroups here: {:?}", crate::containment::mode());
+            crate::tests_support::skip_unprivileged(
+                "cgroups",
+                &format!("{:?}", crate::containment::mode()),
+            );
             return;
         }
         let dir = tempfile::tempdir().unwrap();
