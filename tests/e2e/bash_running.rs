@@ -264,3 +264,79 @@ fn shutdown_during_a_running_command_leaves_no_process() {
         );
     }
 }
+
+#[test]
+fn control_characters_typed_with_input_act_as_on_a_terminal() {
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    // Ctrl-D ends `cat`'s input; what was typed before it comes back.
+    let reply = start(&mut host, "cat > typed.txt; echo \"cat ended\"", 300);
+    assert!(reply.running(), "{}", reply.0);
+    let reply = input(&mut host, "first line\n");
+    assert!(reply.running(), "{}", reply.0);
+    let reply = input(&mut host, "\u{4}");
+    assert!(!reply.running(), "{}", reply.0);
+    assert_eq!(reply.ok(), "cat ended\n");
+    assert_eq!(project.read("typed.txt"), "first line\n");
+    // Ctrl-C interrupts the foreground job; the shell and its state stay.
+    host.command("bash", "export KEPT=yes").ok();
+    let reply = start(&mut host, "sleep 1081; echo not reached", 300);
+    assert!(reply.running(), "{}", reply.0);
+    let reply = input(&mut host, "\u{3}");
+    assert!(!reply.running(), "{}", reply.0);
+    assert!(!reply.success(), "{}", reply.0);
+    assert!(!reply.output().contains("not reached"), "{}", reply.0);
+    assert!(
+        reply.screen("bash").contains("Last exit code: 130"),
+        "{}",
+        reply.0
+    );
+    assert_eq!(host.command("bash", "echo $KEPT").ok(), "yes\n");
+    host.finish();
+}
+
+#[test]
+fn yield_after_makes_yielding_the_default_and_the_end_gives_the_commands_own_outcome() {
+    let project = Project::new();
+    let mut host = Host::builder()
+        .args(["--yield-after", "300ms"])
+        .start(project.path());
+    // Quick commands answer as always.
+    assert_eq!(host.command("bash", "echo quick").ok(), "quick\n");
+    let reply = host.request(&json!({
+        "type": "command", "environment": "bash",
+        "command": "mkdir -p later && cd later && echo begun && sleep 1 && echo done && false"
+    }));
+    assert!(reply.running(), "{}", reply.0);
+    assert!(
+        reply.success(),
+        "a running command has not failed: {}",
+        reply.0
+    );
+    assert_eq!(own_output(&reply), "begun\n");
+    // The screen shows what runs, for how long, how much it said, its last line.
+    let screen = reply.screen("bash");
+    for shown in [
+        "Running for",
+        "sleep 1",
+        "Output so far",
+        "last line: `begun`",
+    ] {
+        assert!(screen.contains(shown), "{shown:?} missing from:\n{screen}");
+    }
+    let mut reply = reply;
+    while reply.running() {
+        reply = wait(&mut host, 5000);
+    }
+    assert!(
+        !reply.success(),
+        "false was the command's last word: {}",
+        reply.0
+    );
+    assert!(reply.output().contains("done"), "{}", reply.0);
+    let screen = reply.screen("bash");
+    assert!(screen.contains("later"), "the final directory: {screen}");
+    assert!(screen.contains("Last exit code: 1"), "{screen}");
+    assert!(!screen.contains("Running for"), "{screen}");
+    host.finish();
+}

@@ -294,3 +294,122 @@ until [ -s escaped.pid ]; do sleep 0.05; done; cat escaped.pid",
     );
     host.finish();
 }
+
+#[test]
+fn processes_of_a_killed_host_are_ended_by_the_next_host() {
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    let reply = host.command(
+        "bash",
+        "(setsid sh -c 'echo $$ > left.pid; exec sleep 1071' >/dev/null 2>&1 &)
+until [ -s left.pid ]; do sleep 0.05; done; cat left.pid",
+    );
+    let left = pids(reply.ok())[0];
+    if !host_uses_cgroups(&host)
+        && skip_unprivileged(
+            "processes_of_a_killed_host_are_ended_by_the_next_host",
+            "a writable cgroup v2",
+        )
+    {
+        return;
+    }
+    // SIGKILL: the host cannot clean up after itself.
+    host.signal("KILL");
+    host.wait_exit(Duration::from_secs(10));
+    thread::sleep(Duration::from_millis(200));
+    assert!(
+        process_alive(left),
+        "nothing but the next host should have ended it"
+    );
+    let other = Project::new();
+    let mut next = Host::start(other.path());
+    assert_eq!(next.command("bash", "echo up").ok(), "up\n");
+    assert!(
+        wait_until_dead(left, Duration::from_secs(10)),
+        "a process the killed host started outlived the next host's start"
+    );
+    next.finish();
+}
+
+/// Every other way the guard closes, tried from python at the host's pid:
+/// each must fail with EPERM (1). Signal 0 and `PTRACE_SEIZE` would do no
+/// harm if they got through, so a guard that fails shows as a wrong errno,
+/// not as a dead host.
+const OTHER_WAYS_TO_THE_HOST: &str = r#"
+import ctypes, os, platform, signal, sys
+host = int(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+numbers = {
+    "x86_64": dict(tkill=200, tgkill=234, rt_sigqueueinfo=129, rt_tgsigqueueinfo=297,
+                   ptrace=101, process_vm_readv=310, process_vm_writev=311),
+    "aarch64": dict(tkill=130, tgkill=131, rt_sigqueueinfo=138, rt_tgsigqueueinfo=240,
+                    ptrace=117, process_vm_readv=270, process_vm_writev=271),
+}[platform.machine()]
+info = ctypes.create_string_buffer(128)
+ctypes.c_int.from_buffer(info, 8).value = -1  # si_code SI_QUEUE, allowed to another process
+byte = ctypes.create_string_buffer(1)
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+local = iovec(ctypes.cast(byte, ctypes.c_void_p), 1)
+remote = iovec(0x1000, 1)
+def call(name, *args):
+    ctypes.set_errno(0)
+    result = libc.syscall(numbers[name], *args)
+    return ctypes.get_errno() if result == -1 else "succeeded"
+results = {
+    "tkill": call("tkill", host, 0),
+    "tgkill": call("tgkill", host, host, 0),
+    "rt_sigqueueinfo": call("rt_sigqueueinfo", host, 0, info),
+    "rt_tgsigqueueinfo": call("rt_tgsigqueueinfo", host, host, 0, info),
+    "ptrace": call("ptrace", 0x4206, host, 0, 0),
+    "process_vm_readv": call("process_vm_readv", host, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0),
+    "process_vm_writev": call("process_vm_writev", host, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0),
+}
+try:
+    os.pidfd_open(host)
+    results["pidfd_open"] = "succeeded"
+except OSError as e:
+    results["pidfd_open"] = e.errno
+# pidfd_send_signal also takes a /proc/<pid> folder as the process's handle.
+proc = os.open(f"/proc/{host}", os.O_RDONLY | os.O_DIRECTORY)
+try:
+    signal.pidfd_send_signal(proc, 0)
+    results["pidfd_send_signal"] = "succeeded"
+except OSError as e:
+    results["pidfd_send_signal"] = e.errno
+for name, outcome in results.items():
+    print(name, outcome)
+"#;
+
+#[test]
+fn no_other_system_call_reaches_the_host() {
+    if !guard_possible()
+        && skip_unprivileged("no_other_system_call_reaches_the_host", "CAP_SYS_ADMIN")
+    {
+        return;
+    }
+    let project = Project::new();
+    project.write("ways.py", OTHER_WAYS_TO_THE_HOST);
+    let mut host = Host::start(project.path());
+    let reply = host.command("bash", "python3 ways.py $PPID");
+    assert!(host.is_running(), "the attempts killed the host");
+    let output = reply.ok();
+    let names = [
+        "tkill",
+        "tgkill",
+        "rt_sigqueueinfo",
+        "rt_tgsigqueueinfo",
+        "ptrace",
+        "process_vm_readv",
+        "process_vm_writev",
+        "pidfd_open",
+        "pidfd_send_signal",
+    ];
+    for name in names {
+        assert!(
+            output.lines().any(|line| line == format!("{name} 1")),
+            "{name} was not refused with EPERM:\n{output}"
+        );
+    }
+    host.finish();
+}
