@@ -2,7 +2,7 @@
 //!
 //! A command may redirect the shell's own output (`exec > >(tee -a log)`,
 //! `exec 2>&-`). The host looks at where the shell's descriptors point
-//! ([`stream_kind`]) to repair a closed one before the next command and to
+//! ([`kind_of_link`]) to repair a closed one before the next command and to
 //! know when output may still be on its way through a pipe. A [`PipeWatch`]
 //! opens such a pipe through `/proc/<shell>/fd/<n>` (a new reference to the
 //! same pipe, never read from) to ask the kernel how many bytes it still
@@ -31,9 +31,10 @@ pub enum StreamKind {
     Other,
 }
 
-/// Where descriptor `fd` of process `pid` points.
-pub fn stream_kind(pid: i32, fd: i32) -> StreamKind {
-    match std::fs::read_link(format!("/proc/{pid}/fd/{fd}")) {
+/// What a descriptor is, from its `/proc/<pid>/fd/<fd>` link as read (the
+/// caller reads it: it may look at the link for more than its kind).
+pub fn kind_of_link(link: std::io::Result<std::path::PathBuf>) -> StreamKind {
+    match link {
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => StreamKind::Closed,
         Err(_) => StreamKind::Other,
         Ok(target) => {
@@ -126,6 +127,10 @@ fn reads_pipe(pid: i32, inode: &str) -> bool {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    fn stream_kind(pid: i32, fd: i32) -> StreamKind {
+        kind_of_link(std::fs::read_link(format!("/proc/{pid}/fd/{fd}")))
+    }
 
     #[test]
     fn streams_are_told_apart_and_pipes_report_what_they_hold() {

@@ -56,7 +56,7 @@ pub use self::wait::{Controls, Waiter};
 use super::marker::PromptReport;
 use super::reader::{PtyReader, ReaderEvent, ReportPlace, ReportSocket};
 use super::setup::SessionFiles;
-use super::streams::{PipeWatch, StreamKind, stream_kind};
+use super::streams::{PipeWatch, StreamKind, kind_of_link};
 use envhost_core::{CancelFlag, CommandContext};
 use envhost_process::{DEFAULT_LADDER, Escalation, escalate, signal_group};
 use envhost_process::{
@@ -627,11 +627,19 @@ impl Shell {
         // uses) for its duration: look once it is out.
         // Microseconds when it is: yielding, not sleeping, keeps the round
         // trip short.
+        // One read of the link per look: it runs before every command.
         let deadline = Instant::now() + IDLE_WAIT;
-        while in_plumbing(shell) && Instant::now() < deadline {
+        let link = loop {
+            let link = std::fs::read_link(format!("/proc/{shell}/fd/2"));
+            let in_plumbing = link
+                .as_ref()
+                .is_ok_and(|target| target.as_os_str() == super::setup::PLUMBING_SINK);
+            if !in_plumbing || Instant::now() >= deadline {
+                break link;
+            }
             thread::yield_now();
-        }
-        match stream_kind(shell, 2) {
+        };
+        match kind_of_link(link) {
             StreamKind::Closed => {
                 self.notes.add("The previous command closed the shell's standard error (e.g. exec 2>&-); it was reopened on the terminal before this command.");
                 true
@@ -828,13 +836,6 @@ fn report_socket() -> io::Result<(UnixStream, OwnedFd)> {
     nix::sys::socket::setsockopt(&host, nix::sys::socket::sockopt::PassCred, &true)?;
     host.set_nonblocking(true)?;
     Ok((host, OwnedFd::from(shell)))
-}
-
-/// Whether `shell` runs its prompt code, whose standard error goes to the
-/// sink set up for it, `/dev/zero` (see [`super::setup`]).
-fn in_plumbing(shell: i32) -> bool {
-    std::fs::read_link(format!("/proc/{shell}/fd/2"))
-        .is_ok_and(|target| target.as_os_str() == super::setup::PLUMBING_SINK)
 }
 
 /// Ends what is left of interrupted jobs: their process groups get SIGTERM
