@@ -340,3 +340,34 @@ fn yield_after_makes_yielding_the_default_and_the_end_gives_the_commands_own_out
     assert!(!screen.contains("Running for"), "{screen}");
     host.finish();
 }
+
+#[test]
+fn text_typed_into_a_command_that_never_reads_it_is_not_run_by_the_shell() {
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    host.command("bash", "export KEPT=yes").ok();
+    // Whole lines: the shell would read them as its next commands.
+    let reply = start(&mut host, "sleep 1", 200);
+    assert!(reply.running(), "{}", reply.0);
+    let reply = input(&mut host, "touch typed-ahead; echo ran\nsecond line\n");
+    let mut reply = reply;
+    while reply.running() {
+        reply = wait(&mut host, 5000);
+    }
+    assert!(reply.success(), "{}", reply.0);
+    assert!(!reply.output().contains("ran"), "{}", reply.0);
+    assert!(reply.output().contains("discarded"), "{}", reply.0);
+    // A partial line: it would be glued to the front of the next command.
+    let reply = start(&mut host, "sleep 1", 200);
+    assert!(reply.running(), "{}", reply.0);
+    let mut reply = input(&mut host, "touch partial; echo half");
+    while reply.running() {
+        reply = wait(&mut host, 5000);
+    }
+    assert!(reply.success(), "{}", reply.0);
+    let reply = host.command("bash", "echo \"next $KEPT\"");
+    assert_eq!(reply.ok(), "next yes\n", "the shell and its state survive");
+    let reply = host.command("bash", "ls");
+    assert_eq!(reply.ok(), "", "nothing typed was run: {}", reply.0);
+    host.finish();
+}

@@ -64,6 +64,9 @@ pub struct Notes {
     /// Standard output is a pipe or socket (`exec > >(tee log)`): what the
     /// command wrote may still be on its way.
     pub stdout_is_pipe: bool,
+    /// Whole lines were waiting on the terminal that the command never
+    /// read (typed with `input`); they were discarded, not run.
+    pub typed_discarded: bool,
 }
 
 impl Notes {
@@ -73,6 +76,7 @@ impl Notes {
             stdout_reopened: letters.contains('1'),
             terminal_reopened: letters.contains('t'),
             stdout_is_pipe: letters.contains('p'),
+            typed_discarded: letters.contains('d'),
         }
     }
 }

@@ -308,6 +308,14 @@ __envhost_prompt() {{
   __envhost_last=$?
   __envhost_fence=$SRANDOM
   [[ -t 0 ]] || {{ exec 0</dev/tty; __envhost_notes+=0; }}
+  # Lines typed with `input` that the command never read: read next, the
+  # shell would run them as commands. (A partial line is erased by the
+  # kill character the host types before the next command.)
+  if read -t 0; then
+    while read -t 0 && IFS= read -r __envhost_line; do :; done
+    unset __envhost_line
+    __envhost_notes+=d
+  fi
   if [[ ! -t 1 ]]; then
     if [[ ! -e /dev/fd/1 ]]; then exec 1>/dev/tty; __envhost_notes+=1
     elif [[ -p /dev/fd/1 || -S /dev/fd/1 ]]; then __envhost_notes+=p; fi

@@ -467,7 +467,13 @@ impl Shell {
                 // normally, so bash kept that state): the line typed next
                 // must not be echoed.
                 set_terminal_mode(self.pty.terminal().as_fd())?;
-                self.pty.terminal().write_all(line.as_bytes())
+                // The kill character first: it erases a partial line typed
+                // with `input` that the last command never read, which
+                // would otherwise be glued to the front of this one.
+                let mut typed = Vec::with_capacity(line.len() + 1);
+                typed.push(KILL_CHARACTER);
+                typed.extend_from_slice(line.as_bytes());
+                self.pty.terminal().write_all(&typed)
             });
         if let Err(err) = typed
             && self.exited().is_none()
@@ -607,6 +613,9 @@ impl Shell {
             }
             if notes.stdout_reopened {
                 self.notes.add("The command closed the shell's standard output (e.g. exec 1>&-); it was reopened on the terminal, so later commands print again.");
+            }
+            if notes.typed_discarded {
+                self.notes.add("Text typed with input that the command did not read was discarded when it ended, so the shell did not run it as commands.");
             }
             if notes.terminal_reopened {
                 self.notes.add("The command closed the descriptor the shell writes its prompt marks to; it was reopened.");
@@ -869,16 +878,24 @@ fn end_leftover_jobs(groups: &[i32]) -> usize {
     left
 }
 
+/// Ctrl-U, the terminal's kill character ("erase the line typed so far").
+const KILL_CHARACTER: u8 = 0x15;
+
 /// Echo off (the host's typing must not show up as output), line editing
-/// and signals on.
+/// and signals on, and Ctrl-U as the kill character.
 fn set_terminal_mode(terminal: BorrowedFd<'_>) -> io::Result<()> {
     let mut mode = termios::tcgetattr(terminal).map_err(io::Error::from)?;
     let echo = LocalFlags::ECHO | LocalFlags::ECHONL;
     let wanted = LocalFlags::ICANON | LocalFlags::ISIG;
-    if !mode.local_flags.intersects(echo) && mode.local_flags.contains(wanted) {
+    let kill = termios::SpecialCharacterIndices::VKILL as usize;
+    if !mode.local_flags.intersects(echo)
+        && mode.local_flags.contains(wanted)
+        && mode.control_chars[kill] == KILL_CHARACTER
+    {
         return Ok(());
     }
     mode.local_flags.remove(echo);
     mode.local_flags.insert(wanted);
+    mode.control_chars[kill] = KILL_CHARACTER;
     termios::tcsetattr(terminal, SetArg::TCSANOW, &mode).map_err(io::Error::from)
 }
