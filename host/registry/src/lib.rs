@@ -1,0 +1,40 @@
+//! Distributing envhost's WebAssembly plugins: fetching them from OCI
+//! registries, HTTPS addresses and local files, verifying every byte (and,
+//! when the operator asks, a signature) before anything is written,
+//! caching what was verified, recording it in the lock file, and
+//! publishing components for others to fetch.
+//!
+//! This crate owns the network and the formats of distribution (the CNCF
+//! layout of a Wasm artifact, Sigstore bundles, `env/envhost.lock`). It
+//! must not know the host's WIT contract, the grants file or the layout of
+//! a project: the host checks a fetched component against its contract
+//! and decides where to put it. Nothing here runs at the host's start-up;
+//! a session never touches the network.
+
+mod cache;
+mod client;
+mod credentials;
+mod digest;
+mod error;
+mod layout;
+mod lock;
+mod signature;
+mod source;
+
+pub use cache::BlobCache;
+pub use client::{
+    BUNDLE_FILE_SUFFIX, Client, DEFAULT_MAX_COMPONENT_SIZE, Fetched, Options, Published,
+    SignatureCheck, signature_tag,
+};
+pub use credentials::Credentials;
+pub use digest::{BadDigest, Sha256};
+pub use error::Error;
+pub use layout::{
+    CONFIG_MEDIA_TYPE, ComponentInfo, LAYER_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, WasmConfig,
+    component_info,
+};
+pub use lock::{
+    FILE_NAME as LOCK_FILE_NAME, Lock, LockError, LockedPlugin, LockedSigner, valid_name,
+};
+pub use signature::{BUNDLE_MEDIA_TYPE, SignatureError, Signer, SigningKey, TrustRoot};
+pub use source::{BadSource, OciReference, Source, UrlSource, is_loopback_host};
