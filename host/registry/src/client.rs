@@ -280,7 +280,8 @@ impl Client {
             what: what.clone(),
             problem: e.to_string(),
         })?;
-        let manifest = layout::manifest_for(&config_bytes, component);
+        let name = target.repository.rsplit('/').next().unwrap_or("component");
+        let manifest = layout::manifest_for(&config_bytes, component, &format!("{name}.wasm"));
         let manifest_bytes = serde_json::to_vec(&manifest).map_err(|e| Error::Layout {
             what: what.clone(),
             problem: e.to_string(),
@@ -289,13 +290,12 @@ impl Client {
         let bundle = sign.map(|key| key.sign(&sha256)).transpose()?;
 
         self.runtime.block_on(async {
-            let oci = self.oci_for(&target.registry, &what)?;
+            let (oci, auth) = self.connect(&target.registry).await?;
             let reference = Reference::with_tag(
                 target.registry.clone(),
                 target.repository.clone(),
                 tag.clone(),
             );
-            let auth = self.credentials(&target.registry)?;
             oci.auth(&reference, &auth, RegistryOperation::Push)
                 .await
                 .map_err(|e| self.oci_error(e, &what, &target.registry))?;
@@ -331,8 +331,7 @@ impl Client {
             unreachable!("a reference without a digest has a tag (checked when parsed)")
         };
         self.online(&what, &Sha256::of(b""))?;
-        let oci = self.oci_for(&reference.registry, &what)?;
-        let auth = self.credentials(&reference.registry)?;
+        let (oci, auth) = self.connect(&reference.registry).await?;
         let image = Reference::with_tag(
             reference.registry.clone(),
             reference.repository.clone(),
@@ -370,8 +369,7 @@ impl Client {
             return Ok(bytes);
         }
         self.online(what, &digest)?;
-        let oci = self.oci_for(&reference.registry, what)?;
-        let auth = self.credentials(&reference.registry)?;
+        let (oci, auth) = self.connect(&reference.registry).await?;
         let image = Reference::with_digest(
             reference.registry.clone(),
             reference.repository.clone(),
@@ -509,9 +507,7 @@ impl Client {
             return Ok(bytes);
         }
         self.online(&label, &digest)?;
-        let oci = self.oci_for(&reference.registry, what)?;
-        let auth = self.credentials(&reference.registry)?;
-        oci.store_auth_if_needed(&reference.registry, &auth).await;
+        let (oci, _) = self.connect(&reference.registry).await?;
         let image = Reference::with_digest(
             reference.registry.clone(),
             reference.repository.clone(),
@@ -575,8 +571,7 @@ impl Client {
         let tag = signature_tag(component);
         let looked = format!("oci://{}/{}:{tag}", pinned.registry, pinned.repository);
         self.online(&looked, component)?;
-        let oci = self.oci_for(&pinned.registry, what)?;
-        let auth = self.credentials(&pinned.registry)?;
+        let (oci, auth) = self.connect(&pinned.registry).await?;
         let image = Reference::with_tag(pinned.registry.clone(), pinned.repository.clone(), tag);
         let manifest = match oci
             .pull_manifest_raw(&image, &auth, ACCEPTED_MANIFESTS)
@@ -650,9 +645,7 @@ impl Client {
                 limit: MAX_BUNDLE_SIZE,
             });
         }
-        let oci = self.oci_for(&pinned.registry, what)?;
-        let auth = self.credentials(&pinned.registry)?;
-        oci.store_auth_if_needed(&pinned.registry, &auth).await;
+        let (oci, _) = self.connect(&pinned.registry).await?;
         let image = Reference::with_digest(
             pinned.registry.clone(),
             pinned.repository.clone(),
@@ -781,15 +774,23 @@ impl Client {
         Ok(tag)
     }
 
-    fn oci_for(&self, registry: &str, what: &str) -> Result<oci_client::Client, Error> {
+    /// A protocol client for `registry`, holding its credentials (oci-client
+    /// asks for a token per operation as it needs one).
+    async fn connect(&self, registry: &str) -> Result<(oci_client::Client, RegistryAuth), Error> {
+        let oci = self.oci_for(registry);
+        let auth = self.credentials(registry)?;
+        oci.store_auth_if_needed(registry, &auth).await;
+        Ok((oci, auth))
+    }
+
+    fn oci_for(&self, registry: &str) -> oci_client::Client {
         let host = host_of_registry(registry);
         let protocol = if plain_http_allowed(&self.options.insecure_hosts, host, registry) {
             ClientProtocol::Http
         } else {
             ClientProtocol::Https
         };
-        let _ = what;
-        Ok(oci_client::Client::new(ClientConfig {
+        oci_client::Client::new(ClientConfig {
             protocol,
             // An index is refused, never resolved to some platform's image.
             platform_resolver: None,
@@ -797,7 +798,7 @@ impl Client {
             read_timeout: Some(self.options.timeout),
             user_agent: concat!("envhost/", env!("CARGO_PKG_VERSION")),
             ..ClientConfig::default()
-        }))
+        })
     }
 
     fn credentials(&self, registry: &str) -> Result<RegistryAuth, Error> {
@@ -1225,6 +1226,30 @@ fn read_file(path: &std::path::Path, limit: u64, what: &str) -> Result<Vec<u8>, 
 
 fn network_error(what: &str, host: &str, error: &reqwest::Error) -> Error {
     use std::error::Error as _;
+    // oci-client reports some refusals (a HEAD for a blob, say) as
+    // request errors carrying the status.
+    match error.status().map(|s| s.as_u16()) {
+        Some(401 | 403) => {
+            return Error::Unauthorized {
+                what: what.to_owned(),
+                registry: host.to_owned(),
+                detail: error.to_string(),
+            };
+        }
+        Some(404) => {
+            return Error::NotFound {
+                what: what.to_owned(),
+                detail: error.to_string(),
+            };
+        }
+        Some(_) => {
+            return Error::Registry {
+                what: what.to_owned(),
+                detail: error.to_string(),
+            };
+        }
+        None => {}
+    }
     let mut detail = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

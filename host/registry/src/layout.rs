@@ -105,7 +105,10 @@ pub(crate) fn check_manifest(
         problem: format!("its manifest is not JSON ({e})"),
     })?;
     let media_type = value.get("mediaType").and_then(|v| v.as_str());
-    if media_type != Some(MANIFEST_MEDIA_TYPE) {
+    // `mediaType` is optional in an image manifest (the Content-Type says
+    // it); a manifest without it is taken as one unless it lists manifests.
+    let untyped_image = media_type.is_none() && value.get("manifests").is_none();
+    if media_type != Some(MANIFEST_MEDIA_TYPE) && !untyped_image {
         let found = media_type.unwrap_or("none").to_owned();
         let hint = match media_type {
             Some(INDEX_MEDIA_TYPE)
@@ -290,8 +293,11 @@ pub(crate) fn config_for(layer: &Sha256, component: ComponentInfo, created: Stri
     }
 }
 
-/// The manifest `publish` pushes.
-pub(crate) fn manifest_for(config: &[u8], layer: &[u8]) -> Manifest {
+/// The annotation `oras pull` names the pulled file by.
+pub const TITLE_ANNOTATION: &str = "org.opencontainers.image.title";
+
+/// The manifest `publish` pushes; `title` is the layer's file name.
+pub(crate) fn manifest_for(config: &[u8], layer: &[u8], title: &str) -> Manifest {
     Manifest {
         schema_version: 2,
         media_type: Some(MANIFEST_MEDIA_TYPE.to_owned()),
@@ -306,7 +312,7 @@ pub(crate) fn manifest_for(config: &[u8], layer: &[u8]) -> Manifest {
             media_type: LAYER_MEDIA_TYPE.to_owned(),
             digest: Sha256::of(layer).to_string(),
             size: layer.len() as u64,
-            annotations: None,
+            annotations: Some([(TITLE_ANNOTATION.to_owned(), title.to_owned())].into()),
         }],
         annotations: None,
     }

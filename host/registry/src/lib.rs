@@ -36,5 +36,7 @@ pub use layout::{
 pub use lock::{
     FILE_NAME as LOCK_FILE_NAME, Lock, LockError, LockedPlugin, LockedSigner, valid_name,
 };
-pub use signature::{BUNDLE_MEDIA_TYPE, SignatureError, Signer, SigningKey, TrustRoot};
+pub use signature::{
+    BUNDLE_MEDIA_TYPE, SignatureError, Signer, SigningKey, TrustRoot, verify as verify_signature,
+};
 pub use source::{BadSource, OciReference, Source, UrlSource, is_loopback_host};

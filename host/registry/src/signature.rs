@@ -283,6 +283,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// A private key `publish --sign-key` signs with.
+#[derive(Debug)]
 pub struct SigningKey {
     pair: KeyPair,
 }
