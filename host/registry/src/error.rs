@@ -80,13 +80,9 @@ pub enum Error {
     NotAComponent { what: String, found: String },
 
     #[error(
-        "{what}: {digest} is not in the cache ({cache}) and the network is off; run the command once with the network to fill the cache"
+        "{what}: {reason}, and the network is off; run the command once with the network to fill the cache"
     )]
-    Offline {
-        what: String,
-        digest: Sha256,
-        cache: PathBuf,
-    },
+    Offline { what: String, reason: String },
 
     #[error("{action} {path}: {error}")]
     Io {

@@ -15,16 +15,18 @@ mod cache;
 mod client;
 mod credentials;
 mod digest;
+mod download;
 mod error;
 mod layout;
 mod lock;
+mod oci;
 mod signature;
 mod source;
 
 pub use cache::BlobCache;
 pub use client::{
     BUNDLE_FILE_SUFFIX, Client, DEFAULT_MAX_COMPONENT_SIZE, Fetched, Options, Published,
-    SignatureCheck, signature_tag,
+    SignatureCheck,
 };
 pub use credentials::Credentials;
 pub use digest::{BadDigest, Sha256};
@@ -36,6 +38,7 @@ pub use layout::{
 pub use lock::{
     FILE_NAME as LOCK_FILE_NAME, Lock, LockError, LockedPlugin, LockedSigner, valid_name,
 };
+pub use oci::signature_tag;
 pub use signature::{
     BUNDLE_MEDIA_TYPE, SignatureError, Signer, SigningKey, TrustRoot, verify as verify_signature,
 };
