@@ -363,6 +363,21 @@ impl Client {
     }
 }
 
+impl Fetched {
+    /// A component that came as a file (a download or a local path).
+    pub(crate) fn file(component: Vec<u8>, sha256: Sha256, signature: Option<Sha256>) -> Self {
+        Fetched {
+            size: component.len() as u64,
+            component,
+            sha256,
+            manifest: None,
+            config: None,
+            signature,
+            warnings: Vec::new(),
+        }
+    }
+}
+
 impl Pending {
     pub(crate) fn add(&mut self, digest: Sha256, bytes: &[u8]) {
         if !self.blobs.iter().any(|(d, _)| *d == digest) {

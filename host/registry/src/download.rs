@@ -66,15 +66,7 @@ impl Client {
                 Some(digest)
             }
         };
-        Ok(Fetched {
-            size: component.len() as u64,
-            component,
-            sha256: expected,
-            manifest: None,
-            config: None,
-            signature,
-            warnings: Vec::new(),
-        })
+        Ok(Fetched::file(component, expected, signature))
     }
 
     /// GETs `address` (on `source`'s host); `Ok(None)` on 404.
@@ -185,15 +177,7 @@ impl Client {
                 Some(digest)
             }
         };
-        Ok(Fetched {
-            size: component.len() as u64,
-            component,
-            sha256,
-            manifest: None,
-            config: None,
-            signature,
-            warnings: Vec::new(),
-        })
+        Ok(Fetched::file(component, sha256, signature))
     }
 }
 

@@ -208,33 +208,17 @@ impl Client {
         if let Some(bytes) = self.cached(&digest, descriptor.size) {
             return Ok(bytes);
         }
-        self.online(&label, Some(&digest))?;
-        let (oci, _) = self.connect(&reference.registry).await?;
-        let image = Reference::with_digest(
-            reference.registry.clone(),
-            reference.repository.clone(),
-            digest.to_string(),
-        );
-        let oci_descriptor = OciDescriptor {
-            media_type: descriptor.media_type.clone(),
-            digest: digest.to_string(),
-            size: descriptor.size as i64,
-            ..Default::default()
-        };
-        let stream = oci
-            .pull_blob_stream(&image, &oci_descriptor)
-            .await
-            .map_err(|e| self.oci_error(e, &label, &reference.registry))?;
-        let bytes = read_checked(
-            stream.stream,
-            &label,
-            &reference.registry,
-            Some(descriptor.size),
-            descriptor.size,
-            Some(digest),
-            is_component,
-        )
-        .await?;
+        let bytes = self
+            .pull_blob(
+                reference,
+                &descriptor.media_type,
+                digest,
+                &label,
+                Some(descriptor.size),
+                descriptor.size,
+                is_component,
+            )
+            .await?;
         pending.add(digest, &bytes);
         Ok(bytes)
     }
@@ -339,7 +323,6 @@ impl Client {
         what: &str,
     ) -> Result<Vec<u8>, Error> {
         let label = format!("the signature of {what}");
-        self.online(&label, Some(&digest))?;
         if descriptor.size > MAX_BUNDLE_SIZE {
             return Err(Error::TooLarge {
                 what: label,
@@ -347,30 +330,56 @@ impl Client {
                 limit: MAX_BUNDLE_SIZE,
             });
         }
-        let (oci, _) = self.connect(&pinned.registry).await?;
+        self.pull_blob(
+            pinned,
+            &descriptor.media_type,
+            digest,
+            &label,
+            None,
+            MAX_BUNDLE_SIZE,
+            false,
+        )
+        .await
+    }
+
+    /// Streams a blob by digest from the registry, checking it as it
+    /// arrives (see [`read_checked`]).
+    #[allow(clippy::too_many_arguments)]
+    async fn pull_blob(
+        &self,
+        reference: &OciReference,
+        media_type: &str,
+        digest: Sha256,
+        label: &str,
+        declared: Option<u64>,
+        limit: u64,
+        is_component: bool,
+    ) -> Result<Vec<u8>, Error> {
+        self.online(label, Some(&digest))?;
+        let (oci, _) = self.connect(&reference.registry).await?;
         let image = Reference::with_digest(
-            pinned.registry.clone(),
-            pinned.repository.clone(),
+            reference.registry.clone(),
+            reference.repository.clone(),
             digest.to_string(),
         );
-        let oci_descriptor = OciDescriptor {
-            media_type: descriptor.media_type.clone(),
+        let descriptor = OciDescriptor {
+            media_type: media_type.to_owned(),
             digest: digest.to_string(),
-            size: descriptor.size as i64,
+            size: declared.unwrap_or(0) as i64,
             ..Default::default()
         };
         let stream = oci
-            .pull_blob_stream(&image, &oci_descriptor)
+            .pull_blob_stream(&image, &descriptor)
             .await
-            .map_err(|e| self.oci_error(e, &label, &pinned.registry))?;
+            .map_err(|e| self.oci_error(e, label, &reference.registry))?;
         read_checked(
             stream.stream,
-            &label,
-            &pinned.registry,
-            None,
-            MAX_BUNDLE_SIZE,
+            label,
+            &reference.registry,
+            declared,
+            limit,
             Some(digest),
-            false,
+            is_component,
         )
         .await
     }
