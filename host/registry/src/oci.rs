@@ -4,7 +4,9 @@
 //! the digest asked for, the size the manifest declares, the layout) and
 //! held in memory; [`Client`] decides when it is written.
 
+use futures_util::StreamExt as _;
 use oci_client::Reference;
+use oci_client::RegistryOperation;
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::OciDescriptor;
@@ -33,24 +35,110 @@ impl Client {
             unreachable!("a reference without a digest has a tag (checked when parsed)")
         };
         self.online(&what, None)?;
+        let bytes = self
+            .get_manifest(reference, tag, &what)
+            .await?
+            .ok_or_else(|| Error::NotFound {
+                what: what.clone(),
+                detail: format!(
+                    "the registry has no tag {tag:?} in {}",
+                    reference.repository
+                ),
+            })?;
+        Ok((Sha256::of(&bytes), bytes))
+    }
+
+    /// GETs a manifest by tag or digest (`at`); `Ok(None)` when the
+    /// registry has none. oci-client reads a manifest whole, however large
+    /// the registry makes it, so manifests are read here, streamed against
+    /// [`layout::MAX_MANIFEST_SIZE`], with oci-client's token for the
+    /// repository.
+    pub(crate) async fn get_manifest(
+        &self,
+        reference: &OciReference,
+        at: &str,
+        what: &str,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        let label = format!("the manifest of {what}");
         let (oci, auth) = self.connect(&reference.registry).await?;
         let image = Reference::with_tag(
             reference.registry.clone(),
             reference.repository.clone(),
-            tag.clone(),
+            "latest".to_owned(),
         );
-        let (bytes, _) = oci
-            .pull_manifest_raw(&image, &auth, ACCEPTED_MANIFESTS)
+        let token = oci
+            .auth(&image, &auth, RegistryOperation::Pull)
             .await
-            .map_err(|e| self.oci_error(e, &what, &reference.registry))?;
-        if bytes.len() as u64 > layout::MAX_MANIFEST_SIZE {
+            .map_err(|e| self.oci_error(e, what, &reference.registry))?;
+        let registry = image.resolve_registry();
+        let scheme = if plain_http_allowed(
+            &self.options.insecure_hosts,
+            host_of_registry(registry),
+            registry,
+        ) {
+            "http"
+        } else {
+            "https"
+        };
+        let url = format!(
+            "{scheme}://{registry}/v2/{}/manifests/{at}",
+            reference.repository
+        );
+        let mut request = self
+            .http
+            .get(&url)
+            .header(http::header::ACCEPT, ACCEPTED_MANIFESTS.join(", "));
+        request = match (token, &auth) {
+            (Some(token), _) => request.bearer_auth(token),
+            (None, RegistryAuth::Basic(user, password)) => request.basic_auth(user, Some(password)),
+            (None, RegistryAuth::Bearer(token)) => request.bearer_auth(token),
+            (None, RegistryAuth::Anonymous) => request,
+        };
+        let response = request
+            .send()
+            .await
+            .map_err(|e| network_error(what, &reference.registry, &e))?;
+        let status = response.status();
+        if status == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !status.is_success() {
+            let detail = format!("{status} from {url}");
+            return Err(match status.as_u16() {
+                401 | 403 => Error::Unauthorized {
+                    what: what.to_owned(),
+                    registry: reference.registry.clone(),
+                    detail,
+                },
+                _ => Error::Registry {
+                    what: what.to_owned(),
+                    detail,
+                },
+            });
+        }
+        if let Some(length) = response.content_length()
+            && length > layout::MAX_MANIFEST_SIZE
+        {
             return Err(Error::TooLarge {
-                what: format!("the manifest of {what}"),
-                size: bytes.len() as u64,
+                what: label,
+                size: length,
                 limit: layout::MAX_MANIFEST_SIZE,
             });
         }
-        Ok((Sha256::of(&bytes), bytes.to_vec()))
+        let stream = response
+            .bytes_stream()
+            .map(|chunk| chunk.map_err(std::io::Error::other));
+        read_checked(
+            Box::pin(stream),
+            &label,
+            &reference.registry,
+            None,
+            layout::MAX_MANIFEST_SIZE,
+            None,
+            false,
+        )
+        .await
+        .map(Some)
     }
 
     /// The manifest with this digest: from `known` (the bytes the tag
@@ -71,27 +159,13 @@ impl Client {
             return Ok(bytes);
         }
         self.online(what, Some(&digest))?;
-        let (oci, auth) = self.connect(&reference.registry).await?;
-        let image = Reference::with_digest(
-            reference.registry.clone(),
-            reference.repository.clone(),
-            digest.to_string(),
-        );
-        let bytes = match oci
-            .pull_manifest_raw(&image, &auth, ACCEPTED_MANIFESTS)
-            .await
-        {
-            Ok((bytes, _)) => bytes.to_vec(),
-            // oci-client checks the bytes against the digest it asked for;
-            // say it the way every other digest failure is said.
-            Err(OciDistributionError::DigestError(e)) => {
-                return Err(reported_digest_error(
-                    &e.to_string(),
-                    &format!("the manifest of {what}"),
-                ));
-            }
-            Err(e) => return Err(self.oci_error(e, what, &reference.registry)),
-        };
+        let bytes = self
+            .get_manifest(reference, &digest.to_string(), what)
+            .await?
+            .ok_or_else(|| Error::NotFound {
+                what: what.to_owned(),
+                detail: format!("the registry has no manifest {digest}"),
+            })?;
         let actual = Sha256::of(&bytes);
         if actual != digest {
             return Err(Error::digest(
@@ -99,13 +173,6 @@ impl Client {
                 &digest,
                 &actual,
             ));
-        }
-        if bytes.len() as u64 > layout::MAX_MANIFEST_SIZE {
-            return Err(Error::TooLarge {
-                what: format!("the manifest of {what}"),
-                size: bytes.len() as u64,
-                limit: layout::MAX_MANIFEST_SIZE,
-            });
         }
         pending.add(digest, &bytes);
         Ok(bytes)
@@ -257,24 +324,13 @@ impl Client {
         let tag = signature_tag(component);
         let looked = format!("oci://{}/{}:{tag}", pinned.registry, pinned.repository);
         self.online(&looked, None)?;
-        let (oci, auth) = self.connect(&pinned.registry).await?;
-        let image = Reference::with_tag(pinned.registry.clone(), pinned.repository.clone(), tag);
-        let manifest = match oci
-            .pull_manifest_raw(&image, &auth, ACCEPTED_MANIFESTS)
-            .await
-        {
-            Ok((bytes, _)) => bytes,
-            Err(e) => {
-                return match self.oci_error(e, &looked, &pinned.registry) {
-                    Error::NotFound { .. } => Err(signature::SignatureError::Missing {
-                        what: what.to_owned(),
-                        expected: check.signer.to_string(),
-                        looked: format!("nothing at {looked}"),
-                    }
-                    .into()),
-                    other => Err(other),
-                };
+        let Some(manifest) = self.get_manifest(pinned, &tag, &looked).await? else {
+            return Err(signature::SignatureError::Missing {
+                what: what.to_owned(),
+                expected: check.signer.to_string(),
+                looked: format!("nothing at {looked}"),
             }
+            .into());
         };
         let manifest: layout::Manifest =
             serde_json::from_slice(&manifest).map_err(|e| Error::Layout {
@@ -437,22 +493,14 @@ impl Client {
             target.repository.clone(),
             tag.clone(),
         );
-        let auth = self.credentials(&target.registry)?;
-        let mut layers = match oci
-            .pull_manifest_raw(&reference, &auth, ACCEPTED_MANIFESTS)
-            .await
-        {
-            Ok((bytes, _)) => serde_json::from_slice::<layout::Manifest>(&bytes)
-                .map(|m| m.layers)
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|layer| layer.media_type == BUNDLE_MEDIA_TYPE)
-                .collect(),
-            Err(e) => match self.oci_error(e, what, &target.registry) {
-                Error::NotFound { .. } => Vec::new(),
-                other => return Err(other),
-            },
-        };
+        let existing = self.get_manifest(target, &tag, what).await?;
+        let mut layers: Vec<layout::Descriptor> = existing
+            .and_then(|bytes| serde_json::from_slice::<layout::Manifest>(&bytes).ok())
+            .map(|manifest| manifest.layers)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|layer| layer.media_type == BUNDLE_MEDIA_TYPE)
+            .collect();
         let bundle_digest = Sha256::of(&bundle);
         if !layers.iter().any(|l| l.digest == bundle_digest.to_string()) {
             layers.push(layout::Descriptor {

@@ -645,3 +645,87 @@ fn signed_files_and_downloads_carry_their_bundle_beside_them() {
     assert_eq!(fetched.component, bytes);
     assert!(fetched.signature.is_some());
 }
+
+/// A hostile "registry" on 127.0.0.1 that answers every manifest request
+/// with an endless body (declared with `length`, or not at all); returns
+/// its address and a counter of the bytes it managed to send.
+fn endless_manifest_server(
+    length: Option<u64>,
+) -> (
+    String,
+    std::sync::Arc<std::sync::atomic::AtomicU64>,
+    std::thread::JoinHandle<()>,
+) {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::atomic::Ordering;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counter = sent.clone();
+    // Never more than this, so a client that does not stop cannot make
+    // the test run forever.
+    const CAP: u64 = 256 << 20;
+    let server = std::thread::spawn(move || {
+        listener.set_nonblocking(false).unwrap();
+        for _ in 0..4 {
+            let Ok((stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request_line = String::new();
+            if reader.read_line(&mut request_line).is_err() {
+                continue;
+            }
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+            }
+            let mut stream = stream;
+            if !request_line.contains("/manifests/") {
+                let _ = stream.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+                );
+                continue;
+            }
+            let header = match length {
+                Some(length) => format!("HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n"),
+                None => "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\nConnection: close\r\n\r\n".to_owned(),
+            };
+            if stream.write_all(header.as_bytes()).is_err() {
+                continue;
+            }
+            let chunk = vec![b' '; 1 << 20];
+            while counter.load(Ordering::Relaxed) < CAP {
+                if stream.write_all(&chunk).is_err() {
+                    break;
+                }
+                counter.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+            }
+            return;
+        }
+    });
+    (address, sent, server)
+}
+
+#[test]
+fn an_endless_manifest_is_cut_off_at_the_bound() {
+    for length in [None, Some(5u64 << 30)] {
+        let (address, sent, server) = endless_manifest_server(length);
+        let dir = tempfile::tempdir().unwrap();
+        let error = client(dir.path())
+            .fetch(
+                &format!("oci://{address}/plugins/huge:1").parse().unwrap(),
+                None,
+            )
+            .unwrap_err();
+        assert!(matches!(error, Error::TooLarge { .. }), "{error}");
+        assert!(error.to_string().contains("manifest"), "{error}");
+        server.join().unwrap();
+        let sent = sent.load(std::sync::atomic::Ordering::Relaxed);
+        // The client stopped reading at the 4 MiB bound (the server may
+        // have had a few MiB in flight in socket buffers).
+        assert!(sent < 64 << 20, "{length:?}: the server sent {sent} bytes");
+    }
+}
