@@ -729,3 +729,80 @@ fn an_endless_manifest_is_cut_off_at_the_bound() {
         assert!(sent < 64 << 20, "{length:?}: the server sent {sent} bytes");
     }
 }
+
+#[test]
+fn downloads_are_checked_against_their_digest_and_signature() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((key, public)) = support::key_pair(dir.path(), "alice") else {
+        return;
+    };
+    let bytes = component("downloaded");
+    let sha256 = envhost_registry::Sha256::of(&bytes);
+    let bundle = SigningKey::from_file(&key).unwrap().sign(&sha256).unwrap();
+    let server = support::FileServer::start(vec![
+        ("/x.wasm".to_owned(), bytes.clone()),
+        ("/x.wasm.sigstore.json".to_owned(), bundle),
+        ("/unsigned.wasm".to_owned(), bytes.clone()),
+    ]);
+    let url = |path: &str, digest: &envhost_registry::Sha256| -> Source {
+        format!("http://{}/{path}#sha256={}", server.address, digest.hex())
+            .parse()
+            .unwrap()
+    };
+    let trust = TrustRoot::public_good().unwrap();
+    let alice = Signer::key_file(&public).unwrap();
+    let check = SignatureCheck {
+        signer: &alice,
+        trust: &trust,
+    };
+
+    // The digest in the address is what the bytes must hash to.
+    let wrong = envhost_registry::Sha256::of(b"something else");
+    let fresh = tempfile::tempdir().unwrap();
+    let error = support::client(fresh.path())
+        .fetch(&url("x.wasm", &wrong), None)
+        .unwrap_err();
+    assert!(matches!(error, Error::Digest { .. }), "{error}");
+    assert_eq!(
+        files_under(&fresh.path().join("cache")),
+        Vec::<std::path::PathBuf>::new()
+    );
+
+    let fetched = client(dir.path())
+        .fetch(&url("x.wasm", &sha256), Some(&check))
+        .unwrap();
+    assert_eq!(fetched.component, bytes);
+    assert!(fetched.signature.is_some());
+
+    let error = support::client(fresh.path())
+        .fetch(&url("unsigned.wasm", &sha256), Some(&check))
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::Signature(SignatureError::Missing { .. })),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains("unsigned.wasm.sigstore.json"),
+        "{error}"
+    );
+
+    let error = support::client(fresh.path())
+        .fetch(&url("gone.wasm", &sha256), None)
+        .unwrap_err();
+    assert!(matches!(error, Error::NotFound { .. }), "{error}");
+
+    // Once fetched, a locked install needs no server.
+    drop(server);
+    let lock = LockedPlugin {
+        signature: fetched.signature,
+        ..locked(
+            "x",
+            &format!("http://127.0.0.1:9/x.wasm#sha256={}", sha256.hex()),
+            &fetched,
+        )
+    };
+    let again = client_with(dir.path(), |o| o.offline = true)
+        .fetch_locked(&lock, Some(&check))
+        .unwrap();
+    assert_eq!(again.component, bytes);
+}
