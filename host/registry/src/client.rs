@@ -191,8 +191,16 @@ impl Client {
                         }
                     };
                     let pinned = reference.with_digest(manifest_digest);
-                    self.fetch_oci(&pinned, &what, manifest_bytes, None, check, &mut pending)
-                        .await?
+                    self.fetch_oci(
+                        &pinned,
+                        manifest_digest,
+                        &what,
+                        manifest_bytes,
+                        None,
+                        check,
+                        &mut pending,
+                    )
+                    .await?
                 }
                 Source::Url(url) => {
                     self.fetch_url(url, url.sha256, check, None, &mut pending)
@@ -225,7 +233,7 @@ impl Client {
                         });
                     };
                     let pinned = reference.with_digest(manifest);
-                    self.fetch_oci(&pinned, &what, None, Some(locked), check, &mut pending)
+                    self.fetch_oci(&pinned, manifest, &what, None, Some(locked), check, &mut pending)
                         .await?
                 }
                 Source::Url(url) => {

@@ -182,13 +182,13 @@ impl Client {
     pub(crate) async fn fetch_oci(
         &self,
         pinned: &OciReference,
+        manifest_digest: Sha256,
         what: &str,
         manifest_bytes: Option<Vec<u8>>,
         locked: Option<&LockedPlugin>,
         check: Option<&SignatureCheck<'_>>,
         pending: &mut Pending,
     ) -> Result<Fetched, Error> {
-        let manifest_digest = pinned.digest.expect("pinned references carry a digest");
         // With a lock entry whose component is cached intact, nothing else
         // is needed: the lock is what was verified when it was written.
         let cached_component =
@@ -204,11 +204,13 @@ impl Client {
                 if let Some(locked) = locked
                     && checked.layer_digest != locked.sha256
                 {
-                    return Err(Error::digest(
-                        format!("the component {what}'s manifest names"),
-                        &locked.sha256,
-                        &checked.layer_digest,
-                    ));
+                    return Err(Error::Layout {
+                        what: what.to_owned(),
+                        problem: format!(
+                            "its manifest {manifest_digest} holds the component {}, but the lock says {}: the lock file was changed by hand; run `envhost update {}` to resolve the source again",
+                            checked.layer_digest, locked.sha256, locked.name
+                        ),
+                    });
                 }
                 let config_bytes = self
                     .blob(
