@@ -1,4 +1,4 @@
-//! The declarative style (seed 001's `DeclarativeEnvironment`): a static
+//! The declarative style: a static
 //! table of commands, each a signature, its help and a handler method.
 //! Every [`Declarative`] type is a [`Plugin`]: routing by first word,
 //! `describe`, `handle` and `screen` are implemented here.
@@ -19,7 +19,7 @@ pub trait Declarative: Sized + 'static {
     const COMMANDS: &'static [Command<Self>];
 
     /// The environment's current state, shown above the commands' help
-    /// (seed 001's `get_state_display`).
+    /// (its state display).
     fn state(&self) -> String {
         Self::SUMMARY.to_owned()
     }
@@ -129,21 +129,25 @@ pub struct Call<'a> {
 }
 
 impl<'a> Call<'a> {
-    /// Splits a command text the way the host routes it.
+    /// Splits a command's text by the rule the host routes by
+    /// (`wit/command-split-cases.json`): leading whitespace, blank lines
+    /// included, is skipped; the name is the first line up to its first
+    /// whitespace character; the arguments are the rest of that line without
+    /// leading or trailing whitespace; the body is everything after the
+    /// first `\n`, verbatim (`None` without one). Whitespace is Unicode's
+    /// White_Space ([`char::is_whitespace`]).
     pub fn parse(text: &'a str) -> Call<'a> {
-        let rest = text.trim_start_matches(['\n', '\r']);
-        let (first_line, body) = match rest.find('\n') {
-            Some(at) => (&rest[..at], Some(&rest[at + 1..])),
+        let rest = text.trim_start();
+        let (first_line, body) = match rest.split_once('\n') {
+            Some((first_line, body)) => (first_line, Some(body)),
             None => (rest, None),
         };
-        let first_line = first_line.trim_end_matches('\r').trim();
-        let (name, args) = match first_line.find(char::is_whitespace) {
-            Some(at) => (&first_line[..at], first_line[at..].trim()),
-            None => (first_line, ""),
-        };
+        let (name, args) = first_line
+            .split_once(char::is_whitespace)
+            .unwrap_or((first_line, ""));
         Call {
             name,
-            args,
+            args: args.trim(),
             body,
             text,
         }
@@ -242,6 +246,28 @@ mod tests {
         fn clear(&mut self, _: &Call) -> Result<String> {
             self.total = 0;
             Ok("Cleared".into())
+        }
+    }
+
+    #[test]
+    fn commands_split_by_the_rule_every_implementation_shares() {
+        let cases: serde_json::Value =
+            serde_json::from_str(include_str!("../../wit/command-split-cases.json"))
+                .expect("the cases are JSON");
+        let cases = cases["cases"].as_array().expect("a list of cases");
+        assert!(cases.len() > 20);
+        for case in cases {
+            let call = Call::parse(case["text"].as_str().expect("text"));
+            assert_eq!(
+                (call.name, call.args, call.body),
+                (
+                    case["name"].as_str().expect("name"),
+                    case["arguments"].as_str().expect("arguments"),
+                    case["body"].as_str()
+                ),
+                "{}",
+                case["why"]
+            );
         }
     }
 

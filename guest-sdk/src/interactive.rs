@@ -1,4 +1,4 @@
-//! Interactive programs (seed 001's `InteractiveEnvironment`): a program
+//! Interactive programs: a program
 //! the operator granted this plugin runs in a pseudo-terminal on the host,
 //! and the plugin types lines into it and reads what it prints up to its
 //! next prompt.
@@ -33,7 +33,7 @@
 
 use std::marker::PhantomData;
 
-use crate::__private::envhost::environment::interactive as wit;
+use crate::bindings::envhost::environment::interactive as wit;
 use crate::plugin::{Description, Error, Plugin, Request, Response, Result, Screen};
 
 /// How a wait for the prompt ended.
@@ -132,8 +132,7 @@ impl Program {
     }
 }
 
-/// A whole environment around one interactive program: seed 001's
-/// `InteractiveEnvironment`. Implement the three constants and export it
+/// A whole environment around one interactive program. Implement the three constants and export it
 /// with [`export_interactive!`](crate::export_interactive).
 pub trait Interactive: Default + 'static {
     /// The program and its arguments, split on whitespace

@@ -7,7 +7,7 @@
 //! bindings, the exported functions, the single plugin instance) behind two
 //! traits and one macro.
 //!
-//! **Declarative style** (seed 001's `DeclarativeEnvironment`): list your
+//! **Declarative style**: list your
 //! commands with a signature, a description and an example; each one is a
 //! method. The host routes by the first word, answers unknown commands
 //! itself, and shows LONG help for commands the agent has not used yet and
@@ -50,7 +50,7 @@
 //! the whole screen section (or describe commands and still handle them
 //! yourself).
 //!
-//! **Interactive style** (seed 001's `InteractiveEnvironment`): wrap a
+//! **Interactive style**: wrap a
 //! program such as gdb or sqlite3 with a command, a prompt and a
 //! description ([`Interactive`], [`export_interactive!`]); or drive one
 //! from your own commands with [`Program`].
@@ -73,6 +73,7 @@
 // inside the crate.
 extern crate self as envhost_sdk;
 
+mod bindings;
 mod declarative;
 pub mod interactive;
 pub mod log;
@@ -96,18 +97,8 @@ pub mod prelude {
 /// Not public API: what [`export!`] expands to needs these.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::bindings::*;
     pub use crate::runtime::Adapter;
-
-    // The world with the optional `capabilities` export: every SDK plugin
-    // answers it (with nothing, unless it asks for powers). Imports the
-    // plugin never calls are left out of the component.
-    wit_bindgen::generate!({
-        world: "plugin-with-capabilities",
-        path: "../wit",
-        pub_export_macro: true,
-        export_macro_name: "export_plugin",
-        default_bindings_module: "envhost_sdk::__private",
-    });
 }
 
 /// Exports a [`Plugin`] (or a [`Declarative`] environment, which is one) as
@@ -133,14 +124,5 @@ macro_rules! export {
             fn exportable<P: $crate::Plugin + ::core::default::Default>() {}
             let _ = exportable::<$plugin>;
         };
-    };
-}
-
-/// Returns early from a command handler with an error message:
-/// `fail!("no such item: {name}")`.
-#[macro_export]
-macro_rules! fail {
-    ($($message:tt)+) => {
-        return ::core::result::Result::Err($crate::Error::new(::std::format!($($message)+)))
     };
 }

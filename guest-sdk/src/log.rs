@@ -2,7 +2,7 @@
 //! the host's log (its stderr, prefixed with the plugin's name), never to
 //! the agent. `println!`/`eprintln!` end up there too.
 
-use crate::__private::envhost::environment::logging::{self as wit, Level};
+use crate::bindings::envhost::environment::logging::{self as wit, Level};
 
 pub fn debug(message: &str) {
     wit::log(Level::Debug, message);

@@ -109,7 +109,7 @@ impl Description {
     }
 }
 
-/// One command, for the host's progressive help (seed 001).
+/// One command, for the host's progressive help (long until first used).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CommandSpec {
     /// `view <file> /<start>/ /<end>/ [label]`: the first word is the name.
@@ -182,7 +182,7 @@ pub struct Screen {
 }
 
 impl Screen {
-    /// Seed 000's default of 50 lines.
+    /// The host's default of 50 lines.
     pub const DEFAULT_MAX_LINES: u32 = 50;
 
     pub fn new(content: impl Into<String>) -> Self {
@@ -223,3 +223,12 @@ impl<E: fmt::Display> From<E> for Error {
 
 /// What a command handler returns: the output, or why it failed.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Returns early from a command handler with an error message:
+/// `fail!("no such item: {name}")`.
+#[macro_export]
+macro_rules! fail {
+    ($($message:tt)+) => {
+        return ::core::result::Result::Err($crate::Error::new(::std::format!($($message)+)))
+    };
+}

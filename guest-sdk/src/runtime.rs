@@ -4,8 +4,8 @@
 use std::cell::RefCell;
 use std::marker::PhantomData;
 
-use crate::__private::exports::envhost::environment::capabilities as wit_capabilities;
-use crate::__private::exports::envhost::environment::environment as wit;
+use crate::bindings::exports::envhost::environment::capabilities as wit_capabilities;
+use crate::bindings::exports::envhost::environment::environment as wit;
 use crate::plugin::{Description, Plugin, Power};
 
 thread_local! {

@@ -244,7 +244,7 @@ fn a_timeout_interrupts_the_job_and_the_shell_keeps_its_state() {
     assert!(output.starts_with("partial\n"), "{output}");
     assert!(!output.contains("never"), "{output}");
     assert!(
-        output.contains("still running after 500ms (its timeout)"),
+        output.contains("still running after 500 ms (its timeout)"),
         "{output}"
     );
     assert!(output.contains("SIGINT"), "{output}");

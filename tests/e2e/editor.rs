@@ -1,6 +1,6 @@
-//! The editor environment through the real binary: seed 000's worked
-//! example, seed 001's walk-through and error recovery, and every edge case
-//! of seed 000's editor section.
+//! The editor environment through the real binary: the worked example of
+//! the design, its walk-through and error recovery, and every edge case of
+//! views, edits and search.
 
 use std::os::unix::fs::PermissionsExt;
 
@@ -29,7 +29,7 @@ fn commands(reply: &Reply) -> String {
 }
 
 /// A C file where `^int main\(` matches twice, at lines 45 and 120, with
-/// the bodies seed 000's example shows.
+/// the bodies the design's example shows.
 fn seed_main_c() -> String {
     let mut lines: Vec<String> = Vec::new();
     lines.push("#include <stdio.h>".into());
@@ -58,7 +58,7 @@ fn seed_main_c() -> String {
 }
 
 #[test]
-fn seed_000_example_workflow() {
+fn the_design_example_workflow() {
     let project = Project::new();
     project.write("src/main.c", seed_main_c());
     let mut host = Host::start(project.path());
@@ -125,7 +125,7 @@ The start pattern matches 2 lines; showing match 1/2 (next_match 1 shows the nex
 }
 
 #[test]
-fn seed_001_walkthrough_adding_contributing_guidelines() {
+fn walkthrough_adding_contributing_guidelines() {
     let project = Project::new();
     let mut host = Host::start(project.path());
 
@@ -170,7 +170,7 @@ fn seed_001_walkthrough_adding_contributing_guidelines() {
 }
 
 #[test]
-fn help_collapses_per_command_as_in_seed_001() {
+fn help_collapses_per_command_once_used() {
     let project = Project::new();
     project.write(
         "src/main.py",
@@ -209,7 +209,7 @@ fn help_collapses_per_command_as_in_seed_001() {
 }
 
 #[test]
-fn edit_without_a_view_gives_seed_001_recovery_steps() {
+fn edit_without_a_view_gives_recovery_steps() {
     let project = Project::new();
     let mut main_py = String::new();
     for n in 1..=60 {

@@ -19,6 +19,30 @@ use serde_json::{Value, json};
 /// How long any single answer may take before the test fails.
 pub const ANSWER_DEADLINE: Duration = Duration::from_secs(120);
 
+/// The workspace root (this test is a target of `host/envhost`).
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("the envhost crate is host/envhost in the workspace")
+        .to_owned()
+}
+
+/// The build's target folder (`CARGO_TARGET_DIR`, or `target/` in the
+/// workspace).
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|dir| {
+            if dir.is_absolute() {
+                dir
+            } else {
+                workspace().join(dir)
+            }
+        })
+        .unwrap_or_else(|| workspace().join("target"))
+}
+
 pub fn envhost_binary() -> &'static str {
     env!("CARGO_BIN_EXE_envhost")
 }

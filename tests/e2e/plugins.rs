@@ -1,4 +1,4 @@
-//! WebAssembly plugins through the real binary: the timer with seed 001's
+//! WebAssembly plugins through the real binary: the timer with its
 //! progressive help, the manual style, every refusal, every sandbox case
 //! (the `rogue` fixture), the compiled-code cache and `envhost check`.
 //!
@@ -15,21 +15,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::harness::{Host, HostBuilder, Project, envhost_binary};
-
-/// The workspace root (the host crate is `host/`).
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("host/ has a parent")
-        .to_owned()
-}
+use crate::harness::{Host, HostBuilder, Project, envhost_binary, target_dir, workspace};
 
 fn guest_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target"));
-    target.join("wasm32-wasip2").join("wasm-release")
+    target_dir().join("wasm32-wasip2").join("wasm-release")
 }
 
 /// Builds the guests once per test run (cargo makes it a no-op when they
@@ -152,7 +141,7 @@ Commands:
 ";
 
 #[test]
-fn the_timer_plugin_works_with_seed_001_progressive_help() {
+fn the_timer_plugin_works_with_progressive_help() {
     let project = Project::new();
     install(&project, &[("timer", "timer")]);
     let mut host = start(&project, &[]);

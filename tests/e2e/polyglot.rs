@@ -1,7 +1,7 @@
 //! Plugins written in Python and JavaScript, through the real binary: the
 //! `tasks` board (componentize-py) and the `regex` workbench
-//! (componentize-js) answer their commands, keep their state, get seed
-//! 001's progressive help, pass `envhost check`, and an exception they do
+//! (componentize-js) answer their commands, keep their state, get the
+//! progressive help (long until a command is first used), pass `envhost check`, and an exception they do
 //! not catch costs their state but not the host.
 //!
 //! The components are built by `scripts/build-polyglot-plugins` (run here
@@ -18,30 +18,10 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use crate::harness::{Host, Project, envhost_binary};
+use crate::harness::{Host, Project, envhost_binary, target_dir, workspace};
 
 /// The components this module uses, by file stem in target/polyglot/.
 const COMPONENTS: [&str; 4] = ["tasks", "regex", "tasks_crash", "regex_crash"];
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("host/ has a parent")
-        .to_owned()
-}
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .map(|dir| {
-            if dir.is_absolute() {
-                dir
-            } else {
-                workspace().join(dir)
-            }
-        })
-        .unwrap_or_else(|| workspace().join("target"))
-}
 
 /// What the shared setup produced: where the components are and the
 /// compiled-code cache that already holds them.
@@ -104,7 +84,7 @@ fn prune_cache(cache: &Path, current: &[PathBuf]) {
     let hashes: Vec<String> = current
         .iter()
         .filter_map(|file| std::fs::read(file).ok())
-        .map(|bytes| envhost::plugin::cache::content_sha256(&bytes))
+        .map(|bytes| envhost_plugin::content_sha256(&bytes))
         .collect();
     let Ok(entries) = std::fs::read_dir(cache) else {
         return;
@@ -310,6 +290,13 @@ fn the_python_tasks_plugin_keeps_a_board_with_progressive_help() {
         "Unknown command: finish\nAvailable: add, start, done, note, block, show, edit, drop, clear\nThe Commands section of the tasks screen shows how to use each one."
     );
     assert_eq!(host.command("tasks", "clear").ok(), "Cleared 1 done task.");
+
+    // The plugin splits a command by the host's rule: a tab after the name
+    // routes in both (it used to reach the plugin as "Unknown command").
+    assert_eq!(
+        host.command("tasks", "show\t2").ok(),
+        "2. Write a failing test\nStatus: todo\nNotes: none"
+    );
 
     let (status, _) = host.finish();
     assert!(status.success());

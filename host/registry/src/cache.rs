@@ -17,12 +17,14 @@ use std::path::{Path, PathBuf};
 use crate::digest::{Hasher, Sha256};
 use crate::error::Error;
 
+/// The cache folder (see the module documentation).
 #[derive(Debug, Clone)]
 pub struct BlobCache {
     dir: PathBuf,
 }
 
 impl BlobCache {
+    /// A cache in `dir` (created when something is first stored).
     pub fn new(dir: PathBuf) -> Self {
         BlobCache { dir }
     }
@@ -41,6 +43,7 @@ impl BlobCache {
         Some(base.join("envhost").join("blobs"))
     }
 
+    /// The folder.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

@@ -16,7 +16,10 @@ use crate::error::Error;
 pub enum Credentials {
     /// docker's `config.json` in `dir` (`None`: `$DOCKER_CONFIG`, else
     /// `~/.docker`), when there is one; anonymous otherwise.
-    DockerConfig { dir: Option<PathBuf> },
+    DockerConfig {
+        /// The folder holding `config.json`.
+        dir: Option<PathBuf>,
+    },
     /// A file holding `USER:TOKEN` (HTTP basic authentication, the form
     /// GitHub's and most registries' access tokens take) or a bare token
     /// (sent as a bearer token).

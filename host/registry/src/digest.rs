@@ -66,6 +66,7 @@ impl fmt::Debug for Sha256 {
     "{text:?} is not a sha256 digest: write `sha256:` followed by 64 hexadecimal digits (or the 64 digits alone)"
 )]
 pub struct BadDigest {
+    /// The text that did not parse.
     pub text: String,
 }
 

@@ -13,9 +13,12 @@ use serde::{Deserialize, Serialize};
 use crate::digest::Sha256;
 use crate::error::Error;
 
+/// An OCI image manifest.
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
 pub const INDEX_MEDIA_TYPE: &str = "application/vnd.oci.image.index.v1+json";
+/// The config of a WebAssembly artifact.
 pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
+/// A WebAssembly component (or module) as a layer.
 pub const LAYER_MEDIA_TYPE: &str = "application/wasm";
 pub const ARCHITECTURE: &str = "wasm";
 /// The `os` of a component (a core module would say `wasip1`).
@@ -62,12 +65,17 @@ pub struct WasmConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Who published it, when they said.
     pub author: Option<String>,
+    /// Always `wasm`.
     pub architecture: String,
+    /// `wasip2` for a component, `wasip1` for a core module.
     pub os: String,
     #[serde(default)]
+    /// The digests of the manifest's layers, in order.
     pub layer_digests: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// What the component imports and exports.
     pub component: Option<ComponentInfo>,
 }
 
@@ -77,8 +85,10 @@ pub struct WasmConfig {
 #[serde(rename_all = "camelCase")]
 pub struct ComponentInfo {
     #[serde(default)]
+    /// Export names.
     pub exports: Vec<String>,
     #[serde(default)]
+    /// Import names.
     pub imports: Vec<String>,
     /// The world the component targets, when its publisher named one.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -11,7 +11,10 @@
 //! and decides where to put it. Nothing here runs at the host's start-up;
 //! a session never touches the network.
 
+#![deny(missing_docs)]
+
 mod cache;
+mod checked;
 mod client;
 mod credentials;
 mod digest;
@@ -20,14 +23,12 @@ mod error;
 mod layout;
 mod lock;
 mod oci;
+mod session;
 mod signature;
 mod source;
 
 pub use cache::BlobCache;
-pub use client::{
-    BUNDLE_FILE_SUFFIX, Client, DEFAULT_MAX_COMPONENT_SIZE, Fetched, Options, Published,
-    SignatureCheck,
-};
+pub use client::{Client, Published};
 pub use credentials::Credentials;
 pub use digest::{BadDigest, Sha256};
 pub use error::Error;
@@ -39,6 +40,9 @@ pub use lock::{
     FILE_NAME as LOCK_FILE_NAME, Lock, LockError, LockedPlugin, LockedSigner, valid_name,
 };
 pub use oci::signature_tag;
+pub use session::{
+    BUNDLE_FILE_SUFFIX, DEFAULT_MAX_COMPONENT_SIZE, Fetched, Options, SignatureCheck,
+};
 pub use signature::{
     BUNDLE_MEDIA_TYPE, SignatureError, Signer, SigningKey, TrustRoot, verify as verify_signature,
 };

@@ -37,6 +37,7 @@ pub const VERSION: u32 = 1;
 /// The whole lock file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Lock {
+    /// One entry per plugin.
     pub plugins: Vec<LockedPlugin>,
 }
 
@@ -45,12 +46,14 @@ pub struct Lock {
 pub struct LockedPlugin {
     /// The environment name, and the file `env/NAME.wasm`.
     pub name: String,
+    /// Where it came from, as the operator wrote it.
     pub source: Source,
     /// The manifest the source resolved to (OCI sources only).
     pub manifest: Option<Sha256>,
     /// The component's bytes: the OCI layer digest and the pin in
     /// `env/envhost.toml`.
     pub sha256: Sha256,
+    /// The component's size in bytes.
     pub size: u64,
     /// The WIT world the component targets, as the host recognised it.
     pub world: String,
@@ -63,8 +66,15 @@ pub struct LockedPlugin {
 /// Who signed, as recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockedSigner {
+    /// The public key file, as the operator named it.
     Key(String),
-    Keyless { identity: String, issuer: String },
+    /// A Sigstore keyless identity.
+    Keyless {
+        /// The certificate's subject (an e-mail address or a URI).
+        identity: String,
+        /// The OIDC issuer.
+        issuer: String,
+    },
 }
 
 /// A lock file that does not parse; the message says where and why.
@@ -73,7 +83,9 @@ pub enum LockedSigner {
 pub struct LockError {
     /// 1-based.
     pub line: usize,
+    /// 1-based, in characters.
     pub column: usize,
+    /// What is wrong and what to do.
     pub message: String,
 }
 

@@ -12,19 +12,19 @@ use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::OciDescriptor;
 use oci_client::secrets::RegistryAuth;
 
-use crate::client::{
-    Client, EMPTY_CONFIG, EMPTY_CONFIG_MEDIA_TYPE, Fetched, Pending, SIGNATURE_TAG_SUFFIX,
-    SignatureCheck,
-};
+use crate::checked::{network_error, read_checked};
 use crate::digest::Sha256;
-use crate::download::{network_error, read_checked};
 use crate::error::Error;
 use crate::layout;
 use crate::lock::LockedPlugin;
+use crate::session::{
+    EMPTY_CONFIG, EMPTY_CONFIG_MEDIA_TYPE, Fetched, Pending, SIGNATURE_TAG_SUFFIX, Session,
+    SignatureCheck, host_of_registry, plain_http_allowed,
+};
 use crate::signature::{self, BUNDLE_MEDIA_TYPE, MAX_BUNDLE_SIZE};
-use crate::source::{OciReference, is_loopback_host};
+use crate::source::OciReference;
 
-impl Client {
+impl Session {
     /// Reads a tag's manifest once; its digest is the hash of the bytes.
     pub(crate) async fn resolve_tag(
         &self,
@@ -660,18 +660,8 @@ pub(crate) fn reported_digest_error(message: &str, what: &str) -> Error {
         actual: actual.to_owned(),
     }
 }
-pub(crate) fn host_of_registry(registry: &str) -> &str {
-    if let Some(rest) = registry.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
-    }
-    registry.split(':').next().unwrap_or(registry)
-}
-/// Whether plain HTTP may be used for `host` (no port) / `authority`
-/// (`host:port`).
-pub(crate) fn plain_http_allowed(insecure: &[String], host: &str, authority: &str) -> bool {
-    is_loopback_host(host) || insecure.iter().any(|h| h == host || h == authority)
-}
-/// The tag of the signatures over a component.
+/// The tag under which a component's signatures are kept in its
+/// repository: `sha256-<hex>.sigstore`.
 pub fn signature_tag(component: &Sha256) -> String {
     format!("sha256-{}{SIGNATURE_TAG_SUFFIX}", component.hex())
 }

@@ -51,11 +51,21 @@ pub const MAX_BUNDLE_SIZE: u64 = 1 << 20;
 pub enum Signer {
     /// The holder of this public key. `label` says where the key came
     /// from (a path, as the operator wrote it) for messages and the lock.
-    Key { label: String, pem: String },
+    Key {
+        /// Where the key came from.
+        label: String,
+        /// The key, PEM.
+        pem: String,
+    },
     /// A Sigstore keyless identity: the certificate's subject alternative
     /// name (an e-mail address or a workflow URI) and the OIDC issuer that
     /// vouched for it.
-    Keyless { identity: String, issuer: String },
+    Keyless {
+        /// The certificate's subject alternative name.
+        identity: String,
+        /// The OIDC issuer.
+        issuer: String,
+    },
 }
 
 impl Signer {
@@ -141,21 +151,41 @@ pub enum SignatureError {
     #[error(
         "{what} must be signed by {expected}, but no signature was found ({looked}); ask the publisher to sign it (`envhost publish --sign-key KEY`, or `cosign sign-blob --bundle`)"
     )]
+    /// No signature where signatures are kept.
     Missing {
+        /// The plugin.
         what: String,
+        /// Who must have signed.
         expected: String,
+        /// Where it was looked for.
         looked: String,
     },
     #[error("{what} must be signed by {expected}, but its signature {found}; nothing was written")]
+    /// A signature that does not verify for the required signer.
     Wrong {
+        /// The plugin.
         what: String,
+        /// Who must have signed.
         expected: String,
+        /// What the signature is, or why it fails.
         found: String,
     },
     #[error("the signing key {}: {problem}", path.display())]
-    Key { path: PathBuf, problem: String },
+    /// A key file that cannot be used.
+    Key {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        problem: String,
+    },
     #[error("the Sigstore trust root {label}: {problem}")]
-    TrustRoot { label: String, problem: String },
+    /// A trust root that cannot be used.
+    TrustRoot {
+        /// Which root.
+        label: String,
+        /// Why.
+        problem: String,
+    },
 }
 
 /// Checks that `bundle` is a signature by `signer` over the component whose

@@ -27,8 +27,11 @@ pub enum Source {
 pub struct OciReference {
     /// `host` or `host:port` (IPv6 in brackets).
     pub registry: String,
+    /// `path/to/repository`.
     pub repository: String,
+    /// The tag, if one was named.
     pub tag: Option<String>,
+    /// The manifest digest, if one was named.
     pub digest: Option<Sha256>,
 }
 
@@ -37,6 +40,7 @@ pub struct OciReference {
 pub struct UrlSource {
     /// The address without the `#sha256=` fragment.
     pub url: String,
+    /// The sha256 the file must have.
     pub sha256: Sha256,
 }
 
@@ -44,7 +48,9 @@ pub struct UrlSource {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{source_text:?} is not a plugin source: {problem}")]
 pub struct BadSource {
+    /// The text given.
     pub source_text: String,
+    /// What is wrong, and how to write it.
     pub problem: String,
 }
 

@@ -1,4 +1,4 @@
-//! Seed 000's GDB environment: a command, a prompt and a description.
+//! The GDB environment: a command, a prompt and a description.
 //! The operator must grant the program (`programs = ["gdb"]` in the
 //! plugin's entry of `env/envhost.toml`); every line the agent sends is
 //! typed into gdb and answered with what gdb prints before its next prompt.

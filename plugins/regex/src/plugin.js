@@ -30,8 +30,10 @@ function sampleNumber(args, command) {
   return Number(word.replace('#', ''));
 }
 
+/** The first line's text and the body's lines as one text; CRLF line ends
+ * in the body count as LF. */
 function withBody(first, body) {
-  return body === undefined ? first : `${first}\n${body}`;
+  return body === undefined ? first : `${first}\n${body.replace(/\r\n/g, '\n')}`;
 }
 
 /** The commands, in the order the help lists them. */
@@ -93,15 +95,31 @@ export const COMMANDS = [
   },
 ];
 
-/** `name`, the rest of the first line (one separating space removed), and
- * the lines after it (`undefined` when there are none). */
+/** Unicode's White_Space set, spelled out: JavaScript's `\s` also matches
+ * U+FEFF and misses U+0085, and the rule must read alike everywhere. */
+const WHITESPACE = '\\t\\n\\v\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
+const LEADING = new RegExp(`^[${WHITESPACE}]+`);
+const TRAILING = new RegExp(`[${WHITESPACE}]+$`);
+const ANY = new RegExp(`[${WHITESPACE}]`);
+
+/**
+ * A command's `name`, its `args` and its `body`: the one rule the host and
+ * every plugin follow (`wit/command-split-cases.json` holds the rule and
+ * the cases every implementation is tested against). Leading whitespace,
+ * blank lines included, is skipped; the name is the first line up to its
+ * first whitespace character; the arguments are the rest of that line
+ * without leading or trailing whitespace; the body is everything after the
+ * first newline, verbatim (`undefined` without one).
+ */
 export function splitCommand(text) {
-  const trimmed = text.replace(/^\n+/, '').replace(/\r\n/g, '\n');
-  const newline = trimmed.indexOf('\n');
-  const first = newline === -1 ? trimmed : trimmed.slice(0, newline);
-  const body = newline === -1 ? undefined : trimmed.slice(newline + 1);
-  const match = /^\s*(\S*)\s?(.*)$/.exec(first);
-  return { name: match[1], args: match[2], body };
+  const rest = text.replace(LEADING, '');
+  const newline = rest.indexOf('\n');
+  const first = newline === -1 ? rest : rest.slice(0, newline);
+  const body = newline === -1 ? undefined : rest.slice(newline + 1);
+  const at = first.search(ANY);
+  const name = at === -1 ? first : first.slice(0, at);
+  const args = at === -1 ? '' : first.slice(at + 1).replace(LEADING, '').replace(TRAILING, '');
+  return { name, args, body };
 }
 
 /**

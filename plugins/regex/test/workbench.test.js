@@ -4,6 +4,7 @@
 // tests/e2e/polyglot.rs.
 
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 
 import { makeEnvironment, splitCommand } from '../src/plugin.js';
@@ -65,9 +66,14 @@ test('the screen never runs the pattern', () => {
   assert.match(bench.screen(), /1 of 1 match/);
 });
 
-test('commands are split into name, rest of line and body', () => {
-  assert.deepEqual(splitCommand('\ntest  two spaces \nline 2\n'), { name: 'test', args: ' two spaces ', body: 'line 2\n' });
-  assert.deepEqual(splitCommand('clear'), { name: 'clear', args: '', body: undefined });
+test('commands are split by the rule every implementation shares', () => {
+  const file = new URL('../../../wit/command-split-cases.json', import.meta.url);
+  const { cases } = JSON.parse(readFileSync(file, 'utf8'));
+  assert.ok(cases.length > 20);
+  for (const c of cases) {
+    const expected = { name: c.name, args: c.arguments, body: c.body ?? undefined };
+    assert.deepEqual(splitCommand(c.text), expected, c.why);
+  }
 });
 
 test('the environment answers usage errors and rethrows bugs', () => {

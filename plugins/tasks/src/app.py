@@ -23,6 +23,7 @@ from wit_world.exports.environment import (
 )
 
 from board import Board, UsageError
+from command import split_command
 
 SUMMARY = "A task board to plan work on: add tasks, track progress and notes; the plan stays on screen"
 
@@ -164,8 +165,9 @@ class Environment(exports.Environment):
         return Description(summary=SUMMARY, commands=[c.spec for c in COMMANDS])
 
     def handle_command(self, command: str) -> CommandResponse:
-        first_line, _, body = command.strip("\n").partition("\n")
-        name, _, args = first_line.strip().partition(" ")
+        name, args, body = split_command(command)
+        # The board ignores newlines that end a command's body.
+        body = (body or "").rstrip("\n")
         # The host sends only described commands; answer anything else
         # rather than trap on it.
         chosen = BY_NAME.get(name)
@@ -173,7 +175,7 @@ class Environment(exports.Environment):
             known = ", ".join(BY_NAME)
             return CommandResponse(output=f"Unknown command: {name}\nAvailable: {known}", success=False)
         try:
-            output = chosen.run(BOARD, args.strip(), body)
+            output = chosen.run(BOARD, args, body)
         except UsageError as problem:
             return CommandResponse(output=str(problem), success=False)
         return CommandResponse(output=output, success=True)

@@ -1,4 +1,4 @@
-//! Seed 000/001's timer, as an envhost plugin: `start`, `stop`, `reset`,
+//! A timer, as an envhost plugin: `start`, `stop`, `reset`,
 //! with the elapsed time on screen. The declarative style: the host renders
 //! each command's help (LONG until used, SHORT after) under the state line.
 

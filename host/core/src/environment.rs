@@ -1,0 +1,449 @@
+//! The contract every environment implements, native or WebAssembly.
+//!
+//! This module owns the [`Environment`] trait and the small value types that
+//! cross it: the command context (timeout, cancellation), the response, the
+//! screen section, and the validated [`EnvironmentName`]. It must not know
+//! about the NDJSON protocol, the event bus or any particular environment:
+//! environments report what happened (a timeout, a restart) as
+//! [`Incident`]s in their response and the orchestrator turns those into
+//! events.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Default `max_lines` of a screen section.
+pub const DEFAULT_MAX_LINES: usize = 50;
+
+/// A persistent, stateful environment: bash, python, the editor, or a plugin.
+///
+/// Calls are synchronous and strictly sequential. An implementation must return from
+/// [`handle_command`](Environment::handle_command) by the context's deadline
+/// (give or take a grace period for interrupting what it runs), and promptly
+/// once the context is cancelled.
+pub trait Environment: Send {
+    /// Executes one command and reports its output.
+    ///
+    /// Failures of the *command* (a non-zero exit, a Python exception, an
+    /// edit outside a view) are a `CommandResponse` with `success: false`.
+    /// `Err` is for failures of the *environment* itself (it cannot start,
+    /// its child process vanished unexpectedly); the orchestrator shows those
+    /// to the agent as a failed response naming the environment.
+    fn handle_command(
+        &mut self,
+        command: &str,
+        context: &CommandContext,
+    ) -> Result<CommandResponse, EnvironmentError>;
+
+    /// The environment's current state and how to use it.
+    ///
+    /// Called after every command, for every environment: it must be cheap.
+    fn screen(&mut self) -> Result<ScreenSection, EnvironmentError>;
+
+    /// Releases everything the environment holds: child processes, pseudo
+    /// terminals, temporary files. Called once, when the host stops.
+    fn shutdown(&mut self) {}
+
+    // Commands that outlive the wait. A command whose context carries
+    // `yield_after` and is still running then is left running: the
+    // environment answers with the output so far and `running: true`, and
+    // the agent goes on with `wait`, `input` or `interrupt`. Environments
+    // whose commands always end within the call (the editor, WebAssembly
+    // calls) keep the defaults: they never report a running command, so the
+    // orchestrator never calls the three methods below on them.
+
+    /// The command that yielded and has not ended, if any. Must be cheap:
+    /// the orchestrator asks before every request to this environment and
+    /// for every screen.
+    fn running(&self) -> Option<RunningCommand> {
+        None
+    }
+
+    /// Collects the running command's output produced since the last
+    /// answer: returns as soon as the command ends (`running: false`, the
+    /// command's own outcome) or once `context.yield_after` has passed
+    /// (`running: true`). `context.timeout` is `None`: the command keeps the
+    /// limit it started with.
+    fn wait(&mut self, context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
+        let _ = context;
+        Ok(CommandResponse::failure(NOTHING_RUNNING))
+    }
+
+    /// Types `text` into the running command (its terminal, or its standard
+    /// input), control characters included, then answers as
+    /// [`wait`](Environment::wait) does.
+    fn input(
+        &mut self,
+        text: &str,
+        context: &CommandContext,
+    ) -> Result<CommandResponse, EnvironmentError> {
+        let _ = (text, context);
+        Ok(CommandResponse::failure(NOTHING_RUNNING))
+    }
+
+    /// Interrupts the running command with the same ladder a timeout uses
+    /// and answers with its final output (`running: false`).
+    fn interrupt(&mut self, context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
+        let _ = context;
+        Ok(CommandResponse::failure(NOTHING_RUNNING))
+    }
+
+    /// Ends the environment (and whatever it runs) and starts a fresh one in
+    /// the project directory; the output says what was lost.
+    fn restart(&mut self, context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
+        let _ = context;
+        Err(EnvironmentError::Failed(
+            "this environment cannot be restarted".to_owned(),
+        ))
+    }
+}
+
+/// What the default [`Environment::wait`], [`Environment::input`] and
+/// [`Environment::interrupt`] answer; the orchestrator words the refusal
+/// itself before it gets that far.
+const NOTHING_RUNNING: &str = "Nothing is running in this environment.";
+
+/// A command that yielded and is still running, as the busy refusal and the
+/// screen describe it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunningCommand {
+    /// The command's text, as the agent sent it.
+    pub command: String,
+    /// When it started.
+    pub started: Instant,
+    /// Bytes of output it has produced so far (delivered or not).
+    pub output_bytes: u64,
+    /// The last non-empty line of its output, cleaned for display.
+    pub last_line: Option<String>,
+    /// It looks blocked reading input (a prompt waiting for an answer).
+    pub waiting_for_input: bool,
+}
+
+/// What the orchestrator hands an environment along with a command.
+#[derive(Debug, Clone)]
+pub struct CommandContext {
+    /// How long the command may run before it is interrupted. `None` means
+    /// no limit: a command that may yield runs until it ends, is
+    /// interrupted, or the host stops, unless the agent gave it a timeout.
+    pub timeout: Option<Duration>,
+    /// Answer after this long with the output so far and leave the command
+    /// running (`running: true`). `None`: wait for the command to end (or
+    /// to reach its timeout). For [`Environment::wait`] and
+    /// [`Environment::input`], how long to wait.
+    pub yield_after: Option<Duration>,
+    /// Set when the host is shutting down; long waits must watch it.
+    pub cancel: CancelFlag,
+}
+
+impl CommandContext {
+    /// A command may run for `timeout` and must stop once `cancel` is set;
+    /// it does not yield.
+    pub fn new(timeout: Duration, cancel: CancelFlag) -> Self {
+        CommandContext {
+            timeout: Some(timeout),
+            yield_after: None,
+            cancel,
+        }
+    }
+
+    /// The same context, yielding after `after` (`None`: never).
+    pub fn yielding_after(mut self, after: Option<Duration>) -> Self {
+        self.yield_after = after;
+        self
+    }
+
+    /// The same context with the limit `timeout` (`None`: no limit).
+    pub fn limited_to(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// When a command that started at `started` reaches its limit, if it
+    /// has one (and the limit can be represented).
+    pub fn deadline(&self, started: Instant) -> Option<Instant> {
+        self.timeout
+            .and_then(|timeout| started.checked_add(timeout))
+    }
+}
+
+/// A shared "stop what you are doing" flag, set by the signal handler.
+#[derive(Debug, Clone, Default)]
+pub struct CancelFlag(Arc<AtomicBool>);
+
+impl CancelFlag {
+    /// A flag that is not set.
+    pub fn new() -> Self {
+        CancelFlag::default()
+    }
+
+    /// Sets the flag: every holder sees it.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Clears the flag once the interruption has been dealt with (the REPL
+    /// keeps running after Ctrl-C).
+    pub fn reset(&self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether the flag is set.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// The flag itself, for `signal_hook::flag::register`.
+    pub fn as_atomic(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.0)
+    }
+}
+
+/// The result of one command, plus the facts
+/// the orchestrator needs to emit events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandResponse {
+    /// What the agent reads: the command's output and the host's notes.
+    pub output: String,
+    /// Whether the command succeeded (while it runs: that nothing failed
+    /// yet).
+    pub success: bool,
+    /// The command yielded and is still running; the agent goes on with
+    /// `wait`, `input` or `interrupt`.
+    pub running: bool,
+    /// Notable things that happened while handling the command. They are not
+    /// sent to the agent as such (the output already says them in words);
+    /// they become events for the transcript and the console.
+    pub incidents: Vec<Incident>,
+}
+
+impl CommandResponse {
+    /// A command that succeeded with `output`.
+    pub fn success(output: impl Into<String>) -> Self {
+        CommandResponse {
+            output: output.into(),
+            success: true,
+            running: false,
+            incidents: Vec::new(),
+        }
+    }
+
+    /// A command that has not ended yet: `output` is what it produced so
+    /// far, followed by the sentence that says how to go on.
+    pub fn still_running(output: impl Into<String>) -> Self {
+        CommandResponse {
+            output: output.into(),
+            success: true,
+            running: true,
+            incidents: Vec::new(),
+        }
+    }
+
+    /// A command that failed; `output` says why.
+    pub fn failure(output: impl Into<String>) -> Self {
+        CommandResponse {
+            output: output.into(),
+            success: false,
+            running: false,
+            incidents: Vec::new(),
+        }
+    }
+
+    /// The same response, reporting `incident` too.
+    pub fn with_incident(mut self, incident: Incident) -> Self {
+        self.incidents.push(incident);
+        self
+    }
+}
+
+/// Something an environment reports about how a command went, beyond its
+/// output. Each kind becomes an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Incident {
+    /// The command ran past its timeout and was interrupted.
+    TimedOut {
+        /// The timeout it ran past.
+        after: Duration,
+    },
+    /// The environment had to be started afresh; `lost` says what state is
+    /// gone (e.g. "shell variables and background jobs").
+    Restarted {
+        /// Why it had to start afresh.
+        reason: String,
+        /// What state is gone.
+        lost: String,
+    },
+    /// A WebAssembly plugin trapped (panic, interrupt, out of memory, ...).
+    Trapped {
+        /// What happened, in a few words (`timed out after 5 s`, `panic: ...`).
+        cause: String,
+    },
+    /// The output went over the cap; the full text is in `saved_to`.
+    OutputCapped {
+        /// The size of the whole output.
+        total_bytes: u64,
+        /// The file holding the whole output, if it could be saved.
+        saved_to: Option<PathBuf>,
+    },
+}
+
+/// One environment's part of the screen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScreenSection {
+    /// The text shown.
+    pub content: String,
+    /// Most lines shown; longer content is cut with a marker.
+    pub max_lines: usize,
+}
+
+impl ScreenSection {
+    /// A section of at most [`DEFAULT_MAX_LINES`] lines.
+    pub fn new(content: impl Into<String>) -> Self {
+        ScreenSection {
+            content: content.into(),
+            max_lines: DEFAULT_MAX_LINES,
+        }
+    }
+
+    /// A section of at most `max_lines` lines.
+    pub fn with_max_lines(content: impl Into<String>, max_lines: usize) -> Self {
+        ScreenSection {
+            content: content.into(),
+            max_lines,
+        }
+    }
+}
+
+/// A failure of an environment itself, as opposed to a failed command.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvironmentError {
+    /// The environment cannot work on this machine (e.g. no `python3`).
+    #[error("{0}")]
+    Unavailable(String),
+    /// Starting or talking to a child process or file failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        #[source]
+        /// The error it met.
+        source: std::io::Error,
+    },
+    /// Anything else, already phrased for the agent.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl EnvironmentError {
+    /// An I/O error met while doing `context`.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        EnvironmentError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// A valid environment name: an identifier, as Python's
+/// `str.isidentifier()` has it: a letter or `_`, then letters, digits or
+/// `_`. Letters may be any Unicode letters, as in Python.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EnvironmentName(String);
+
+impl EnvironmentName {
+    /// `name`, if it is an identifier (a letter or `_`, then letters, digits
+    /// or `_`).
+    pub fn new(name: &str) -> Result<Self, InvalidName> {
+        let mut chars = name.chars();
+        let valid = match chars.next() {
+            Some(first) => {
+                (first.is_alphabetic() || first == '_')
+                    && chars.all(|c| c.is_alphanumeric() || c == '_')
+            }
+            None => false,
+        };
+        if valid {
+            Ok(EnvironmentName(name.to_owned()))
+        } else {
+            Err(InvalidName(name.to_owned()))
+        }
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for EnvironmentName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where an environment comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvironmentKind {
+    /// Native Rust in the host's process: bash, python, the editor.
+    Builtin,
+    /// A WebAssembly component from the project's `env/` folder.
+    Plugin,
+}
+
+/// An environment ready to be registered, as the crates that create
+/// environments hand it to the binary that owns the orchestrator.
+pub struct LoadedEnvironment {
+    /// The name the agent addresses it by.
+    pub name: EnvironmentName,
+    /// Built in or a plugin.
+    pub kind: EnvironmentKind,
+    /// The environment itself.
+    pub environment: Box<dyn Environment>,
+    /// How it was loaded, for the record (e.g. the interpreter it runs).
+    pub detail: Option<String>,
+}
+
+/// An environment that could not be created, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadFailure {
+    /// The environment's name, as far as it is known.
+    pub name: String,
+    /// A sentence saying what went wrong and what to do about it.
+    pub reason: String,
+}
+
+/// The reason an [`EnvironmentName`] was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid environment name {0:?}: a name must be an identifier (a letter or `_`, then letters, digits or `_`)"
+)]
+pub struct InvalidName(pub String);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_python_identifier_rules() {
+        for good in ["bash", "_private", "timer2", "sql_lite", "données"] {
+            assert!(EnvironmentName::new(good).is_ok(), "{good} should be valid");
+        }
+        for bad in ["", "2fast", "my-env", "has space", "dot.ted", "a/b"] {
+            assert!(
+                EnvironmentName::new(bad).is_err(),
+                "{bad} should be invalid"
+            );
+        }
+    }
+
+    #[test]
+    fn cancel_flag_is_shared_between_clones() {
+        let flag = CancelFlag::new();
+        let clone = flag.clone();
+        assert!(!clone.is_cancelled());
+        flag.cancel();
+        assert!(clone.is_cancelled());
+    }
+}

@@ -1,0 +1,72 @@
+//! envhost's core: what an environment is, and how the host turns one
+//! command into a response plus a screen.
+//!
+//! Data flows one way:
+//!
+//! ```text
+//! front end (NDJSON, REPL) ─► Orchestrator ─► Environment
+//!                                  │
+//!        response + Screen ◄───────┘── Event ─► observers (transcript, console)
+//! ```
+//!
+//! This crate owns:
+//!
+//! - the [`Environment`] trait and the values that cross it
+//!   ([`CommandContext`], [`CancelFlag`], [`CommandResponse`], [`Incident`],
+//!   [`ScreenSection`], [`EnvironmentName`], [`EnvironmentError`]), and
+//!   [`LoadedEnvironment`], the form in which the crates that create
+//!   environments hand them over;
+//! - the [`Orchestrator`]: the registry, routing, screen collection and panic
+//!   containment;
+//! - the [`Screen`] and its truncation rule;
+//! - progressive help ([`CommandHelp`]: long help until a command is first
+//!   used, short help after) and the one rule that splits a command into
+//!   its name, arguments and body ([`split_command`]);
+//! - the [`Event`]s, the [`EventBus`] and its observers
+//!   ([`TranscriptObserver`], [`ConsoleObserver`]);
+//! - [`text`]: the words the agent reads about durations, sizes, counts and
+//!   interruptions.
+//!
+//! It must not know the wire format (`envhost-protocol`), processes
+//! (`envhost-process`), or any particular environment (`envhost-envs`,
+//! `envhost-plugin`).
+//!
+//! ```
+//! use std::time::Duration;
+//! use envhost_core::{CancelFlag, CommandRequest, EventBus, Orchestrator, OrchestratorSettings};
+//!
+//! let settings = OrchestratorSettings { default_timeout: Duration::from_secs(120) };
+//! let mut orchestrator = Orchestrator::new(settings, EventBus::new(), CancelFlag::new());
+//! let outcome = orchestrator.execute(&CommandRequest {
+//!     environment: "nowhere".into(),
+//!     command: "ls".into(),
+//!     timeout: None,
+//!     id: None,
+//! });
+//! assert!(!outcome.success);
+//! ```
+
+#![deny(missing_docs)]
+
+mod console;
+mod environment;
+mod events;
+mod help;
+mod orchestrator;
+mod screen;
+pub mod text;
+mod transcript;
+
+pub use crate::console::ConsoleObserver;
+pub use crate::environment::{
+    CancelFlag, CommandContext, CommandResponse, DEFAULT_MAX_LINES, Environment, EnvironmentError,
+    EnvironmentKind, EnvironmentName, Incident, InvalidName, LoadFailure, LoadedEnvironment,
+    RunningCommand, ScreenSection,
+};
+pub use crate::events::{Event, EventBus, Observer, ObserverError, StampedEvent, panic_message};
+pub use crate::help::{CommandHelp, CommandSpec, HelpError, Routed, UnknownCommand, split_command};
+pub use crate::orchestrator::{
+    CommandRequest, Orchestrator, OrchestratorSettings, Outcome, RegisterError,
+};
+pub use crate::screen::{NoticeSection, Screen, truncate_lines};
+pub use crate::transcript::TranscriptObserver;

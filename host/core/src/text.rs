@@ -1,0 +1,173 @@
+//! The words the agent reads about durations, sizes, counts, cut text and
+//! interruptions, written once so that every environment says the same fact
+//! the same way ("120 s", "92.7 KiB", "3 lines").
+//!
+//! It also reads durations and sizes as operators write them in flags and
+//! config files (`90s`, `2m`, `64MiB`). It must not know who prints the
+//! words or why.
+
+use std::time::Duration;
+
+/// How every environment says that a command was interrupted because the
+/// host was asked to stop (Ctrl-C in the REPL, SIGINT or SIGTERM).
+pub const INTERRUPTED: &str =
+    "interrupted because the host was asked to stop (Ctrl-C, SIGINT or SIGTERM)";
+
+/// `fragment` with its first letter in upper case, to start a sentence.
+pub fn capitalized(fragment: &str) -> String {
+    let mut chars = fragment.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// A duration as the agent reads it: `42 µs`, `2.5 ms`, `300 ms`, `1.5 s`,
+/// `120 s`.
+pub fn duration(duration: Duration) -> String {
+    if duration < Duration::from_millis(1) {
+        return format!("{} µs", duration.as_micros());
+    }
+    if duration < Duration::from_secs(1) {
+        let ms = duration.as_secs_f64() * 1_000.0;
+        return if ms < 10.0 {
+            format!("{ms:.1} ms")
+        } else {
+            format!("{ms:.0} ms")
+        };
+    }
+    let s = duration.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
+/// A size as the agent reads it: `512 B`, `92.7 KiB`, `256 MiB`, `4.0 GiB`.
+pub fn bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64;
+    let mut unit = "B";
+    for next in UNITS {
+        if value < 1024.0 {
+            break;
+        }
+        value /= 1024.0;
+        unit = next;
+    }
+    if value.fract() == 0.0 && value >= 10.0 {
+        format!("{value:.0} {unit}")
+    } else {
+        format!("{value:.1} {unit}")
+    }
+}
+
+/// `noun` in the form that goes with `count`: `line`, `lines`.
+pub fn noun(count: usize, noun: &str) -> String {
+    if count == 1 {
+        noun.to_owned()
+    } else {
+        format!("{noun}s")
+    }
+}
+
+/// `count` with its noun: `1 line`, `3 lines`.
+pub fn counted(count: usize, singular: &str) -> String {
+    format!("{count} {}", noun(count, singular))
+}
+
+/// The longest start of `text` that is at most `limit` bytes and ends on a
+/// character boundary, and how many bytes it leaves out.
+pub fn head(text: &str, limit: usize) -> (&str, usize) {
+    let end = text.floor_char_boundary(limit);
+    (&text[..end], text.len() - end)
+}
+
+/// Reads a duration as the command line and config files write it (`90s`,
+/// `2m`, `500ms`); zero is refused.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(text)
+        .map_err(|e| format!("{e}; write a duration such as 90s, 2m or 500ms"))?;
+    if duration.is_zero() {
+        return Err("the duration must be longer than zero".to_owned());
+    }
+    Ok(duration)
+}
+
+/// Reads `65536`, `64K`, `64KiB`, `1M`, `1MiB`, `1MB` (binary multiples);
+/// zero is refused.
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let number: usize = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size; write e.g. 65536, 128KiB or 1MiB"))?;
+    let multiplier: usize = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        other => return Err(format!("unknown size unit {other:?}; use K, M or G")),
+    };
+    match number.checked_mul(multiplier) {
+        Some(0) => Err("the size must be larger than zero".to_owned()),
+        Some(bytes) => Ok(bytes),
+        None => Err(format!("{text:?} is too large")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_durations_read_naturally() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(94_908), "92.7 KiB");
+        assert_eq!(bytes(256 << 20), "256 MiB");
+        assert_eq!(bytes(4 << 30), "4.0 GiB");
+        assert_eq!(duration(Duration::from_micros(42)), "42 µs");
+        assert_eq!(duration(Duration::from_micros(2_500)), "2.5 ms");
+        assert_eq!(duration(Duration::from_millis(300)), "300 ms");
+        assert_eq!(duration(Duration::from_secs(120)), "120 s");
+        assert_eq!(duration(Duration::from_millis(1_500)), "1.5 s");
+    }
+
+    #[test]
+    fn counts_take_their_noun() {
+        assert_eq!(counted(1, "line"), "1 line");
+        assert_eq!(counted(0, "line"), "0 lines");
+        assert_eq!(noun(3, "line"), "lines");
+    }
+
+    #[test]
+    fn fragments_start_sentences() {
+        assert_eq!(capitalized("interrupted"), "Interrupted");
+        assert_eq!(capitalized(""), "");
+    }
+
+    #[test]
+    fn heads_end_on_a_character_boundary() {
+        assert_eq!(head("héllo", 2), ("h", 5));
+        assert_eq!(head("abc", 10), ("abc", 0));
+    }
+
+    #[test]
+    fn sizes_and_durations_parse() {
+        assert_eq!(parse_size("65536"), Ok(65536));
+        assert_eq!(parse_size("128KiB"), Ok(128 * 1024));
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert!(parse_size("12 parsecs").is_err());
+        assert!(parse_size("0").is_err());
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("soon").is_err());
+    }
+}

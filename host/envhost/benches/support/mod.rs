@@ -1,0 +1,175 @@
+//! What every benchmark of the binary needs, once: summary statistics and
+//! number formatting (`stats.rs`, shared with the other crates' benches),
+//! an NDJSON client for a real `envhost serve`, the start-up timing of a
+//! host (spawn to its first screen), and where the build's artifacts are.
+//!
+//! Benchmarks measure and print; they assert only that what they measure
+//! worked (a failed command would make its timing meaningless).
+
+#![allow(dead_code)] // each benchmark uses a different part
+
+mod stats;
+
+pub use stats::*;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The plugins of `project` loaded as the host loads them (nothing
+/// granted, compiled code kept in `cache` if given), asserting that none
+/// was refused.
+pub fn hosted_plugins(
+    project: &Path,
+    cache: Option<&Path>,
+) -> Vec<envhost_core::LoadedEnvironment> {
+    let settings = envhost_plugin::PluginSettings {
+        cache: cache.map_or(envhost_plugin::CodeCache::Disabled, |dir| {
+            envhost_plugin::CodeCache::Directory(dir.to_owned())
+        }),
+        memory_limit: envhost_plugin::DEFAULT_MEMORY_LIMIT,
+        config_file: None,
+    };
+    let mut plugins = envhost_plugin::load(
+        project,
+        &settings,
+        &envhost_process::OutputLimits::for_project(project),
+        &envhost_core::CancelFlag::new(),
+        std::sync::Arc::new(envhost_plugin::DiscardSink),
+    );
+    let loaded = plugins.take_loaded();
+    let report = plugins.finish();
+    assert!(report.refused.is_empty(), "{:?}", report.refused);
+    loaded
+        .into_iter()
+        .map(|plugin| plugin.environment)
+        .collect()
+}
+
+/// The workspace's target folder (`CARGO_TARGET_DIR` or `<workspace>/target`).
+pub fn target_dir() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("the envhost crate is host/envhost in the workspace");
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|dir| {
+            if dir.is_absolute() {
+                dir
+            } else {
+                root.join(dir)
+            }
+        })
+        .unwrap_or_else(|| root.join("target"))
+}
+
+/// A built plugin, or a clear exit telling how to build it.
+pub fn built_plugin(relative: &str) -> PathBuf {
+    let path = target_dir().join(relative);
+    if !path.is_file() {
+        eprintln!(
+            "{} is missing: run `scripts/build-plugins` first (it builds the plugins).",
+            path.display()
+        );
+        std::process::exit(2);
+    }
+    path
+}
+
+/// A running `envhost serve`, driven over NDJSON as an agent would.
+pub struct Serve {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    line: String,
+}
+
+impl Serve {
+    pub fn start(project: &Path, extra_args: &[&str]) -> Serve {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_envhost"))
+            .arg("serve")
+            .arg("--project")
+            .arg(project)
+            .args(extra_args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start envhost serve");
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        Serve {
+            child,
+            stdin,
+            stdout,
+            line: String::new(),
+        }
+    }
+
+    /// Sends one request line and reads the answer line; the time is from
+    /// the first byte written to the last byte read.
+    pub fn round_trip(&mut self, request: &serde_json::Value) -> (Duration, &str) {
+        let mut bytes = serde_json::to_vec(request).expect("request");
+        bytes.push(b'\n');
+        self.line.clear();
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        let started = Instant::now();
+        stdin.write_all(&bytes).expect("write the request");
+        stdin.flush().expect("flush");
+        self.stdout
+            .read_line(&mut self.line)
+            .expect("read the answer");
+        (started.elapsed(), &self.line)
+    }
+
+    /// Runs a command that must succeed; returns its time and answer line.
+    pub fn command(&mut self, environment: &str, command: &str) -> (Duration, &str) {
+        let request = serde_json::json!({
+            "type": "command", "environment": environment, "command": command
+        });
+        let (took, line) = self.round_trip(&request);
+        assert!(
+            line.contains("\"success\":true"),
+            "{environment}: {command:?} failed: {line}"
+        );
+        (took, line)
+    }
+
+    /// A `{"type":"screen"}` round trip: protocol and screens, no command.
+    pub fn screen(&mut self) -> Duration {
+        self.round_trip(&serde_json::json!({"type": "screen"})).0
+    }
+
+    /// The host's peak resident memory (VmHWM), in KiB.
+    pub fn peak_memory_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("the host's /proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM")
+    }
+
+    pub fn stop(mut self) {
+        self.stdin = None;
+        let _ = self.child.wait();
+    }
+}
+
+/// Time from spawning `envhost serve` to having its first screen, with the
+/// compiled-plugin cache in `cache`; returns that time and the screen line.
+pub fn time_to_first_screen(project: &Path, cache: &Path) -> (Duration, String) {
+    let started = Instant::now();
+    let cache = cache.to_str().expect("UTF-8 cache path");
+    let mut host = Serve::start(project, &["--plugin-cache", cache]);
+    let line = host
+        .round_trip(&serde_json::json!({"type": "screen"}))
+        .1
+        .to_owned();
+    let took = started.elapsed();
+    host.stop();
+    (took, line)
+}

@@ -1,0 +1,353 @@
+//! The `envhost` command line: parses arguments, builds the session's
+//! configuration, observers and environments, runs a front end, and shuts
+//! everything down. Errors here are `anyhow` and end the process with a
+//! message; everything below is typed.
+
+#![deny(missing_docs)]
+
+use std::io::{self, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+
+use envhost_core::text::{parse_duration, parse_size};
+use envhost_core::{
+    CancelFlag, ConsoleObserver, Event, EventBus, LoadedEnvironment, Orchestrator,
+    OrchestratorSettings, TranscriptObserver,
+};
+use envhost_plugin::{self as plugin, CodeCache, DiscardSink, LogSink, PluginSettings, StderrSink};
+use envhost_process::{DEFAULT_CAP_BYTES, SecretPolicy, install_reaper, terminate_descendants};
+use envhost_protocol::DEFAULT_MAX_LINE_BYTES;
+
+mod repl;
+mod serve;
+mod signals;
+
+/// Default time a command may run before it is interrupted: two minutes,
+/// long enough for most builds and test runs, short enough that an agent
+/// stuck on a command that never ends gets control back. Per command, the
+/// `timeout_ms` field overrides it.
+const DEFAULT_TIMEOUT_TEXT: &str = "120s";
+
+/// Persistent environments for AI agents (bash, python, an editor and
+/// WebAssembly plugins) over newline-delimited JSON.
+#[derive(Parser)]
+#[command(name = "envhost", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve an agent: NDJSON commands on stdin, one answer per line on stdout.
+    Serve(SessionArgs),
+    /// Try the environments by hand: `ENV: command` lines, readable output.
+    Repl(SessionArgs),
+    /// Check plugins (.wasm files) exactly as the host would load them, and
+    /// show what they offer; exits non-zero if any would be refused.
+    Check(CheckArgs),
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    /// The plugin files, e.g. env/timer.wasm.
+    #[arg(value_name = "FILE.wasm", required = true)]
+    files: Vec<PathBuf>,
+
+    #[command(flatten)]
+    plugins: PluginArgs,
+}
+
+#[derive(Args)]
+struct PluginArgs {
+    /// Where compiled plugin code is kept between starts (default:
+    /// $XDG_CACHE_HOME/envhost/plugins or ~/.cache/envhost/plugins).
+    #[arg(long, value_name = "DIR", conflicts_with = "no_plugin_cache")]
+    plugin_cache: Option<PathBuf>,
+
+    /// Compile plugins at every start instead of caching their code.
+    #[arg(long)]
+    no_plugin_cache: bool,
+
+    /// Memory each plugin instance may use (e.g. 64MiB, 1GiB); a plugin
+    /// that grows past it traps and is restarted.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size,
+          default_value_t = plugin::DEFAULT_MEMORY_LIMIT)]
+    plugin_memory: usize,
+
+    /// The file that grants plugins powers beyond the sandbox (directories,
+    /// variables, programs, limits, sha256 pins) [default:
+    /// <project>/env/envhost.toml; for `check`, envhost.toml next to the
+    /// plugin]. Keep it outside the project to keep it out of the agent's
+    /// reach.
+    #[arg(long, value_name = "FILE")]
+    plugin_config: Option<PathBuf>,
+}
+
+impl PluginArgs {
+    fn settings(&self) -> PluginSettings {
+        let cache = if self.no_plugin_cache {
+            CodeCache::Disabled
+        } else if let Some(dir) = &self.plugin_cache {
+            CodeCache::Directory(dir.clone())
+        } else {
+            PluginSettings::default().cache
+        };
+        PluginSettings {
+            cache,
+            memory_limit: self.plugin_memory,
+            config_file: self.plugin_config.clone(),
+        }
+    }
+}
+
+#[derive(Args)]
+struct SessionArgs {
+    /// The project directory: where environments start and plugins are found.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    project: PathBuf,
+
+    /// Default time a command may run before it is interrupted (e.g. 90s,
+    /// 2m, 500ms). A command's `timeout_ms` overrides it.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration,
+          default_value = DEFAULT_TIMEOUT_TEXT)]
+    timeout: Duration,
+
+    /// Largest output returned for one command (e.g. 65536, 128KiB, 1MiB);
+    /// beyond it the head and tail are kept and the whole output is saved
+    /// to a file under <project>/.envhost/output/.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size,
+          default_value_t = DEFAULT_CAP_BYTES)]
+    output_cap: usize,
+
+    /// Pass this environment variable to bash and python even though its
+    /// name looks like a secret (*_API_KEY, *_TOKEN, ...). Repeatable.
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pass_env: Vec<String>,
+
+    /// Let the editor open and write files outside the project directory
+    /// (paths with `..`, absolute paths, symlinks leading out).
+    #[arg(long)]
+    allow_outside_project: bool,
+
+    /// The Python interpreter for the python environment: a path, or a
+    /// command name looked up on PATH [default: python3 on PATH].
+    #[arg(long, value_name = "PATH")]
+    python: Option<PathBuf>,
+
+    /// Append every event (commands, durations, timeouts, failures) to FILE
+    /// as JSON lines with UTC timestamps.
+    #[arg(long, value_name = "FILE")]
+    transcript: Option<PathBuf>,
+
+    /// Describe the session on stderr as it happens.
+    #[arg(short, long)]
+    verbose: bool,
+
+    #[command(flatten)]
+    plugins: PluginArgs,
+}
+
+#[derive(Clone, Copy)]
+enum Mode {
+    Serve,
+    Repl,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => run_session(Mode::Serve, args),
+        Command::Repl(args) => run_session(Mode::Repl, args),
+        Command::Check(args) => run_check(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("envhost: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<()> {
+    let project = resolve_project(&args.project)?;
+    let mut config = envhost_envs::Settings::for_project(project.clone());
+    config.output.cap_bytes = args.output_cap;
+    config.secrets = SecretPolicy::new(args.pass_env);
+    config.allow_outside_project = args.allow_outside_project;
+    config.python = args.python;
+
+    // Before any child exists, so that nothing it starts can escape.
+    install_reaper();
+
+    let mut bus = EventBus::new();
+    if let Some(path) = &args.transcript {
+        let observer = TranscriptObserver::open(path)
+            .with_context(|| format!("cannot open the transcript file {}", path.display()))?;
+        bus.subscribe(Box::new(observer));
+    }
+    if args.verbose {
+        bus.subscribe(Box::new(ConsoleObserver::new()));
+    }
+    bus.emit(Event::HostStarted {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        project: project.clone(),
+        mode: match mode {
+            Mode::Serve => "serve",
+            Mode::Repl => "repl",
+        }
+        .to_owned(),
+    });
+
+    let cancel = CancelFlag::new();
+    let mut orchestrator = Orchestrator::new(
+        OrchestratorSettings {
+            default_timeout: args.timeout,
+        },
+        bus,
+        cancel.clone(),
+    );
+    for builtin in envhost_envs::builtins(&config) {
+        match builtin {
+            Ok(loaded) => {
+                let name = loaded.name.to_string();
+                if let Err(err) = register(&mut orchestrator, loaded) {
+                    orchestrator.record_load_failure(&name, &err.to_string());
+                }
+            }
+            Err(failure) => orchestrator.record_load_failure(&failure.name, &failure.reason),
+        }
+    }
+    // Plugins' own output goes to stderr only where someone reads it: an
+    // agent may never drain stderr, and a full pipe would block the host.
+    let log: Arc<dyn LogSink> = match mode {
+        Mode::Serve if !args.verbose => Arc::new(DiscardSink),
+        _ => Arc::new(StderrSink),
+    };
+    let mut plugins = plugin::load(
+        &project,
+        &args.plugins.settings(),
+        &config.output,
+        &cancel,
+        log,
+    );
+    for loaded in plugins.take_loaded() {
+        // A plugin named like a built-in (env/bash.wasm) is refused here.
+        let name = loaded.environment.name.to_string();
+        if let Err(err) = register(&mut orchestrator, loaded.environment) {
+            plugins.refuse(&name, &loaded.file, err.to_string());
+        }
+    }
+    let report = plugins.finish();
+    for refused in &report.refused {
+        eprintln!("envhost: {}", refused.reason);
+        orchestrator.record_load_failure(&refused.name, &refused.reason);
+    }
+    for problem in &report.config_problems {
+        eprintln!("envhost: {problem}");
+    }
+    for notice in report.notices {
+        orchestrator.add_notice(notice);
+    }
+    let reason = match mode {
+        Mode::Serve => {
+            let mut stdout = io::stdout().lock();
+            serve::run_stdin(
+                &mut orchestrator,
+                &mut stdout,
+                &cancel,
+                DEFAULT_MAX_LINE_BYTES,
+            )
+            .describe()
+        }
+        Mode::Repl => {
+            let input = Box::new(BufReader::with_capacity(64 * 1024, io::stdin()));
+            let mut stdout = io::stdout().lock();
+            repl::run(&mut orchestrator, input, &mut stdout, &cancel)
+        }
+    };
+    orchestrator.shutdown(&reason);
+    let report = terminate_descendants(Duration::from_secs(2));
+    if !report.survivors.is_empty() {
+        eprintln!(
+            "envhost: {} process(es) could not be stopped: {:?}",
+            report.survivors.len(),
+            report.survivors
+        );
+    }
+    Ok(())
+}
+
+/// `envhost check`: one report per file on stdout; failure if any file
+/// would be refused.
+fn run_check(args: CheckArgs) -> anyhow::Result<()> {
+    let settings = args.plugins.settings();
+    let log: Arc<dyn LogSink> = Arc::new(StderrSink);
+    let mut refused = 0;
+    let mut stdout = io::stdout().lock();
+    for (index, file) in args.files.iter().enumerate() {
+        let report = plugin::check_file(file, &settings, Arc::clone(&log));
+        if index > 0 {
+            writeln!(stdout)?;
+        }
+        stdout.write_all(report.text.as_bytes())?;
+        stdout.flush()?;
+        if !report.ok {
+            refused += 1;
+        }
+    }
+    if refused > 0 {
+        bail!(
+            "{refused} of {} plugin file{} would be refused",
+            args.files.len(),
+            if args.files.len() == 1 { "" } else { "s" }
+        );
+    }
+    Ok(())
+}
+
+/// Registers an environment in the orchestrator.
+fn register(
+    orchestrator: &mut Orchestrator,
+    loaded: LoadedEnvironment,
+) -> Result<(), envhost_core::RegisterError> {
+    let LoadedEnvironment {
+        name,
+        kind,
+        environment,
+        detail,
+    } = loaded;
+    orchestrator.register(name, kind, environment, detail)
+}
+
+fn resolve_project(path: &Path) -> anyhow::Result<PathBuf> {
+    let resolved = path
+        .canonicalize()
+        .with_context(|| format!("the project directory {} cannot be used", path.display()))?;
+    if !resolved.is_dir() {
+        bail!(
+            "the project path {} is not a directory; pass --project DIR",
+            resolved.display()
+        );
+    }
+    Ok(resolved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_timeout_reads_as_two_minutes() {
+        assert_eq!(
+            parse_duration(DEFAULT_TIMEOUT_TEXT),
+            Ok(Duration::from_secs(120))
+        );
+    }
+}

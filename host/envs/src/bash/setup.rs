@@ -1,0 +1,365 @@
+//! What a shell starts with: its private files and its environment.
+//!
+//! Each bash environment gets a private folder (mode 0700, removed when the
+//! environment is dropped) holding:
+//!
+//! - `init.bash`, sourced by the first line the host types (bash itself
+//!   runs with `--norc --noprofile`: no user or system rc file). It sets
+//!   empty `PS1`/`PS2` and the `PROMPT_COMMAND` that prints the prompt
+//!   report ([`super::marker`]); its prompt report number 0 says the shell
+//!   is ready.
+//! - `command`, the text of a long command. The host never types a
+//!   command as such: a terminal in canonical mode truncates input lines at
+//!   4095 bytes and a partial construct would leave bash waiting at `PS2`.
+//!   It types one line that hands the text to `eval`: a short command
+//!   inside that line as an escaped `$'…'` string, a long one through this
+//!   file. Either way any text arrives whole, a syntax error is reported at
+//!   once, and the command runs with the terminal as its stdin, stdout and
+//!   stderr.
+//! - `no-editor`, a script set as `EDITOR`/`VISUAL`/`GIT_EDITOR` that fails
+//!   at once with a sentence saying what to do instead.
+//!
+//! This module also decides the variables the shell starts with (secrets
+//! filtered by [`SecretPolicy`], pagers off, `TERM=dumb`). It starts no
+//! process.
+
+use std::ffi::OsString;
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use super::marker::MarkerFormat;
+use envhost_process::SecretPolicy;
+
+/// `TERM=dumb`: programs see a terminal (line-buffered output, job control,
+/// password prompts behave) that cannot do colours or cursor movement, so
+/// they print plain lines: `ls`, `git`, `grep`, pytest, cargo and pip turn
+/// colours off; progress bars that redraw several lines at once, which no
+/// text transcript can render, fall back to simple output. What escapes
+/// still get through are removed by [`crate::output::terminal`].
+pub const TERM: &str = "dumb";
+
+/// Variables from the host that would change how the shell itself behaves
+/// (PS1 is set empty instead, so that nothing shows before the set-up).
+const SHELL_CONTROL_VARIABLES: [&str; 12] = [
+    "PROMPT_COMMAND",
+    "PS0",
+    "PS1",
+    "PS2",
+    "PS4",
+    "BASH_ENV",
+    "ENV",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "HISTFILE",
+    "BASH_XTRACEFD",
+    "IGNOREEOF",
+];
+
+/// The private folder of one bash environment.
+pub struct SessionFiles {
+    dir: PathBuf,
+    init: PathBuf,
+    no_editor: PathBuf,
+    command_file: File,
+    format: MarkerFormat,
+}
+
+impl SessionFiles {
+    /// Creates the folder and its files under `parent` (normally the system
+    /// temporary folder).
+    pub fn create(parent: &Path, token: &str) -> io::Result<SessionFiles> {
+        let dir = parent.join(format!(
+            "envhost-bash-{}-{}",
+            std::process::id(),
+            &token[..token.len().min(12)]
+        ));
+        DirBuilder::new().mode(0o700).create(&dir)?;
+        let format = MarkerFormat::new(token);
+        let init = dir.join("init.bash");
+        let command = dir.join("command");
+        let no_editor = dir.join("no-editor");
+        let created = (|| {
+            fs::write(&init, init_script(&command, &format))?;
+            write_executable(&no_editor, NO_EDITOR_SCRIPT)?;
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&command)
+        })();
+        match created {
+            Ok(command_file) => Ok(SessionFiles {
+                dir,
+                init,
+                no_editor,
+                command_file,
+                format,
+            }),
+            Err(err) => {
+                let _ = fs::remove_dir_all(&dir);
+                Err(err)
+            }
+        }
+    }
+
+    /// The line typed into a new shell to set it up.
+    pub fn init_line(&self) -> String {
+        format!(". {}\n", shell_quote(&self.init))
+    }
+
+    pub fn format(&self) -> &MarkerFormat {
+        &self.format
+    }
+
+    /// The line to type into the terminal to run `text` as command number
+    /// `seq`. A short command travels in the line itself, quoted as
+    /// `$'…'` with every control character escaped (so the line is one
+    /// line, well under the terminal's 4095-byte limit, and nothing in it
+    /// is special to the terminal); a longer one goes through the command
+    /// file. When `set -x` is on, the plumbing is hidden from the trace;
+    /// otherwise the redirection is skipped (it costs system calls).
+    pub fn command_line(&mut self, seq: u64, xtrace: bool, text: &str) -> io::Result<String> {
+        let load = match ansi_c_quote(text, MAX_INLINE_COMMAND) {
+            Some(quoted) => format!("__envhost_load {seq} {quoted}"),
+            None => {
+                self.write_command(text)?;
+                format!("__envhost_load {seq}")
+            }
+        };
+        Ok(if xtrace {
+            format!("{{ {load}; }} 2>&\"$__envhost_null\"; eval \"$__envhost_cmd\"\n")
+        } else {
+            format!("{load}; eval \"$__envhost_cmd\"\n")
+        })
+    }
+
+    /// Puts `text` (which holds no NUL) at the start of the command file,
+    /// ended by a NUL: the shell's `read -d ''` stops there, so the file is
+    /// never truncated (truncating costs a file-system transaction).
+    fn write_command(&mut self, text: &str) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let mut bytes = Vec::with_capacity(text.len() + 1);
+        bytes.extend_from_slice(text.as_bytes());
+        bytes.push(0);
+        self.command_file.write_all_at(&bytes, 0)
+    }
+
+    #[cfg(test)]
+    pub fn command_path(&self) -> PathBuf {
+        self.dir.join("command")
+    }
+}
+
+impl Drop for SessionFiles {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn write_executable(path: &Path, content: &str) -> io::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o700)
+        .open(path)?;
+    file.write_all(content.as_bytes())
+}
+
+const NO_EDITOR_SCRIPT: &str = "#!/bin/sh
+# envhost: set as EDITOR, VISUAL and GIT_EDITOR in the bash environment.
+echo \"envhost: no interactive editor here: nobody can type into it. Give the text on the command line instead (e.g. git commit -m 'message'), or write files with the editor environment.\" >&2
+exit 1
+";
+
+/// Longest quoted command typed inline; longer ones use the command file.
+const MAX_INLINE_COMMAND: usize = 3000;
+
+/// `text` as a bash `$'…'` string with `\`, `'` and every control byte
+/// escaped, if that is at most `limit` bytes long.
+fn ansi_c_quote(text: &str, limit: usize) -> Option<String> {
+    if text.len() + 3 > limit {
+        return None;
+    }
+    let mut quoted = String::with_capacity(text.len() + 8);
+    quoted.push_str("$'");
+    for c in text.chars() {
+        match c {
+            '\\' => quoted.push_str("\\\\"),
+            '\'' => quoted.push_str("\\'"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                quoted.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c => quoted.push(c),
+        }
+        if quoted.len() + 1 > limit {
+            return None;
+        }
+    }
+    quoted.push('\'');
+    Some(quoted)
+}
+
+/// Single-quotes `path` for bash.
+fn shell_quote(path: &Path) -> String {
+    let text = path.to_string_lossy();
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
+/// The set-up script. See the module docs and [`MarkerFormat`]. Plumbing
+/// runs in `{ …; } 2>/dev/null` so that `set -x` does not trace it, `$?` is
+/// carried over from one command to the next, and `set -e` in a command
+/// does not make the plumbing itself end the shell. Without jobs (`\j`, the
+/// prompt escape for their number, is 0) the report is a single write. The
+/// plumbing is read-only: a command that sets `PROMPT_COMMAND` gets bash's
+/// "readonly variable" error instead of silently breaking the session.
+fn init_script(command_file: &Path, format: &MarkerFormat) -> String {
+    format!(
+        r#"# envhost bash set-up, sourced by the host's first line (no rc file runs)
+PS1=''
+export -n PS1
+PS2=''
+PS4='+ '
+unset PS0 HISTFILE
+set +o history +o histexpand
+# Kept open for the session: redirecting to an open fd is a dup, where
+# opening /dev/tty for every prompt was the costliest system call of a
+# round trip.
+exec {{__envhost_tty}}>/dev/tty {{__envhost_null}}>/dev/null
+__envhost_seq=0
+__envhost_last=0
+__envhost_load() {{
+  if (( $# > 1 )); then
+    __envhost_cmd=$2
+  else
+    IFS= read -r -d '' __envhost_cmd < {command} || :
+  fi
+  __envhost_seq=$1
+  if [[ $- == *x* ]]; then set +x; __envhost_cmd="set -x; $__envhost_cmd"; fi
+  [[ $- == *e* ]] || return "$__envhost_last"
+}}
+__envhost_jobs='\j'
+__envhost_prompt() {{
+  __envhost_last=$?
+  if [[ ${{__envhost_jobs@P}} == 0 ]]; then
+    printf '{head}{end}' "$__envhost_seq" "$__envhost_last" "$-" "$PWD" >&"$__envhost_tty"
+  else
+    {{ printf '{head}' "$__envhost_seq" "$__envhost_last" "$-" "$PWD"; jobs -l; printf '{end}'; }} >&"$__envhost_tty"
+  fi
+  unset __envhost_cmd
+}}
+PROMPT_COMMAND='{{ __envhost_prompt; }} 2>&"$__envhost_null"'
+readonly PROMPT_COMMAND __envhost_jobs __envhost_tty __envhost_null
+readonly -f __envhost_load __envhost_prompt
+"#,
+        command = shell_quote(command_file),
+        head = format.head_format(),
+        end = format.end_format(),
+    )
+}
+
+/// The variables the shell starts with: the host's own minus secrets and
+/// shell-control variables, plus the terminal hygiene settings.
+pub fn shell_environment(
+    secrets: &SecretPolicy,
+    files: &SessionFiles,
+) -> Vec<(OsString, OsString)> {
+    let mut vars: Vec<(OsString, OsString)> = secrets
+        .filtered_environment()
+        .into_iter()
+        .filter(|(name, _)| {
+            !SHELL_CONTROL_VARIABLES
+                .iter()
+                .any(|control| name.as_os_str() == *control)
+        })
+        .collect();
+    let editor = files.no_editor.clone().into_os_string();
+    let settings: [(&str, OsString); 10] = [
+        ("PS1", "".into()),
+        ("TERM", TERM.into()),
+        ("PAGER", "cat".into()),
+        ("GIT_PAGER", "cat".into()),
+        ("MANPAGER", "cat".into()),
+        ("SYSTEMD_PAGER", "cat".into()),
+        ("EDITOR", editor.clone()),
+        ("VISUAL", editor.clone()),
+        ("GIT_EDITOR", editor),
+        // git asks for credentials on the terminal; fail instead.
+        ("GIT_TERMINAL_PROMPT", "0".into()),
+    ];
+    for (name, value) in settings {
+        vars.retain(|(existing, _)| existing.as_os_str() != name);
+        vars.push((name.into(), value));
+    }
+    vars
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_are_private_and_removed_on_drop() {
+        use std::os::unix::fs::PermissionsExt;
+        let mut files = SessionFiles::create(&std::env::temp_dir(), &"ab".repeat(16)).unwrap();
+        let dir = files.dir.clone();
+        let mode = fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        let long = "x".repeat(MAX_INLINE_COMMAND);
+        let line = files.command_line(7, false, &long).unwrap();
+        assert_eq!(line, "__envhost_load 7; eval \"$__envhost_cmd\"\n");
+        files
+            .command_line(8, false, &"y".repeat(MAX_INLINE_COMMAND * 2))
+            .unwrap();
+        files.command_line(9, false, &long).unwrap();
+        let content = fs::read(files.command_path()).unwrap();
+        assert!(content.starts_with(format!("{long}\0").as_bytes()));
+        let line = files.command_line(10, true, "ls").unwrap();
+        assert_eq!(
+            line,
+            "{ __envhost_load 10 $'ls'; } 2>&\"$__envhost_null\"; eval \"$__envhost_cmd\"\n"
+        );
+        let init = fs::read_to_string(&files.init).unwrap();
+        assert!(init.contains("PROMPT_COMMAND="));
+        assert!(
+            !init.contains('\x1b'),
+            "the escape byte must not be in the script"
+        );
+        drop(files);
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn inline_commands_are_one_line_without_terminal_controls() {
+        let quoted = ansi_c_quote("a'b\\c\nd\te\u{7f}\u{3}é", 100).unwrap();
+        assert_eq!(quoted, r"$'a\'b\\c\x0ad\x09e\x7f\x03é'");
+        assert!(quoted.bytes().all(|b| b >= 0x20 && b != 0x7f));
+        assert_eq!(ansi_c_quote(&"\n".repeat(30), 100), None);
+    }
+
+    #[test]
+    fn quoting_survives_single_quotes() {
+        assert_eq!(shell_quote(Path::new("/tmp/it's")), r"'/tmp/it'\''s'");
+    }
+
+    #[test]
+    fn environment_drops_secrets_and_sets_hygiene() {
+        let files = SessionFiles::create(&std::env::temp_dir(), &"cd".repeat(16)).unwrap();
+        let vars = shell_environment(&SecretPolicy::default(), &files);
+        let get = |name: &str| {
+            vars.iter()
+                .find(|(n, _)| n.as_os_str() == name)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(get("TERM"), Some("dumb".into()));
+        assert_eq!(get("PAGER"), Some("cat".into()));
+        assert_eq!(get("PROMPT_COMMAND"), None);
+        assert_eq!(
+            vars.iter().filter(|(n, _)| n.as_os_str() == "TERM").count(),
+            1
+        );
+    }
+}

@@ -1,0 +1,48 @@
+//! Which built-ins exist, and their creation in display order.
+
+use envhost_core::{Environment, EnvironmentKind, EnvironmentName, LoadFailure, LoadedEnvironment};
+
+use crate::bash::BashEnvironment;
+use crate::editor::{self, EditorEnvironment, EditorSettings};
+use crate::python::PythonEnvironment;
+use crate::settings::Settings;
+
+/// Creates every built-in, in display order: each one ready to register,
+/// or the reason it could not be created.
+pub fn builtins(settings: &Settings) -> Vec<Result<LoadedEnvironment, LoadFailure>> {
+    let bash = BashEnvironment::new(settings);
+    let python = PythonEnvironment::new(settings);
+    let detail = python.describe();
+    let editor = EditorEnvironment::new(EditorSettings {
+        project_dir: settings.project_dir.clone(),
+        allow_outside_project: settings.allow_outside_project,
+    })
+    .map(|editor| Box::new(editor) as Box<dyn Environment>)
+    .map_err(|e| e.to_string());
+    vec![
+        builtin("bash", Ok(Box::new(bash)), None),
+        builtin("python", Ok(Box::new(python)), Some(detail)),
+        builtin(editor::NAME, editor, None),
+    ]
+}
+
+fn builtin(
+    name: &str,
+    environment: Result<Box<dyn Environment>, String>,
+    detail: Option<String>,
+) -> Result<LoadedEnvironment, LoadFailure> {
+    environment
+        .and_then(|environment| {
+            let name = EnvironmentName::new(name).map_err(|e| e.to_string())?;
+            Ok(LoadedEnvironment {
+                name,
+                kind: EnvironmentKind::Builtin,
+                environment,
+                detail,
+            })
+        })
+        .map_err(|reason| LoadFailure {
+            name: name.to_owned(),
+            reason,
+        })
+}

@@ -1,0 +1,562 @@
+//! The editor environment: pattern views of files, verified line edits and
+//! search, with long help for each command until it is first used.
+//!
+//! This module owns the `Environment` implementation: the command
+//! descriptions the help system renders, routing each command to its
+//! handler, the wording of every response, and the screen (`Views:` then
+//! `Commands:`). The work itself lives in the submodules: `parse` (command
+//! syntax), `paths` (staying inside the project), `files` (reading text
+//! files), `patterns` (Python-style regexes on Rust's engine), `views`
+//! (pattern views and their rendering), `edit` (verified splices), `atomic`
+//! (crash-safe writes) and `search`. Nothing here knows about the protocol.
+
+mod atomic;
+mod edit;
+mod files;
+mod lines;
+mod parse;
+mod paths;
+mod patterns;
+mod search;
+mod views;
+
+use std::fmt::Write as _;
+use std::io::ErrorKind;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use envhost_core::{
+    CommandContext, CommandResponse, Environment, EnvironmentError, Incident, ScreenSection,
+};
+use envhost_core::{CommandHelp, CommandSpec, HelpError};
+
+use edit::VisibleView;
+use lines::split_lines;
+use parse::LineRange;
+use paths::ProjectRoot;
+use patterns::LinePattern;
+use views::{MAX_VIEW_LINES, MAX_VIEWS, NewView, Shown, ViewSet};
+
+/// The environment's name, which also names the fence of help examples.
+pub const NAME: &str = "editor";
+
+/// The screen section never gets fewer lines than this; views add theirs
+/// (up to 5 × 1000), so the orchestrator never cuts a line an agent may
+/// want to edit.
+const MIN_SCREEN_LINES: usize = 100;
+
+/// How long a search may take when its command came without a limit (a
+/// command sent with `yield_ms` and no `timeout_ms`): the editor never
+/// yields, so its searches always need one.
+const SEARCH_LIMIT_WITHOUT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// What the editor needs from the host's configuration.
+#[derive(Debug, Clone)]
+pub struct EditorSettings {
+    /// The canonical project directory: paths are relative to it.
+    pub project_dir: PathBuf,
+    /// Let paths lead outside the project (`--allow-outside-project`).
+    pub allow_outside_project: bool,
+}
+
+/// The descriptions of the editor's commands, for the progressive help.
+pub fn command_specs() -> Vec<CommandSpec> {
+    vec![
+        CommandSpec::new(
+            "view <file> /<start>/ /<end>/ [label]",
+            "View a section of a file using regex patterns to define boundaries.\n\
+             Patterns are Python-style regex, matched line by line. Multiple matches can be navigated with next_match/prev_match.",
+            "view src/main.py /^def main/ /^if __name__/",
+        )
+        .with_summary("View file section by regex patterns"),
+        CommandSpec::new(
+            "edit <file> <start>-<end>",
+            "Replace lines with new content. Lines must be visible in a view.\n\
+             Content is provided on subsequent lines after the command.",
+            "edit src/main.py 45-50\n\
+             def process(verbose=False):\n    \
+                 if not verbose:\n        \
+                     return",
+        )
+        .with_summary("Replace lines (must be visible in a view)"),
+        CommandSpec::new(
+            "search \"<pattern>\" <glob>",
+            "Find all occurrences of pattern in files matching glob.\n\
+             Returns filepath:line_number for each match.",
+            "search \"TODO\" *.py",
+        )
+        .with_summary("Find text matching pattern in files"),
+        CommandSpec::new(
+            "create <file>",
+            "Create a new file with initial content.\n\
+             Content is provided on subsequent lines after the command.",
+            "create new_file.py\n# New module",
+        ),
+        CommandSpec::new("close <id>", "Close a view", "close 1").simple(),
+        CommandSpec::new(
+            "next_match <id>",
+            "Show next pattern match for a view",
+            "next_match 1",
+        )
+        .simple(),
+        CommandSpec::new(
+            "prev_match <id>",
+            "Show previous pattern match for a view",
+            "prev_match 1",
+        )
+        .simple(),
+    ]
+}
+
+/// The editor: pattern views, verified edits, search, create.
+pub struct EditorEnvironment {
+    root: ProjectRoot,
+    help: CommandHelp,
+    views: ViewSet,
+}
+
+impl EditorEnvironment {
+    /// An editor for the project in `settings`.
+    pub fn new(settings: EditorSettings) -> Result<Self, HelpError> {
+        Ok(EditorEnvironment {
+            root: ProjectRoot::new(settings.project_dir, settings.allow_outside_project),
+            help: CommandHelp::new(NAME, command_specs())?,
+            views: ViewSet::new(),
+        })
+    }
+
+    fn view(&mut self, arguments: &str) -> CommandResponse {
+        let args = match parse::view_args(arguments) {
+            Ok(args) => args,
+            Err(message) => return CommandResponse::failure(message),
+        };
+        let start = match LinePattern::compile(&args.start) {
+            Ok(pattern) => pattern,
+            Err(err) => return CommandResponse::failure(pattern_failure(&err, "start")),
+        };
+        let end = match LinePattern::compile(&args.end) {
+            Ok(pattern) => pattern,
+            Err(err) => return CommandResponse::failure(pattern_failure(&err, "end")),
+        };
+        let file = match files::read_text(&self.root, &args.file) {
+            Ok(file) => file,
+            Err((display, problem)) => {
+                return CommandResponse::failure(format!(
+                    "{}\nNo view was created.",
+                    problem.sentence(&display)
+                ));
+            }
+        };
+        let display = file.path.display.clone();
+        if file.bytes.is_empty() {
+            return CommandResponse::failure(format!(
+                "{display} is empty, so no pattern can match and no view was created. \
+                 To give it content, remove it (bash: rm {display}) and use create, or write it with bash."
+            ));
+        }
+        let Some(section) = views::locate(&start, &end, &file.bytes, 0) else {
+            return CommandResponse::failure(format!(
+                "No line of {display} matches the start pattern /{}/, so no view was created.\n\
+                 Patterns are matched line by line (^ and $ are the line's start and end); \
+                 search \"{}\" {display} shows which lines match.",
+                args.start, args.start
+            ));
+        };
+        let truncation = section.truncation;
+        let match_count = section.match_count;
+        let shown = Shown {
+            first_line: section.first_line,
+            lines: section.lines.iter().map(|line| line.to_vec()).collect(),
+        };
+        let (added, closed) = self.views.add(NewView {
+            written: args.file.clone(),
+            display,
+            real: file.path.real,
+            start,
+            end,
+            label: args.label,
+            shown,
+        });
+        let mut output = format!("Added view {}", added.describe());
+        if match_count > 1 {
+            let _ = write!(
+                output,
+                "\nThe start pattern matches {match_count} lines; showing match 1/{match_count} (next_match {} shows the next).",
+                added.id
+            );
+        }
+        if let Some(truncation) = truncation {
+            let _ = write!(
+                output,
+                "\nThe end pattern was not found within {MAX_VIEW_LINES} lines of the start, or before the end of the file: the view is marked {}.",
+                truncation.marker()
+            );
+        }
+        if let Some(closed) = closed {
+            let _ = write!(
+                output,
+                "\nClosed view {} to make room: at most {MAX_VIEWS} views are open, and the oldest is closed first.",
+                closed.describe()
+            );
+        }
+        CommandResponse::success(output)
+    }
+
+    fn close(&mut self, arguments: &str) -> CommandResponse {
+        let id = match parse::view_id(arguments, "close") {
+            Ok(id) => id,
+            Err(message) => return CommandResponse::failure(message),
+        };
+        match self.views.close(id) {
+            Some(_) => CommandResponse::success(format!("Closed view [{id}]")),
+            None => CommandResponse::failure(format!(
+                "There is no view [{id}]; {}.",
+                self.views.summary()
+            )),
+        }
+    }
+
+    fn step_match(&mut self, arguments: &str, forward: bool) -> CommandResponse {
+        let command = if forward { "next_match" } else { "prev_match" };
+        let id = match parse::view_id(arguments, command) {
+            Ok(id) => id,
+            Err(message) => return CommandResponse::failure(message),
+        };
+        let summary = self.views.summary();
+        let root = &self.root;
+        let Some(view) = self.views.get_mut(id) else {
+            return CommandResponse::failure(format!("There is no view [{id}]; {summary}."));
+        };
+        let bytes = match files::read_text(root, &view.written) {
+            Ok(file) => file.bytes,
+            Err((display, problem)) => return CommandResponse::failure(problem.sentence(&display)),
+        };
+        let count = views::matching_lines(&view.start, &bytes).len();
+        if count == 0 {
+            return CommandResponse::failure(format!(
+                "No line of {} matches the start pattern /{}/ any more; the screen shows the view as broken and removes it.",
+                view.display,
+                view.start.source()
+            ));
+        }
+        let current = view.match_index.min(count - 1);
+        let (next, wrapped) = if forward {
+            if current + 1 < count {
+                (current + 1, false)
+            } else {
+                (0, count > 1)
+            }
+        } else if current > 0 {
+            (current - 1, false)
+        } else {
+            (count - 1, count > 1)
+        };
+        view.match_index = next;
+        let mut output = format!("Showing match {}/{count}", next + 1);
+        if count == 1 {
+            output.push_str(" (the start pattern matches only one line)");
+        } else if wrapped {
+            output.push_str(if forward {
+                " (wrapped around from the last match)"
+            } else {
+                " (wrapped around from the first match)"
+            });
+        }
+        CommandResponse::success(output)
+    }
+
+    fn create(&mut self, arguments: &str, body: Option<&str>) -> CommandResponse {
+        let file = match parse::file_arg(
+            arguments,
+            "create <file>, with the content on the following lines",
+        ) {
+            Ok(file) => file,
+            Err(message) => return CommandResponse::failure(message),
+        };
+        let path = match self.root.resolve(&file) {
+            Ok(path) => path,
+            Err(err) => return CommandResponse::failure(err.to_string()),
+        };
+        let mut content = body.unwrap_or("").replace("\r\n", "\n");
+        if !content.is_empty() && !content.ends_with('\n') {
+            content.push('\n');
+        }
+        let display = &path.display;
+        match atomic::create_new(&path.real, content.as_bytes()) {
+            Ok(()) => CommandResponse::success(format!("Created {display}")),
+            Err(err) if err.kind() == ErrorKind::AlreadyExists => {
+                CommandResponse::failure(format!(
+                    "Cannot create {display}: it already exists, and create never overwrites a file.\n\
+                     To change it, view the part to change (view {display} /<start>/ /<end>/) and edit the lines shown; \
+                     to replace it entirely, delete it first (bash: rm {display}) and create it again."
+                ))
+            }
+            Err(err) => CommandResponse::failure(format!("Cannot create {display}: {err}")),
+        }
+    }
+
+    fn edit(&mut self, arguments: &str, body: Option<&str>) -> CommandResponse {
+        let (file, range) = match parse::edit_args(arguments) {
+            Ok(parsed) => parsed,
+            Err(message) => return CommandResponse::failure(message),
+        };
+        let path = match self.root.resolve(&file) {
+            Ok(path) => path,
+            Err(err) => return CommandResponse::failure(err.to_string()),
+        };
+        let display = path.display.clone();
+        let visible: Vec<VisibleView<'_>> = self
+            .views
+            .iter()
+            .filter(|v| v.real == path.real)
+            .filter_map(|v| {
+                v.shown
+                    .as_ref()
+                    .map(|shown| VisibleView { id: v.id, shown })
+            })
+            .collect();
+        if visible.is_empty() {
+            let suggestion = suggest_view(&path, &display, range);
+            return CommandResponse::failure(edit::no_view_help(&display, range, &suggestion));
+        }
+        let bytes = match files::read_resolved(&path) {
+            Ok(bytes) => bytes,
+            Err(problem) => {
+                return CommandResponse::failure(format!(
+                    "Cannot edit {}\nNothing was written.",
+                    problem.sentence(&display)
+                ));
+            }
+        };
+        let current = split_lines(&bytes);
+        if let Err(refusal) = edit::verify(range, &visible, &current) {
+            return CommandResponse::failure(edit::describe_refusal(
+                &refusal, &display, range, &visible,
+            ));
+        }
+        let new_lines = parse::content_lines(body);
+        let new_bytes = edit::splice(&bytes, range, &new_lines);
+        if let Err(err) = atomic::replace(&path.real, &new_bytes) {
+            return CommandResponse::failure(format!(
+                "Cannot write {display}: {err}\nThe file was not changed."
+            ));
+        }
+        let mut output = format!("Edited {display} lines {}-{}", range.first, range.last);
+        let old_len = range.len();
+        if new_lines.len() != old_len {
+            let shift = new_lines.len() as i64 - old_len as i64;
+            let now = if new_lines.is_empty() {
+                "were deleted".to_owned()
+            } else {
+                format!(
+                    "are now lines {}-{}",
+                    range.first,
+                    range.first + new_lines.len() - 1
+                )
+            };
+            let _ = write!(
+                output,
+                "\n{} replaced by {}: they {now}; lines below moved {} by {}.",
+                plural(old_len, "line"),
+                plural(new_lines.len(), "line"),
+                if shift > 0 { "down" } else { "up" },
+                shift.unsigned_abs()
+            );
+        }
+        for note in self.follow_edit(&path.real, range, new_lines.len(), &new_bytes) {
+            output.push('\n');
+            output.push_str(&note);
+        }
+        CommandResponse::success(output)
+    }
+
+    /// Keeps the views of an edited file on the same lines: a replaced
+    /// boundary line becomes an escaped literal pattern, and each
+    /// view keeps showing the match that starts where its section now is.
+    fn follow_edit(
+        &mut self,
+        real: &std::path::Path,
+        range: LineRange,
+        new_len: usize,
+        new_bytes: &[u8],
+    ) -> Vec<String> {
+        let new_lines = split_lines(new_bytes);
+        let text_of = |line: usize| {
+            new_lines
+                .get(line.wrapping_sub(1))
+                .map(|l| String::from_utf8_lossy(l.text).into_owned())
+        };
+        let mut notes = Vec::new();
+        for view in self.views.iter_mut().filter(|v| v.real == real) {
+            let Some(shown) = &view.shown else { continue };
+            let Some(after) =
+                edit::boundaries_after(shown.first_line, shown.last_line(), range, new_len)
+            else {
+                continue;
+            };
+            if after.start_replaced
+                && let Some(text) = text_of(after.first_line)
+                && let Ok(pattern) = LinePattern::literal(&text)
+            {
+                notes.push(format!(
+                    "View [{}]: its start line was edited, so its start pattern is now /{}/",
+                    view.id,
+                    pattern.source()
+                ));
+                view.start = pattern;
+            }
+            if after.end_replaced
+                && after.last_line > after.first_line
+                && let Some(text) = text_of(after.last_line)
+                && let Ok(pattern) = LinePattern::literal(&text)
+            {
+                notes.push(format!(
+                    "View [{}]: its end line was edited, so its end pattern is now /{}/",
+                    view.id,
+                    pattern.source()
+                ));
+                view.end = pattern;
+            }
+            let starts = views::matching_lines(&view.start, new_bytes);
+            if let Some(index) = starts.iter().position(|&line| line == after.first_line) {
+                view.match_index = index;
+            }
+        }
+        notes
+    }
+
+    fn search(&mut self, arguments: &str, context: &CommandContext) -> CommandResponse {
+        let args = match parse::search_args(arguments) {
+            Ok(args) => args,
+            Err(message) => return CommandResponse::failure(message),
+        };
+        let pattern = match LinePattern::compile(&args.pattern) {
+            Ok(pattern) => pattern,
+            Err(err) => return CommandResponse::failure(err.to_string()),
+        };
+        let started = Instant::now();
+        let deadline = started + context.timeout.unwrap_or(SEARCH_LIMIT_WITHOUT_TIMEOUT);
+        let query = search::Query {
+            pattern: &pattern,
+            globs: &args.globs,
+        };
+        let report = match search::run(&self.root, &query, deadline, &context.cancel) {
+            Ok(report) => report,
+            Err(message) => return CommandResponse::failure(message),
+        };
+        let text = report.render(&args.pattern, &args.globs);
+        let nothing_to_search = report.files_searched == 0 && report.stopped.is_none();
+        let mut response = if nothing_to_search {
+            CommandResponse::failure(text)
+        } else {
+            CommandResponse::success(text)
+        };
+        if report.stopped == Some(search::Stopped::Deadline) {
+            response = response.with_incident(Incident::TimedOut {
+                after: started.elapsed(),
+            });
+        }
+        response
+    }
+}
+
+/// A `view` command that would show the lines an edit asked for: their
+/// first and last lines as literal patterns when the file has them, the
+/// help's example otherwise.
+fn suggest_view(path: &paths::ResolvedPath, display: &str, range: LineRange) -> String {
+    let fallback = format!("view {display} /^def main/ /^$/");
+    let Ok(bytes) = files::read_resolved(path) else {
+        return fallback;
+    };
+    let all = split_lines(&bytes);
+    let prefix_pattern = |line: usize| -> Option<String> {
+        let text = String::from_utf8_lossy(all.get(line - 1)?.text).into_owned();
+        let trimmed = text.trim_end();
+        if trimmed.trim().is_empty() {
+            return None;
+        }
+        let prefix: String = trimmed.chars().take(60).collect();
+        Some(format!("^{}", regex::escape(&prefix).replace('/', "\\/")))
+    };
+    match (
+        prefix_pattern(range.first),
+        prefix_pattern(range.last.max(range.first + 1)),
+    ) {
+        (Some(start), Some(end)) => format!("view {display} /{start}/ /{end}/"),
+        (Some(start), None) => format!("view {display} /{start}/ /^$/"),
+        _ => fallback,
+    }
+}
+
+fn pattern_failure(err: &patterns::PatternError, which: &str) -> String {
+    format!("The {which} pattern is not usable: {err}\nNo view was created.")
+}
+
+fn plural(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+impl Environment for EditorEnvironment {
+    fn handle_command(
+        &mut self,
+        command: &str,
+        context: &CommandContext,
+    ) -> Result<CommandResponse, EnvironmentError> {
+        let routed = match self.help.route(command) {
+            Ok(routed) => routed,
+            Err(unknown) => return Ok(CommandResponse::failure(unknown.to_string())),
+        };
+        let arguments = routed.arguments;
+        let body = routed.body;
+        let response = match routed.name {
+            "view" => self.view(arguments),
+            "edit" => self.edit(arguments, body),
+            "search" => self.search(arguments, context),
+            "create" => self.create(arguments, body),
+            "close" => self.close(arguments),
+            "next_match" => self.step_match(arguments, true),
+            "prev_match" => self.step_match(arguments, false),
+            other => CommandResponse::failure(format!("The {other} command has no handler.")),
+        };
+        Ok(response)
+    }
+
+    fn screen(&mut self) -> Result<ScreenSection, EnvironmentError> {
+        let state = self.views.render(&self.root);
+        let content = self.help.screen_with_state(&state);
+        let lines = content.lines().count();
+        Ok(ScreenSection::with_max_lines(
+            content,
+            lines.max(MIN_SCREEN_LINES),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_descriptions_are_valid() {
+        let help = CommandHelp::new(NAME, command_specs()).unwrap();
+        assert_eq!(help.commands().len(), 7);
+    }
+
+    #[test]
+    fn before_first_use_the_screen_shows_long_help() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut editor = EditorEnvironment::new(EditorSettings {
+            project_dir: dir.path().canonicalize().unwrap(),
+            allow_outside_project: false,
+        })
+        .unwrap();
+        let screen = editor.screen().unwrap().content;
+        assert!(screen.starts_with("Views:\n  (no views)\n\nCommands:\n  view <file> /<start>/ /<end>/ [label]\n    View a section of a file using regex patterns to define boundaries.\n"), "{screen}");
+        assert!(screen.ends_with("  close <id> - Close a view\n  next_match <id> - Show next pattern match for a view\n  prev_match <id> - Show previous pattern match for a view\n"), "{screen}");
+        assert!(screen.contains("    Example:\n      ```editor\n      edit src/main.py 45-50\n      def process(verbose=False):\n          if not verbose:\n              return\n      ```\n"), "{screen}");
+    }
+}

@@ -1,0 +1,564 @@
+//! `search "<pattern>" <glob>`: every line of the project's files that
+//! matches, as `path:line: text`, in path order, capped.
+//!
+//! This module owns which files are searched (the project's files, `.git`
+//! and the host's own `.envhost` folder never, `.gitignore`d files and
+//! well-known dependency/cache folders not, binary files skipped), glob
+//! semantics (a glob without `/` matches a file name in any folder; with
+//! `/` it matches the path from the project root; `**` spans folders), the
+//! cap and its "N more" note, and stopping at the command's deadline. The
+//! walk is ripgrep's (`ignore`, parallel) and so is the line search
+//! (`grep-searcher`). It must not know about views.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use grep_regex::RegexMatcher;
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
+use ignore::{WalkBuilder, WalkState};
+
+use super::paths::ProjectRoot;
+use super::patterns::LinePattern;
+use envhost_core::CancelFlag;
+
+/// Matches listed in a response; the rest are counted.
+pub const MAX_SHOWN_MATCHES: usize = 100;
+
+/// Longest text shown for one matching line.
+const MAX_MATCH_CHARS: usize = 300;
+
+/// Folders never searched: version control, the host's own files, and
+/// dependency or cache folders that are not the project's code (even when
+/// no `.gitignore` says so). Name one in the glob's folder part
+/// (`node_modules/pkg/*.js`) to search inside it.
+pub const SKIPPED_FOLDERS: [&str; 6] = [
+    ".git",
+    ".hg",
+    ".svn",
+    ".envhost",
+    "node_modules",
+    "__pycache__",
+];
+
+/// What a search asks for.
+pub struct Query<'a> {
+    pub pattern: &'a LinePattern,
+    pub globs: &'a [String],
+}
+
+/// Why a search stopped before the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    Deadline,
+    Cancelled,
+}
+
+/// The outcome of a search.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// The first [`MAX_SHOWN_MATCHES`] matches in path order.
+    pub shown: Vec<Hit>,
+    pub total_matches: usize,
+    pub files_with_matches: usize,
+    pub files_searched: usize,
+    pub binary_files: usize,
+    pub unreadable_files: usize,
+    pub stopped: Option<Stopped>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hit {
+    pub path: String,
+    pub line: u64,
+    pub text: String,
+}
+
+/// Which files a set of globs selects, and where to start walking.
+struct FileFilter {
+    walk_root: PathBuf,
+    by_name: GlobSet,
+    by_path: GlobSet,
+    any: bool,
+}
+
+impl FileFilter {
+    fn new(root: &ProjectRoot, globs: &[String]) -> Result<Self, String> {
+        let mut by_name = GlobSetBuilder::new();
+        let mut by_path = GlobSetBuilder::new();
+        let mut prefixes = Vec::new();
+        for written in globs {
+            let mut glob = written.trim_start_matches("./").to_owned();
+            if glob.starts_with('/') {
+                return Err(format!(
+                    "the glob {written} is absolute; globs are relative to the project, e.g. src/**/*.py"
+                ));
+            }
+            if Path::new(&glob)
+                .components()
+                .any(|c| c == std::path::Component::ParentDir)
+            {
+                return Err(format!(
+                    "the glob {written} leaves the project with `..`; search only looks inside the project"
+                ));
+            }
+            let literal = !glob.contains(['*', '?', '[', '{']);
+            if literal && !glob.is_empty() && root.path().join(&glob).is_dir() {
+                glob = format!("{}/**", glob.trim_end_matches('/'));
+            }
+            let compiled = GlobBuilder::new(&glob)
+                .literal_separator(true)
+                .build()
+                .map_err(|e| format!("invalid glob {written}: {e}"))?;
+            if glob.contains('/') {
+                by_path.add(compiled);
+                prefixes.push(literal_folder(&glob));
+            } else {
+                by_name.add(compiled);
+                prefixes.push(String::new());
+            }
+        }
+        // Walk from the folder every glob lies under (the project root
+        // unless all globs name one folder).
+        let common = match prefixes.split_first() {
+            Some((first, rest)) if rest.iter().all(|p| p == first) => first.clone(),
+            _ => String::new(),
+        };
+        let walk_root = if common.is_empty() {
+            root.path().to_path_buf()
+        } else {
+            let resolved = root.resolve(&common).map_err(|e| e.to_string())?;
+            resolved.real
+        };
+        Ok(FileFilter {
+            walk_root,
+            by_name: by_name.build().map_err(|e| e.to_string())?,
+            by_path: by_path.build().map_err(|e| e.to_string())?,
+            any: globs.is_empty(),
+        })
+    }
+
+    fn selects(&self, relative: &Path) -> bool {
+        if self.any {
+            return true;
+        }
+        let name_matches = relative
+            .file_name()
+            .is_some_and(|name| self.by_name.is_match(name));
+        name_matches || self.by_path.is_match(relative)
+    }
+}
+
+/// The folder part of a glob before its first wildcard: `src/app` for
+/// `src/app/**/*.py`.
+fn literal_folder(glob: &str) -> String {
+    let parts: Vec<&str> = glob.split('/').collect();
+    let literal: Vec<&str> = parts[..parts.len() - 1]
+        .iter()
+        .take_while(|part| !part.contains(['*', '?', '[', '{']))
+        .copied()
+        .collect();
+    literal.join("/")
+}
+
+/// The first matches in path order, bounded in memory however many there
+/// are: files that sort after the first [`MAX_SHOWN_MATCHES`] are dropped.
+#[derive(Default)]
+struct Collected {
+    kept: BTreeMap<String, Vec<(u64, String)>>,
+    kept_count: usize,
+    total_matches: usize,
+    files_with_matches: usize,
+}
+
+impl Collected {
+    fn add(&mut self, path: String, hits: Vec<(u64, String)>, count: usize) {
+        self.total_matches += count;
+        self.files_with_matches += 1;
+        self.kept_count += hits.len();
+        self.kept.insert(path, hits);
+        while let Some(entry) = self.kept.last_entry() {
+            let last = entry.get().len();
+            if self.kept_count - last < MAX_SHOWN_MATCHES {
+                break;
+            }
+            self.kept_count -= last;
+            entry.remove();
+        }
+    }
+}
+
+/// One file's matches, as the searcher reports them.
+struct FileSink {
+    hits: Vec<(u64, String)>,
+    count: usize,
+    binary: bool,
+}
+
+impl Sink for FileSink {
+    type Error = io::Error;
+
+    fn matched(&mut self, _searcher: &Searcher, found: &SinkMatch<'_>) -> Result<bool, io::Error> {
+        self.count += 1;
+        if self.hits.len() < MAX_SHOWN_MATCHES {
+            let text = String::from_utf8_lossy(found.bytes());
+            self.hits
+                .push((found.line_number().unwrap_or(0), shorten(text.trim_end())));
+        }
+        Ok(true)
+    }
+
+    fn binary_data(&mut self, _searcher: &Searcher, _offset: u64) -> Result<bool, io::Error> {
+        self.binary = true;
+        Ok(false)
+    }
+}
+
+fn shorten(text: &str) -> String {
+    match text.char_indices().nth(MAX_MATCH_CHARS) {
+        None => text.to_owned(),
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+    }
+}
+
+/// Runs a search over the project; stops (with what it found so far) at
+/// `deadline` or when `cancel` is set.
+pub fn run(
+    root: &ProjectRoot,
+    query: &Query<'_>,
+    deadline: Instant,
+    cancel: &CancelFlag,
+) -> Result<Report, String> {
+    let filter = FileFilter::new(root, query.globs)?;
+    let project = root.path().to_path_buf();
+    let collected = Mutex::new(Collected::default());
+    let files_searched = AtomicUsize::new(0);
+    let binary_files = AtomicUsize::new(0);
+    let unreadable_files = AtomicUsize::new(0);
+    let deadline_hit = AtomicBool::new(false);
+    let cancelled = AtomicBool::new(false);
+
+    let walk_root = filter.walk_root.clone();
+    let mut builder = WalkBuilder::new(&walk_root);
+    builder
+        .hidden(false)
+        .git_ignore(true)
+        .git_exclude(true)
+        .git_global(false)
+        .require_git(false)
+        .follow_links(false)
+        .threads(
+            std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .min(8),
+        )
+        .filter_entry(move |entry| {
+            entry.depth() == 0
+                || !(entry.file_type().is_some_and(|t| t.is_dir())
+                    && entry
+                        .file_name()
+                        .to_str()
+                        .is_some_and(|name| SKIPPED_FOLDERS.contains(&name)))
+        });
+    let matcher: &RegexMatcher = query.pattern.matcher();
+    builder.build_parallel().run(|| {
+        let mut searcher = SearcherBuilder::new()
+            .line_number(true)
+            .binary_detection(BinaryDetection::quit(0))
+            .build();
+        let matcher = matcher.clone();
+        let filter = &filter;
+        let project = &project;
+        let collected = &collected;
+        let files_searched = &files_searched;
+        let binary_files = &binary_files;
+        let unreadable_files = &unreadable_files;
+        let deadline_hit = &deadline_hit;
+        let cancelled = &cancelled;
+        Box::new(move |entry| {
+            if cancel.is_cancelled() {
+                cancelled.store(true, Ordering::Relaxed);
+                return WalkState::Quit;
+            }
+            if Instant::now() >= deadline {
+                deadline_hit.store(true, Ordering::Relaxed);
+                return WalkState::Quit;
+            }
+            let Ok(entry) = entry else {
+                unreadable_files.fetch_add(1, Ordering::Relaxed);
+                return WalkState::Continue;
+            };
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                return WalkState::Continue;
+            }
+            let path = entry.path();
+            let relative = path.strip_prefix(project).unwrap_or(path);
+            if !filter.selects(relative) {
+                return WalkState::Continue;
+            }
+            files_searched.fetch_add(1, Ordering::Relaxed);
+            let mut sink = FileSink {
+                hits: Vec::new(),
+                count: 0,
+                binary: false,
+            };
+            if searcher.search_path(&matcher, path, &mut sink).is_err() {
+                unreadable_files.fetch_add(1, Ordering::Relaxed);
+                return WalkState::Continue;
+            }
+            if sink.binary {
+                binary_files.fetch_add(1, Ordering::Relaxed);
+                return WalkState::Continue;
+            }
+            if sink.count > 0 {
+                let shown_path = relative_display(relative);
+                if let Ok(mut collected) = collected.lock() {
+                    collected.add(shown_path, sink.hits, sink.count);
+                }
+            }
+            WalkState::Continue
+        })
+    });
+
+    let collected = collected
+        .into_inner()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let shown = collected
+        .kept
+        .into_iter()
+        .flat_map(|(path, hits)| {
+            hits.into_iter().map(move |(line, text)| Hit {
+                path: path.clone(),
+                line,
+                text,
+            })
+        })
+        .take(MAX_SHOWN_MATCHES)
+        .collect();
+    let stopped = if cancelled.load(Ordering::Relaxed) {
+        Some(Stopped::Cancelled)
+    } else if deadline_hit.load(Ordering::Relaxed) {
+        Some(Stopped::Deadline)
+    } else {
+        None
+    };
+    Ok(Report {
+        shown,
+        total_matches: collected.total_matches,
+        files_with_matches: collected.files_with_matches,
+        files_searched: files_searched.into_inner(),
+        binary_files: binary_files.into_inner(),
+        unreadable_files: unreadable_files.into_inner(),
+        stopped,
+    })
+}
+
+fn relative_display(relative: &Path) -> String {
+    relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+impl Report {
+    /// The response text: the `Matches:` list, then what was left
+    /// out and why.
+    pub fn render(&self, pattern: &str, globs: &[String]) -> String {
+        let scope = if globs.is_empty() {
+            "the project's files".to_owned()
+        } else {
+            format!("files matching {}", globs.join(" "))
+        };
+        let mut out = String::new();
+        if self.shown.is_empty() {
+            if self.files_searched == 0 && self.stopped.is_none() {
+                let _ = write!(
+                    out,
+                    "No files match {}. A glob without / matches file names in every folder (*.py); with / it matches paths from the project root (src/**/*.py). Ignored files (.gitignore) and {} are not searched.",
+                    globs.join(" "),
+                    SKIPPED_FOLDERS.join(", ")
+                );
+            } else {
+                let _ = write!(
+                    out,
+                    "No matches for /{pattern}/ in {} ({} searched).",
+                    scope,
+                    count(self.files_searched, "file")
+                );
+            }
+        } else {
+            out.push_str("Matches:\n");
+            for hit in &self.shown {
+                let _ = writeln!(out, "  {}:{}: {}", hit.path, hit.line, hit.text);
+            }
+            let hidden = self.total_matches.saturating_sub(self.shown.len());
+            if hidden > 0 {
+                let _ = writeln!(
+                    out,
+                    "... and {hidden} more {} ({} in {} in all); narrow the pattern or the glob to see them.",
+                    if hidden == 1 { "match" } else { "matches" },
+                    count(self.total_matches, "match"),
+                    count(self.files_with_matches, "file")
+                );
+            }
+        }
+        let mut notes = Vec::new();
+        if self.binary_files > 0 {
+            notes.push(format!(
+                "skipped {}",
+                count(self.binary_files, "binary file")
+            ));
+        }
+        if self.unreadable_files > 0 {
+            notes.push(format!(
+                "could not read {}",
+                count(self.unreadable_files, "file")
+            ));
+        }
+        if !notes.is_empty() {
+            if !out.ends_with('\n') {
+                out.push('\n');
+            }
+            let _ = writeln!(out, "({})", notes.join("; "));
+        }
+        match self.stopped {
+            Some(Stopped::Deadline) => {
+                if !out.ends_with('\n') {
+                    out.push('\n');
+                }
+                out.push_str("[search stopped at the command's timeout: the results above are partial; narrow the glob or raise timeout_ms]\n");
+            }
+            Some(Stopped::Cancelled) => {
+                if !out.ends_with('\n') {
+                    out.push('\n');
+                }
+                out.push_str("[search interrupted: the results above are partial]\n");
+            }
+            None => {}
+        }
+        out.trim_end().to_owned()
+    }
+}
+
+fn count(n: usize, noun: &str) -> String {
+    let plural = if n == 1 {
+        noun.to_owned()
+    } else if noun.ends_with("ch") {
+        format!("{noun}es")
+    } else {
+        format!("{noun}s")
+    };
+    format!("{n} {plural}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collected_keeps_the_first_matches_in_path_order() {
+        let mut collected = Collected::default();
+        let hits = |n: usize| {
+            (1..=n as u64)
+                .map(|l| (l, String::new()))
+                .collect::<Vec<_>>()
+        };
+        collected.add("z.txt".into(), hits(80), 80);
+        collected.add("m.txt".into(), hits(80), 80);
+        collected.add("a.txt".into(), hits(30), 30);
+        // a (30) + m (80) already make 100: z can go.
+        assert_eq!(
+            collected.kept.keys().collect::<Vec<_>>(),
+            ["a.txt", "m.txt"]
+        );
+        assert_eq!(collected.total_matches, 190);
+        assert_eq!(collected.files_with_matches, 3);
+    }
+
+    fn small_project() -> (tempfile::TempDir, ProjectRoot) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        for n in 0..20 {
+            std::fs::write(root.join(format!("f{n}.txt")), "needle\n").unwrap();
+        }
+        (dir, ProjectRoot::new(root, false))
+    }
+
+    #[test]
+    fn a_passed_deadline_or_a_cancel_stops_the_search() {
+        let (_dir, root) = small_project();
+        let pattern = LinePattern::compile("needle").unwrap();
+        let query = Query {
+            pattern: &pattern,
+            globs: &[],
+        };
+        let complete = run(
+            &root,
+            &query,
+            Instant::now() + std::time::Duration::from_secs(60),
+            &CancelFlag::new(),
+        )
+        .unwrap();
+        assert_eq!((complete.total_matches, complete.stopped), (20, None));
+
+        let late = run(&root, &query, Instant::now(), &CancelFlag::new()).unwrap();
+        assert_eq!(late.stopped, Some(Stopped::Deadline));
+        assert!(
+            late.render("needle", &[])
+                .contains("[search stopped at the command's timeout")
+        );
+
+        let cancel = CancelFlag::new();
+        cancel.cancel();
+        let interrupted = run(
+            &root,
+            &query,
+            Instant::now() + std::time::Duration::from_secs(60),
+            &cancel,
+        )
+        .unwrap();
+        assert_eq!(interrupted.stopped, Some(Stopped::Cancelled));
+        assert_eq!(interrupted.total_matches, 0);
+    }
+
+    #[test]
+    fn globs_that_leave_the_project_are_refused() {
+        let (_dir, root) = small_project();
+        let pattern = LinePattern::compile("needle").unwrap();
+        for glob in ["../*.txt", "/etc/*"] {
+            let globs = [glob.to_owned()];
+            let query = Query {
+                pattern: &pattern,
+                globs: &globs,
+            };
+            let err = run(
+                &root,
+                &query,
+                Instant::now() + std::time::Duration::from_secs(60),
+                &CancelFlag::new(),
+            )
+            .unwrap_err();
+            assert!(err.contains("project"), "{err}");
+        }
+    }
+
+    #[test]
+    fn glob_folders() {
+        assert_eq!(literal_folder("src/app/**/*.py"), "src/app");
+        assert_eq!(literal_folder("src/*.py"), "src");
+        assert_eq!(literal_folder("*/x.py"), "");
+    }
+
+    #[test]
+    fn counts_read_naturally() {
+        assert_eq!(count(1, "match"), "1 match");
+        assert_eq!(count(2, "match"), "2 matches");
+        assert_eq!(count(3, "binary file"), "3 binary files");
+    }
+}

@@ -1,0 +1,36 @@
+//! What the built-ins are created from.
+
+use std::path::PathBuf;
+
+use envhost_process::{OutputLimits, SecretPolicy};
+
+/// The settings the built-ins take from the session.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The project directory: where bash and python start, what the
+    /// editor's paths are relative to.
+    pub project_dir: PathBuf,
+    /// How much of a command's output is returned, and where the rest goes.
+    pub output: OutputLimits,
+    /// Which environment variables bash and python may see.
+    pub secrets: SecretPolicy,
+    /// Let the editor open paths outside the project directory (`..`,
+    /// absolute paths, symlinks leading out). Off by default.
+    pub allow_outside_project: bool,
+    /// The Python interpreter for the python environment (a path, or a
+    /// command name looked up on `PATH`); `None` means `python3` on `PATH`.
+    pub python: Option<PathBuf>,
+}
+
+impl Settings {
+    /// Defaults for a project (which must already be an absolute path).
+    pub fn for_project(project_dir: PathBuf) -> Self {
+        Settings {
+            output: OutputLimits::for_project(&project_dir),
+            project_dir,
+            secrets: SecretPolicy::default(),
+            allow_outside_project: false,
+            python: None,
+        }
+    }
+}

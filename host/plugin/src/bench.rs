@@ -1,0 +1,118 @@
+//! What the benchmarks measure beneath the host's own path: a plugin's
+//! exports called through the generated bindings on a bare store, nothing
+//! of the host's (no help routing, no output capture), so that a benchmark
+//! can print the host's overhead as a ratio against it.
+//!
+//! Not part of the crate's API (hidden from its documentation); the
+//! benchmarks in `host/envhost/benches` are its only users.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use envhost_core::EnvironmentName;
+use envhost_process::OutputLimits;
+use wasmtime::Store;
+
+use crate::grants::Grants;
+use crate::guest_io::GuestOutput;
+use crate::limits::DEFAULT_MEMORY_LIMIT;
+use crate::load::cache::CodeCache;
+use crate::load::loader::{self, Candidate};
+use crate::sandbox::Sandbox;
+use crate::state::HostState;
+use crate::wit::latest::{Plugin, PluginPre};
+
+/// A plugin loaded as the host loads it (nothing granted), whose exports
+/// are then called directly.
+pub struct RawPlugin {
+    sandbox: Arc<Sandbox>,
+    grants: Arc<Grants>,
+    pre: PluginPre<HostState>,
+    store: Store<HostState>,
+    plugin: Plugin,
+}
+
+impl RawPlugin {
+    /// Loads `file` as the plugin `name` of the project `project`, its
+    /// compiled code kept in `cache` (or compiled afresh without one), and
+    /// makes an instance ready for calls.
+    pub fn load(
+        name: &str,
+        file: &Path,
+        project: &Path,
+        cache: Option<&Path>,
+    ) -> Result<RawPlugin, String> {
+        let sandbox = Arc::new(Sandbox::new(DEFAULT_MEMORY_LIMIT).map_err(|e| e.to_string())?);
+        let code = cache.map_or(CodeCache::Disabled, |dir| {
+            CodeCache::Directory(dir.to_owned())
+        });
+        let candidate = Candidate {
+            name: EnvironmentName::new(name).map_err(|e| e.to_string())?,
+            path: file.to_owned(),
+        };
+        let grants = Arc::new(Grants::none(
+            name,
+            "env/envhost.toml",
+            project,
+            OutputLimits::for_project(project),
+        ));
+        let loaded = loader::load(&sandbox, &code, &candidate, &grants)
+            .map_err(|refusal| refusal.sentence(None))?;
+        let (store, plugin) = instantiate(&sandbox, &loaded.pre, &grants)?;
+        Ok(RawPlugin {
+            sandbox,
+            grants,
+            pre: loaded.pre,
+            store,
+            plugin,
+        })
+    }
+
+    /// A fresh instance, described: what a restart after a trap costs. The
+    /// instance is dropped.
+    pub fn instantiate_and_describe(&self) -> Result<(), String> {
+        let (mut store, plugin) = instantiate(&self.sandbox, &self.pre, &self.grants)?;
+        plugin
+            .envhost_environment_environment()
+            .call_describe(&mut store)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    /// `describe`, on the ready instance.
+    pub fn describe(&mut self) -> Result<(), String> {
+        self.plugin
+            .envhost_environment_environment()
+            .call_describe(&mut self.store)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    /// `handle-command`: the output and whether it succeeded.
+    pub fn handle_command(&mut self, command: &str) -> Result<(String, bool), String> {
+        self.plugin
+            .envhost_environment_environment()
+            .call_handle_command(&mut self.store, command)
+            .map(|answer| (answer.output, answer.success))
+            .map_err(|e| e.to_string())
+    }
+
+    /// `get-screen`: the section's content.
+    pub fn get_screen(&mut self) -> Result<String, String> {
+        self.plugin
+            .envhost_environment_environment()
+            .call_get_screen(&mut self.store)
+            .map(|section| section.content)
+            .map_err(|e| e.to_string())
+    }
+}
+
+fn instantiate(
+    sandbox: &Sandbox,
+    pre: &PluginPre<HostState>,
+    grants: &Arc<Grants>,
+) -> Result<(Store<HostState>, Plugin), String> {
+    let mut store = sandbox.new_store(GuestOutput::new(), grants)?;
+    let plugin = pre.instantiate(&mut store).map_err(|e| e.to_string())?;
+    Ok((store, plugin))
+}

@@ -1,0 +1,260 @@
+//! `envhost check FILE.wasm`: the plugin author's main tool.
+//!
+//! It validates a file exactly as the loader does at start-up (name, the
+//! operator's configuration and pin, header, compile, link, instantiate,
+//! describe, requests, help) and prints what it found — the environment
+//! name, description, style, commands, the host imports it uses, what it
+//! asks for and what it is granted, its size and hash, how it was compiled
+//! — and the screen section the agent will first see, rendered by the same
+//! code the host uses; or the refusal. The configuration is the
+//! `envhost.toml` next to the file (or `--plugin-config`), read as the host
+//! reads `env/envhost.toml`, with the project being the folder above. It
+//! also fills the compiled-code cache, so a checked plugin starts fast.
+//! This module renders reports; the checks are the loader's.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::environment::{PluginEnvironment, PluginParts};
+use crate::grants::config_file::ConfigFile;
+use crate::grants::{self, Grants};
+use crate::guest_io::LogSink;
+use crate::load::cache::CacheOutcome;
+use crate::load::loader::{self, Candidate, LoadedPlugin};
+use crate::sandbox::Sandbox;
+use crate::settings::{PluginSettings, config_path};
+use envhost_core::text;
+use envhost_core::{CancelFlag, Environment, EnvironmentName};
+use envhost_process::OutputLimits;
+
+/// The verdict on one file, rendered.
+pub struct CheckReport {
+    /// Whether the host would load the file.
+    pub ok: bool,
+    /// The report, for stdout.
+    pub text: String,
+}
+
+/// Checks one file. `log` receives what the plugin writes while starting.
+pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>) -> CheckReport {
+    let shown = path.display().to_string();
+    let mut problems: Vec<String> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    let candidate = match loader::candidate(path) {
+        Ok(Some(candidate)) => Some(candidate),
+        Ok(None) => {
+            notes.push(
+                "its name starts with `_`, so the host skips it in env/ (rename it to load it)"
+                    .to_owned(),
+            );
+            placeholder(path)
+        }
+        Err(refusal) => {
+            problems.push(refusal.sentence(None));
+            placeholder(path)
+        }
+    };
+    let Some(candidate) = candidate else {
+        return CheckReport {
+            ok: false,
+            text: format!("{shown}: cannot check a file without a name\n"),
+        };
+    };
+    let sandbox = match Sandbox::new(settings.memory_limit) {
+        Ok(sandbox) => Arc::new(sandbox),
+        Err(err) => {
+            return CheckReport {
+                ok: false,
+                text: format!("{shown}: cannot check: {err}\n"),
+            };
+        }
+    };
+    let folder = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let project = folder.join("..");
+    let (config_file, config_shown) = config_path(settings, folder, None);
+    let config = ConfigFile::read(&config_file, &config_shown);
+    let output_limits = OutputLimits::for_project(&project);
+    let protected = [folder.to_owned(), config_file.clone()];
+    let grants = match grants::grants_for(
+        config.as_ref(),
+        candidate.name.as_str(),
+        &config_shown,
+        &project,
+        &protected,
+        output_limits.clone(),
+    ) {
+        Ok(granted) => granted,
+        Err(problem) => {
+            problems.push(
+                crate::load::refusals::Refusal::new(candidate.name.as_str(), path, problem)
+                    .sentence(None),
+            );
+            Grants::none(
+                candidate.name.as_str(),
+                &config_shown,
+                &project,
+                output_limits,
+            )
+        }
+    };
+    let loaded = loader::load(&sandbox, &settings.cache, &candidate, &Arc::new(grants));
+    let mut text = String::new();
+    match loaded {
+        Err(refusal) => {
+            problems.push(refusal.sentence(None));
+            text.push_str(&format!("{shown}: REFUSED\n"));
+        }
+        Ok(loaded) => {
+            text.push_str(&if problems.is_empty() {
+                format!(
+                    "{shown}: OK, loads as the environment `{}`\n",
+                    candidate.name
+                )
+            } else {
+                format!("{shown}: REFUSED (the component itself is valid)\n")
+            });
+            text.push_str(&describe_loaded(&loaded, settings, config.is_some()));
+            text.push_str(&screen_preview(loaded, &sandbox, &log));
+        }
+    }
+    for note in &notes {
+        text.push_str(&format!("note: {note}\n"));
+    }
+    for problem in &problems {
+        text.push_str(&format!("error: {problem}\n"));
+    }
+    CheckReport {
+        ok: problems.is_empty(),
+        text,
+    }
+}
+
+/// A name to check a badly named file under (its help fences use it):
+/// the stem with every other character made `_`, prefixed when needed.
+fn placeholder(path: &Path) -> Option<Candidate> {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let cleaned: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let name = EnvironmentName::new(&cleaned)
+        .or_else(|_| EnvironmentName::new(&format!("env_{cleaned}")))
+        .ok()?;
+    Some(Candidate {
+        name,
+        path: path.to_owned(),
+    })
+}
+
+fn describe_loaded(loaded: &LoadedPlugin, settings: &PluginSettings, config_found: bool) -> String {
+    let mut text = String::new();
+    let description = &loaded.description;
+    let summary = if description.summary.is_empty() {
+        "(none given)"
+    } else {
+        &description.summary
+    };
+    text.push_str(&format!("  description: {summary}\n"));
+    if description.commands.is_empty() {
+        text.push_str(
+            "  style:       manual: it describes no commands, so it gets any text and owns its whole screen section\n",
+        );
+    } else {
+        text.push_str(&format!(
+            "  style:       declarative: {} command{}; the host routes by first word and renders their help\n",
+            description.commands.len(),
+            if description.commands.len() == 1 { "" } else { "s" }
+        ));
+        text.push_str("  commands:\n");
+        for spec in &description.commands {
+            text.push_str(&format!(
+                "    {} - {}{}\n",
+                spec.signature.trim(),
+                spec.short_description(),
+                if spec.simple { " (simple)" } else { "" }
+            ));
+        }
+    }
+    text.push_str(&format!(
+        "  host imports used ({}):\n",
+        loaded.imports.len()
+    ));
+    for import in &loaded.imports {
+        text.push_str(&format!("    {import}\n"));
+    }
+    text.push_str(&format!(
+        "  size:        {} (sha256 {})\n",
+        text::bytes(loaded.size),
+        loaded.sha256
+    ));
+    let compiled = match &loaded.compile {
+        CacheOutcome::Hit { path } => format!("loaded from the cache ({})", path.display()),
+        CacheOutcome::Compiled { saved: Ok(path) } => {
+            format!("compiled and cached ({})", path.display())
+        }
+        CacheOutcome::Compiled { saved: Err(why) } => format!("compiled, not cached: {why}"),
+        CacheOutcome::CompiledUncached => "compiled (the cache is off)".to_owned(),
+    };
+    text.push_str(&format!(
+        "  code:        {compiled} in {}\n",
+        text::duration(loaded.compile_time)
+    ));
+    let lines = grants::compare(&loaded.requests, &loaded.grants, settings.memory_limit);
+    text.push_str(&grants::check_lines(&lines, &loaded.grants, config_found));
+    let memory = loaded.grants.memory.unwrap_or(settings.memory_limit);
+    text.push_str(&format!(
+        "  sandbox:     memory up to {}; no network; files, variables and programs only as granted above\n",
+        text::bytes(memory as u64)
+    ));
+    text
+}
+
+fn screen_preview(loaded: LoadedPlugin, sandbox: &Arc<Sandbox>, log: &Arc<dyn LogSink>) -> String {
+    let name = loaded.name.to_string();
+    let powers = grants::screen_lines(&grants::compare(
+        &loaded.requests,
+        &loaded.grants,
+        sandbox.memory_limit(),
+    ));
+    let mut environment = PluginEnvironment::new(PluginParts {
+        name: name.clone(),
+        sandbox: Arc::clone(sandbox),
+        pre: loaded.pre,
+        instance: loaded.instance,
+        commands: loaded.description.commands,
+        grants: loaded.grants,
+        powers,
+        output_limits: OutputLimits::for_project(&PathBuf::from(".")),
+        log: Arc::clone(log),
+        cancel: CancelFlag::new(),
+    });
+    let mut text = String::from("\nIts screen section, as the agent first sees it:\n");
+    match environment.screen() {
+        Ok(section) => {
+            let content = envhost_core::truncate_lines(&section.content, section.max_lines);
+            for line in content.lines() {
+                if line.is_empty() {
+                    text.push_str("  |\n");
+                } else {
+                    text.push_str(&format!("  | {line}\n"));
+                }
+            }
+            text.push_str(&format!("  (max_lines {})\n", section.max_lines));
+        }
+        Err(err) => text.push_str(&format!("  [Error getting screen from {name}: {err}]\n")),
+    }
+    environment.shutdown();
+    text
+}

@@ -1,0 +1,257 @@
+//! The host side of `envhost:environment/interactive`: plugins run granted
+//! programs in a pseudo-terminal and drive them line by line.
+//!
+//! This module is the host side of `interface interactive` in the WIT: it
+//! checks each `start` against the plugin's grants, gives the program its
+//! small environment, keeps sessions in the store's resource table (so they
+//! end when the plugin drops them or its store is dropped: after a trap,
+//! at a restart, at shutdown), bounds every wait by the command's own time
+//! limit, and turns what happened into the WIT's `reply` and `error`.
+//! Running the program and finding its prompt is
+//! [`envhost_process::Session`]'s job.
+
+use std::ffi::OsString;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::Resource;
+
+use envhost_process::{AtDeadline, Prompt, Session, SessionError, Waited};
+
+use crate::limits::{ANSWER_GRACE, QUICK_CALL_LIMIT};
+use crate::state::HostState;
+use crate::wit::latest::interactive::{Ending, Error, Host, HostSession, Reply};
+use envhost_core::text;
+
+/// The host's variables every program gets (when set), besides those
+/// granted to the plugin: enough to find programs and speak the user's
+/// language, nothing secret.
+pub const BASE_VARIABLES: [&str; 10] = [
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "TZ",
+    "TMPDIR",
+];
+
+/// Most programs one plugin instance may run at once.
+pub const MAX_SESSIONS: usize = 8;
+
+/// Most bytes of arguments, and of text typed in one call.
+const MAX_ARGUMENT_BYTES: usize = 64 * 1024;
+const MAX_TYPED_BYTES: usize = 1 << 20;
+
+/// The environment a granted program starts with.
+pub fn program_environment(granted: &[(String, String)]) -> Vec<(OsString, OsString)> {
+    let mut environment: Vec<(OsString, OsString)> = BASE_VARIABLES
+        .iter()
+        .filter_map(|name| std::env::var_os(name).map(|value| (OsString::from(name), value)))
+        .collect();
+    for (name, value) in [
+        ("TERM", "dumb".to_owned()),
+        ("PAGER", "cat".to_owned()),
+        ("GIT_PAGER", "cat".to_owned()),
+        ("COLUMNS", envhost_process::TERMINAL_COLUMNS.to_string()),
+        ("LINES", envhost_process::TERMINAL_ROWS.to_string()),
+    ] {
+        environment.push((name.into(), value.into()));
+    }
+    for (name, value) in granted {
+        environment.retain(|(existing, _)| existing != name.as_str());
+        environment.push((name.into(), value.into()));
+    }
+    environment
+}
+
+fn session_error(err: SessionError) -> Error {
+    match err {
+        SessionError::CannotStart(why) => Error::CannotStart(why),
+        SessionError::Ended { .. } => Error::Ended(err.to_string()),
+        SessionError::OutOfTime { .. } => Error::OutOfTime(err.to_string()),
+        SessionError::Io { .. } => Error::Failed(err.to_string()),
+    }
+}
+
+fn lost_session() -> Error {
+    Error::Failed("this session no longer exists in the host".to_owned())
+}
+
+impl Host for HostState {
+    fn start(&mut self, program: String, args: Vec<String>) -> Result<Resource<Session>, Error> {
+        let grants = self.grants();
+        let (granted, path) = grants.program(&program).map_err(|refused| match refused {
+            crate::grants::ProgramRefused::NotGranted { .. } => {
+                Error::NotGranted(refused.to_string())
+            }
+            crate::grants::ProgramRefused::NotFound { .. } => {
+                Error::CannotStart(refused.to_string())
+            }
+        })?;
+        if self.session_count() >= MAX_SESSIONS {
+            return Err(Error::Failed(format!(
+                "this plugin already runs {MAX_SESSIONS} programs, the most it may; drop a session before starting another"
+            )));
+        }
+        let argument_bytes: usize = args.iter().map(String::len).sum();
+        if argument_bytes > MAX_ARGUMENT_BYTES || args.iter().any(|a| a.contains('\0')) {
+            return Err(Error::CannotStart(format!(
+                "{granted}: the arguments must be under {MAX_ARGUMENT_BYTES} bytes in all, without NUL characters"
+            )));
+        }
+        let environment = program_environment(&grants.variable_values());
+        let session = Session::start(&granted, &path, &args, &grants.project_dir, environment)
+            .map_err(session_error)?;
+        let resource = self
+            .table()
+            .push(session)
+            .map_err(|err| Error::Failed(format!("keeping the session failed: {err}")))?;
+        self.session_started();
+        Ok(resource)
+    }
+}
+
+impl HostSession for HostState {
+    fn send_line(&mut self, session: Resource<Session>, text: String) -> Result<(), Error> {
+        self.type_text(session, text, true)
+    }
+
+    fn send(&mut self, session: Resource<Session>, text: String) -> Result<(), Error> {
+        self.type_text(session, text, false)
+    }
+
+    fn expect(
+        &mut self,
+        session: Resource<Session>,
+        prompt: String,
+        timeout_ms: Option<u32>,
+    ) -> Result<Reply, Error> {
+        let prompt = Prompt::cached(&prompt).map_err(Error::BadPattern)?;
+        let deadline = self.budget().deadline();
+        if self.budget().is_spent() {
+            return Err(Error::OutOfTime(
+                "the command's time limit is spent (an earlier wait was interrupted); return your answer now".to_owned(),
+            ));
+        }
+        let now = Instant::now();
+        let own = timeout_ms.map(|ms| now + Duration::from_millis(u64::from(ms)));
+        let until = match (own, deadline) {
+            (Some(own), Some(deadline)) => own.min(deadline),
+            (Some(own), None) => own,
+            (None, Some(deadline)) => deadline,
+            (None, None) => now + QUICK_CALL_LIMIT,
+        };
+        let cut_by_command = deadline.is_some_and(|d| own.is_none_or(|own| d <= own));
+        let cancel = self.budget().cancel_flag();
+        let limits = self.grants().output_limits.clone();
+        let label = self.grants().plugin.clone();
+        let waited = {
+            let entry = self.table().get_mut(&session).map_err(|_| lost_session())?;
+            let label = format!("{label}-{}", entry.program());
+            let at_deadline = if cut_by_command {
+                AtDeadline::Interrupt
+            } else {
+                AtDeadline::LeaveRunning
+            };
+            entry
+                .wait(
+                    &prompt,
+                    until,
+                    at_deadline,
+                    cancel.as_ref(),
+                    &limits,
+                    &label,
+                )
+                .map_err(session_error)?
+        };
+        Ok(match waited {
+            Waited::Prompt { before, prompt } => Reply {
+                output: before,
+                ending: Ending::Prompt(prompt),
+            },
+            Waited::TimedOut { output, how } => {
+                let limit = match (cut_by_command, deadline) {
+                    (true, Some(_)) => {
+                        // The command's own time is up: the plugin gets a
+                        // moment to answer, and nothing more.
+                        self.budget_mut().spend(ANSWER_GRACE);
+                        self.budget_mut().note_host_timeout();
+                        "the command's time limit".to_owned()
+                    }
+                    _ => format!(
+                        "the wait's limit of {}",
+                        text::duration(Duration::from_millis(u64::from(timeout_ms.unwrap_or(0))))
+                    ),
+                };
+                Reply {
+                    output,
+                    ending: Ending::TimedOut(format!("no prompt within {limit}: {how}")),
+                }
+            }
+            Waited::Exited { output, status } => Reply {
+                output,
+                ending: Ending::Exited(status),
+            },
+            Waited::Cancelled { output, how } => {
+                // The plugin survives the interruption, as a shell would:
+                // it gets a moment to answer, and the host's cancellation
+                // is not held against the rest of this call.
+                self.budget_mut().spend(ANSWER_GRACE);
+                self.budget_mut().forgive_cancellation();
+                Reply {
+                    output,
+                    ending: Ending::TimedOut(format!(
+                        "the host was interrupted (Ctrl-C or a signal): {how}"
+                    )),
+                }
+            }
+        })
+    }
+
+    fn interrupt(&mut self, session: Resource<Session>) -> Result<(), Error> {
+        let entry = self.table().get_mut(&session).map_err(|_| lost_session())?;
+        entry.interrupt().map_err(session_error)
+    }
+
+    fn exit_status(&mut self, session: Resource<Session>) -> Option<i32> {
+        self.table()
+            .get(&session)
+            .ok()
+            .and_then(Session::exit_status)
+    }
+
+    fn drop(&mut self, session: Resource<Session>) -> wasmtime::Result<()> {
+        // Dropping the session ends its program (see `Session`'s `Drop`).
+        let removed = self.table().delete(session);
+        if removed.is_ok() {
+            self.session_ended();
+        }
+        drop(removed);
+        Ok(())
+    }
+}
+
+impl HostState {
+    fn type_text(
+        &mut self,
+        session: Resource<Session>,
+        text: String,
+        line: bool,
+    ) -> Result<(), Error> {
+        if text.len() > MAX_TYPED_BYTES {
+            return Err(Error::Failed(format!(
+                "{} bytes is too much to type at once; the most is {MAX_TYPED_BYTES}",
+                text.len()
+            )));
+        }
+        let until = self.budget().deadline();
+        let cancel = self.budget().cancel_flag();
+        let entry = self.table().get_mut(&session).map_err(|_| lost_session())?;
+        entry
+            .send(&text, line, until, cancel.as_ref())
+            .map_err(session_error)
+    }
+}

@@ -1,0 +1,184 @@
+//! One live instance of a plugin: its store and its exports, and the one
+//! way to call them — armed with a time limit, its output collected, its
+//! failure classified.
+//!
+//! An instance that trapped is poisoned (wasmtime refuses to enter it
+//! again); the owner drops it and instantiates afresh from the kept
+//! `PluginPre`, which is cheap. This module must not decide when to do that
+//! nor what to tell the agent.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::Store;
+use wasmtime::component::Instance;
+
+use crate::failure::{CallFailure, FailureCause, classify};
+use crate::grants::{self, Grants};
+use crate::guest_io::{CallOutput, GuestOutput};
+use crate::limits::{QUICK_CALL_LIMIT, SHUTDOWN_LIMIT};
+use crate::sandbox::Sandbox;
+use crate::state::HostState;
+use crate::wit::latest::declaring::{CapabilitiesIndices, Power, Request};
+use crate::wit::latest::{CommandResponse, Description, Plugin, PluginPre, ScreenSection};
+use envhost_core::CancelFlag;
+
+/// A call's result and what the plugin said during it.
+pub struct Called<T> {
+    pub result: Result<T, CallFailure>,
+    pub output: CallOutput,
+    /// The call's time ran out while the host waited for a program (which
+    /// was interrupted), and the plugin answered in its grace.
+    pub timed_out_in_host: bool,
+}
+
+/// A plugin instance ready for calls.
+pub struct LiveInstance {
+    store: Store<HostState>,
+    instance: Instance,
+    plugin: Plugin,
+}
+
+impl LiveInstance {
+    /// Instantiates the plugin in a fresh store with `grants`. The error is
+    /// wasmtime's (with the call's output), for the caller to translate.
+    pub fn instantiate(
+        sandbox: &Sandbox,
+        pre: &PluginPre<HostState>,
+        grants: &Arc<Grants>,
+    ) -> Result<LiveInstance, (wasmtime::Error, CallOutput)> {
+        let output = GuestOutput::new();
+        let mut store = sandbox
+            .new_store(output.clone(), grants)
+            .map_err(|why| (wasmtime::Error::msg(why), CallOutput::default()))?;
+        let instantiated = {
+            let _call = sandbox.begin_call(&mut store, QUICK_CALL_LIMIT, None);
+            pre.instance_pre()
+                .instantiate(&mut store)
+                .and_then(|instance| Ok((instance, Plugin::new(&mut store, &instance)?)))
+        };
+        match instantiated {
+            Ok((instance, plugin)) => Ok(LiveInstance {
+                store,
+                instance,
+                plugin,
+            }),
+            Err(err) => Err((err, output.take())),
+        }
+    }
+
+    fn call<T>(
+        &mut self,
+        sandbox: &Sandbox,
+        limit: Duration,
+        cancel: Option<&CancelFlag>,
+        f: impl FnOnce(&Plugin, &mut Store<HostState>) -> wasmtime::Result<T>,
+    ) -> Called<T> {
+        let result = {
+            let _call = sandbox.begin_call(&mut self.store, limit, cancel);
+            f(&self.plugin, &mut self.store)
+        };
+        let output = self.store.data().output().take();
+        let timed_out_in_host = self.store.data().budget().timed_out_in_host();
+        let result = result.map_err(|err| classify(&err, &output.stderr()));
+        Called {
+            result,
+            output,
+            timed_out_in_host,
+        }
+    }
+
+    /// What the plugin asks for: its optional `capabilities` export, or
+    /// nothing when it has none.
+    pub fn requested(&mut self, sandbox: &Sandbox) -> Called<Vec<grants::Request>> {
+        let instance = self.instance;
+        let indices = CapabilitiesIndices::new(&instance.instance_pre(&self.store)).ok();
+        let called = self.call(sandbox, QUICK_CALL_LIMIT, None, |_, store| {
+            let Some(indices) = indices else {
+                return Ok(Vec::new());
+            };
+            indices.load(&mut *store, &instance)?.call_requested(store)
+        });
+        Called {
+            result: called
+                .result
+                .map(|requests| requests.into_iter().map(host_request).collect()),
+            output: called.output,
+            timed_out_in_host: called.timed_out_in_host,
+        }
+    }
+
+    pub fn describe(&mut self, sandbox: &Sandbox) -> Called<Description> {
+        self.call(sandbox, QUICK_CALL_LIMIT, None, |plugin, store| {
+            plugin
+                .envhost_environment_environment()
+                .call_describe(store)
+        })
+    }
+
+    pub fn handle_command(
+        &mut self,
+        sandbox: &Sandbox,
+        command: &str,
+        limit: Duration,
+        cancel: &CancelFlag,
+    ) -> Called<CommandResponse> {
+        self.call(sandbox, limit, Some(cancel), |plugin, store| {
+            plugin
+                .envhost_environment_environment()
+                .call_handle_command(store, command)
+        })
+    }
+
+    pub fn screen(&mut self, sandbox: &Sandbox, cancel: &CancelFlag) -> Called<ScreenSection> {
+        self.call(sandbox, QUICK_CALL_LIMIT, Some(cancel), |plugin, store| {
+            plugin
+                .envhost_environment_environment()
+                .call_get_screen(store)
+        })
+    }
+
+    pub fn shutdown(&mut self, sandbox: &Sandbox) -> Called<()> {
+        self.call(sandbox, SHUTDOWN_LIMIT, None, |plugin, store| {
+            plugin
+                .envhost_environment_environment()
+                .call_shutdown(store)
+        })
+    }
+}
+
+fn host_request(request: Request) -> grants::Request {
+    let power = match request.power {
+        Power::ReadDirectory(dir) => grants::Power::ReadDirectory(dir),
+        Power::WriteDirectory(dir) => grants::Power::WriteDirectory(dir),
+        Power::Variable(name) => grants::Power::Variable(name),
+        Power::Program(program) => grants::Power::Program(program),
+        Power::Memory(bytes) => grants::Power::Memory(bytes),
+    };
+    grants::Request {
+        power,
+        reason: request.reason,
+    }
+}
+
+/// A fresh instance that has described itself, as the WIT requires before
+/// any other call. The failure says which step failed.
+pub fn start_described(
+    sandbox: &Sandbox,
+    pre: &PluginPre<HostState>,
+    grants: &Arc<Grants>,
+) -> Result<(LiveInstance, Description, CallOutput), CallFailure> {
+    let mut instance =
+        LiveInstance::instantiate(sandbox, pre, grants).map_err(|(err, output)| {
+            let mut failure = classify(&err, &output.stderr());
+            if let FailureCause::Other { message } = &failure.cause {
+                failure.cause = FailureCause::Other {
+                    message: format!("instantiating it failed: {message}"),
+                };
+            }
+            failure
+        })?;
+    let described = instance.describe(sandbox);
+    let description = described.result?;
+    Ok((instance, description, described.output))
+}

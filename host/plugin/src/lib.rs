@@ -1,0 +1,60 @@
+//! envhost's WebAssembly host: ad-hoc environments as sandboxed components
+//! ("plugins").
+//!
+//! A plugin is a component for the WIT world `envhost:environment/plugin`
+//! (`wit/environment.wit`) saved as `<project>/env/NAME.wasm`. At start-up
+//! [`load`] reads the operator's `env/envhost.toml`, finds the plugins,
+//! type-checks each with its grants (pin, compile, link, instantiate,
+//! describe, requests) and returns the good ones as environments with the
+//! refused ones in words; [`check_file`] runs the same checks on one file
+//! for `envhost check`.
+//!
+//! Inside, each module has one job and the imports between them run one way
+//! (`scripts/check-module-cycles` holds that):
+//!
+//! ```text
+//! wit  (imports nothing of this crate)
+//! limits ◄─ guest_io ◄─ state ◄─ host ◄─ sandbox ◄─ failure ◄─ instance
+//!        ◄─ environment ◄─ load (loader, cache, file_hashes, refusals) ◄─ check
+//! grants (config_file)  ◄─ state, host, load, check
+//! ```
+//!
+//! - `wit`: the generated bindings, one module per WIT version;
+//! - `limits`: every time and memory limit of a call, and the clock;
+//! - `guest_io`: plugins' stdout, stderr and log lines, bounded;
+//! - `state`: what a store holds;
+//! - `host`: the host-side implementations of the WIT imports;
+//! - `sandbox`: the engine and the linker;
+//! - `instance`, `failure`: one live instance and why a call failed;
+//! - `environment`: a plugin as an `Environment` (help, restarts);
+//! - `grants`: the grants file, and what each plugin may do;
+//! - `load`: discovery, the load steps, the compiled-code cache, refusals;
+//! - `check`: the `envhost check` report.
+//!
+//! It must not know the orchestrator, the protocol or the built-in
+//! environments.
+
+#![deny(missing_docs)]
+
+#[doc(hidden)]
+pub mod bench;
+mod check;
+mod environment;
+mod failure;
+mod grants;
+mod guest_io;
+mod host;
+mod instance;
+mod limits;
+mod load;
+mod sandbox;
+mod settings;
+mod state;
+mod wit;
+
+pub use crate::check::{CheckReport, check_file};
+pub use crate::guest_io::{DiscardSink, LogSink, StderrSink};
+pub use crate::limits::DEFAULT_MEMORY_LIMIT;
+pub use crate::load::cache::{CodeCache, content_sha256};
+pub use crate::load::{LoadReport, Plugin, Plugins, load};
+pub use crate::settings::PluginSettings;

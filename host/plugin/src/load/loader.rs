@@ -1,0 +1,424 @@
+//! Finding and loading plugins: `<project>/env/*.wasm` → checked, compiled
+//! (or taken from the cache), linked, test-instantiated and described.
+//!
+//! Discovery: every `*.wasm` in `env/`, names starting with
+//! `_` skipped, the file's stem is the environment's name and must be an
+//! identifier, and a built-in's name (bash, python, editor) is refused.
+//! Loading runs the whole type-check — the operator's pin first, then
+//! compile, link against the host's imports, instantiate with the plugin's
+//! grants (signature mismatches only show there), call `describe` and the
+//! optional `capabilities` export and check them — so that `envhost check`
+//! and start-up give the same verdict. Plugins load in parallel (compiling is the slow part).
+//! This module decides the order of those steps; it must not word refusals
+//! (`validate` does), keep compiled code (`cache`) or register environments
+//! (the caller does).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use wasmtime::component::Component;
+
+use crate::grants::{Grants, Request};
+use crate::guest_io::CallOutput;
+use crate::instance::LiveInstance;
+use crate::load::cache::{CacheOutcome, CodeCache, Compiled, content_sha256};
+use crate::load::file_hashes::{FileHashes, FileIdentity};
+use crate::load::refusals::{self, CheckedDescription, Refusal};
+use crate::sandbox::Sandbox;
+use crate::state::HostState;
+use crate::wit::latest::PluginPre;
+use envhost_core::EnvironmentName;
+use envhost_core::text;
+
+/// The names of the built-in environments: a plugin may not take them,
+/// whether or not the built-in is available on this machine.
+pub const RESERVED_NAMES: [&str; 3] = ["bash", "python", "editor"];
+
+/// Largest plugin file read (the Python and JavaScript runtimes are
+/// 12-18 MB).
+pub const MAX_PLUGIN_BYTES: u64 = 512 << 20;
+
+/// A file that looks like a plugin and has a usable name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub name: EnvironmentName,
+    pub path: PathBuf,
+}
+
+/// What `env/` holds.
+#[derive(Debug, Default)]
+pub struct Discovery {
+    pub candidates: Vec<Candidate>,
+    /// Files refused by name alone, and an unreadable folder.
+    pub refusals: Vec<Refusal>,
+}
+
+/// Lists the plugins in `env_dir`, in name order. A missing folder is an
+/// empty list.
+pub fn discover(env_dir: &Path) -> Discovery {
+    let mut discovery = Discovery::default();
+    let entries = match fs::read_dir(env_dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return discovery,
+        Err(err) => {
+            discovery.refusals.push(Refusal::new(
+                "env",
+                env_dir,
+                format!("the plugin folder cannot be read: {err}"),
+            ));
+            return discovery;
+        }
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "wasm"))
+        .collect();
+    paths.sort();
+    for path in paths {
+        match candidate(&path) {
+            Ok(Some(found)) => discovery.candidates.push(found),
+            Ok(None) => {}
+            Err(refusal) => discovery.refusals.push(refusal),
+        }
+    }
+    discovery
+}
+
+/// The candidate for one `*.wasm` path; `None` for private (`_name.wasm`).
+pub fn candidate(path: &Path) -> Result<Option<Candidate>, Refusal> {
+    let stem = path.file_stem().unwrap_or_default();
+    let Some(stem) = stem.to_str() else {
+        let shown = stem.to_string_lossy().into_owned();
+        return Err(Refusal::new(
+            &shown,
+            path,
+            "its file name is not valid UTF-8; rename it to an identifier such as my_env.wasm",
+        ));
+    };
+    if stem.starts_with('_') {
+        return Ok(None);
+    }
+    let name = EnvironmentName::new(stem).map_err(|_| {
+        let suggestion: String = stem
+            .chars()
+            .map(|c| if c.is_alphanumeric() || c == '_' { c } else { '_' })
+            .collect();
+        let suggestion = if suggestion.starts_with(|c: char| c.is_ascii_digit()) {
+            format!("env_{suggestion}")
+        } else {
+            suggestion
+        };
+        Refusal::new(
+            stem,
+            path,
+            format!(
+                "`{stem}` is not a valid environment name: the file's stem must be an identifier (a letter or `_`, then letters, digits or `_`); rename it, e.g. to {suggestion}.wasm"
+            ),
+        )
+    })?;
+    if RESERVED_NAMES.contains(&stem) {
+        return Err(Refusal::new(
+            stem,
+            path,
+            format!(
+                "the name `{stem}` belongs to a built-in environment ({}); rename the file",
+                RESERVED_NAMES.join(", ")
+            ),
+        ));
+    }
+    Ok(Some(Candidate {
+        name,
+        path: path.to_owned(),
+    }))
+}
+
+/// A plugin that passed every check, with its first instance running.
+pub struct LoadedPlugin {
+    pub name: EnvironmentName,
+    pub path: PathBuf,
+    pub size: u64,
+    pub sha256: String,
+    pub compile: CacheOutcome,
+    pub compile_time: Duration,
+    pub imports: Vec<String>,
+    pub description: CheckedDescription,
+    /// What it asks for (empty without a `capabilities` export).
+    pub requests: Vec<Request>,
+    /// What the operator granted it.
+    pub grants: Arc<Grants>,
+    pub pre: PluginPre<HostState>,
+    pub instance: LiveInstance,
+    /// What the plugin said while starting and describing itself.
+    pub start_output: CallOutput,
+}
+
+/// Loads one plugin, or says why not. A slow first compile and a cache
+/// that cannot be written are said on stderr.
+pub fn load(
+    sandbox: &Sandbox,
+    cache: &CodeCache,
+    candidate: &Candidate,
+    grants: &Arc<Grants>,
+) -> Result<LoadedPlugin, Refusal> {
+    let name = candidate.name.as_str();
+    let path = &candidate.path;
+    let refuse = |problem: String| Refusal::new(name, path, problem);
+    // Taken before the file is read: a change during the read then shows
+    // as a changed identity at the next start.
+    let identity = FileIdentity::of(path).ok();
+    let hashes = match cache {
+        CodeCache::Directory(dir) => Some(FileHashes::in_cache(dir)),
+        CodeCache::Disabled => None,
+    };
+    // A warm start of an unchanged, unpinned plugin needs neither its bytes
+    // nor their hash: the compiled code is mapped straight from the cache.
+    // A pin is always checked against the bytes themselves.
+    let remembered = match (&hashes, &identity, &grants.pin) {
+        (Some(hashes), Some(identity), None) => hashes
+            .lookup(path, identity)
+            .and_then(|sha256| Some((cache.load_cached(sandbox.engine(), &sha256)?, sha256))),
+        _ => None,
+    };
+    let (compiled, sha256, size) = match (remembered, identity) {
+        (Some((compiled, sha256)), Some(identity)) => (compiled, sha256, identity.size()),
+        _ => {
+            let (compiled, sha256, size) = read_and_compile(sandbox, cache, candidate, grants)?;
+            if let (Some(hashes), Some(identity)) = (&hashes, &identity) {
+                hashes.record(path, identity, &sha256);
+            }
+            (compiled, sha256, size)
+        }
+    };
+    let component = compiled.component;
+    let checked = link_and_start(sandbox, &component, name, grants)
+        .map_err(|(problem, detail)| refuse(problem).with_detail(detail))?;
+    Ok(LoadedPlugin {
+        name: candidate.name.clone(),
+        path: path.clone(),
+        size,
+        sha256,
+        compile: compiled.outcome,
+        compile_time: compiled.took,
+        imports: refusals::imports_of(&component, sandbox.engine()),
+        description: checked.description,
+        requests: checked.requests,
+        grants: Arc::clone(grants),
+        pre: checked.pre,
+        instance: checked.instance,
+        start_output: checked.output,
+    })
+}
+
+/// Reads the plugin, checks its pin and header, and compiles it (or maps
+/// its cached code); returns the code, the bytes' sha256 and their size.
+fn read_and_compile(
+    sandbox: &Sandbox,
+    cache: &CodeCache,
+    candidate: &Candidate,
+    grants: &Arc<Grants>,
+) -> Result<(Compiled, String, u64), Refusal> {
+    let name = candidate.name.as_str();
+    let path = &candidate.path;
+    let refuse = |problem: String| Refusal::new(name, path, problem);
+    let bytes = read_plugin(path).map_err(refuse)?;
+    let sha256 = content_sha256(&bytes);
+    if let Some(pin) = &grants.pin
+        && pin.value != sha256
+    {
+        return Err(refuse(format!(
+            "its content does not match the pin in {}: the file's sha256 is {sha256}, the pin (line {}, [plugins.{name}] sha256) is {}. If you replaced the plugin on purpose, check the new file (`envhost check`) and put its sha256 in the pin",
+            grants.source.file, pin.at.line, pin.value
+        )));
+    }
+    refusals::check_header(&bytes).map_err(refuse)?;
+    if bytes.len() > 1 << 20 && !cache.has_entry(sandbox.engine(), &sha256) {
+        eprintln!(
+            "envhost: compiling plugin {name} ({}); this happens once, the result is cached",
+            text::bytes(bytes.len() as u64)
+        );
+    }
+    let compiled = cache
+        .load_or_compile(sandbox.engine(), &bytes, &sha256)
+        .map_err(|err| {
+            let (problem, detail) = refusals::compile_problem(&err);
+            refuse(problem).with_detail(detail)
+        })?;
+    if let CacheOutcome::Compiled { saved: Err(why) } = &compiled.outcome {
+        eprintln!(
+            "envhost: plugin {name}: the compiled code was not cached ({why}); the next start compiles it again"
+        );
+    }
+    Ok((compiled, sha256, bytes.len() as u64))
+}
+
+struct Started {
+    pre: PluginPre<HostState>,
+    instance: LiveInstance,
+    description: CheckedDescription,
+    requests: Vec<Request>,
+    output: CallOutput,
+}
+
+/// The type-check proper: link, instantiate, describe, ask for requests.
+fn link_and_start(
+    sandbox: &Sandbox,
+    component: &Component,
+    name: &str,
+    grants: &Arc<Grants>,
+) -> Result<Started, (String, String)> {
+    let instance_pre = sandbox
+        .linker()
+        .instantiate_pre(component)
+        .map_err(|err| refusals::link_problem(&err))?;
+    let pre = PluginPre::new(instance_pre.clone())
+        .map_err(|err| refusals::export_problem(&err, component, sandbox.engine()))?;
+    // A signature mismatch only shows at instantiation, hence its own
+    // explanation there.
+    let mut instance = LiveInstance::instantiate(sandbox, &pre, grants).map_err(|(err, _)| {
+        refusals::instantiate_problem(&err, sandbox, &instance_pre, component, grants)
+    })?;
+    let described = instance.describe(sandbox);
+    let mut output = described.output;
+    let description = described.result.map_err(|failure| {
+        (
+            format!("it failed while describing itself: {}", failure.cause),
+            failure.detail,
+        )
+    })?;
+    let description = refusals::check_description(name, &description)
+        .map_err(|problem| (problem, String::new()))?;
+    let asked = instance.requested(sandbox);
+    output.append(asked.output);
+    let requests = asked.result.map_err(|failure| {
+        (
+            format!(
+                "its `capabilities` export failed when asked what it requests: {}",
+                failure.cause
+            ),
+            failure.detail,
+        )
+    })?;
+    refusals::check_requests(&requests).map_err(|problem| (problem, String::new()))?;
+    Ok(Started {
+        pre,
+        instance,
+        description,
+        requests,
+        output,
+    })
+}
+
+fn read_plugin(path: &Path) -> Result<Vec<u8>, String> {
+    let metadata = fs::metadata(path).map_err(|err| format!("the file cannot be read: {err}"))?;
+    if !metadata.is_file() {
+        return Err("it is not a regular file".to_owned());
+    }
+    if metadata.len() > MAX_PLUGIN_BYTES {
+        return Err(format!(
+            "the file is {}, over the {} the host reads",
+            text::bytes(metadata.len()),
+            text::bytes(MAX_PLUGIN_BYTES)
+        ));
+    }
+    fs::read(path).map_err(|err| format!("the file cannot be read: {err}"))
+}
+
+/// Loads every candidate with its grants, several at a time, keeping their
+/// order.
+pub fn load_all(
+    sandbox: &Sandbox,
+    cache: &CodeCache,
+    candidates: &[(Candidate, Arc<Grants>)],
+) -> Vec<Result<LoadedPlugin, Refusal>> {
+    let workers = std::thread::available_parallelism()
+        .map(usize::from)
+        .unwrap_or(1)
+        .min(candidates.len());
+    if workers <= 1 {
+        return candidates
+            .iter()
+            .map(|(c, grants)| load(sandbox, cache, c, grants))
+            .collect();
+    }
+    let next = Mutex::new(0usize);
+    let results: Mutex<Vec<Option<Result<LoadedPlugin, Refusal>>>> =
+        Mutex::new((0..candidates.len()).map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let index = {
+                        let mut next = next.lock().unwrap_or_else(|p| p.into_inner());
+                        let index = *next;
+                        *next += 1;
+                        index
+                    };
+                    let Some((candidate, grants)) = candidates.get(index) else {
+                        return;
+                    };
+                    let loaded = load(sandbox, cache, candidate, grants);
+                    results.lock().unwrap_or_else(|p| p.into_inner())[index] = Some(loaded);
+                }
+            });
+        }
+    });
+    results
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .into_iter()
+        .zip(candidates)
+        .map(|(result, (candidate, _))| {
+            result.unwrap_or_else(|| {
+                Err(Refusal::new(
+                    candidate.name.as_str(),
+                    &candidate.path,
+                    "loading it did not finish (a loader thread failed)",
+                ))
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn discovery_names_environments_after_their_files() {
+        let dir = tempfile::tempdir().unwrap();
+        for file in [
+            "timer.wasm",
+            "_private.wasm",
+            "my-env.wasm",
+            "2fast.wasm",
+            "bash.wasm",
+            "notes.txt",
+            "données.wasm",
+        ] {
+            fs::write(dir.path().join(file), b"").unwrap();
+        }
+        let found = discover(dir.path());
+        let names: Vec<&str> = found.candidates.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["données", "timer"]);
+        let refused: Vec<(&str, &str)> = found
+            .refusals
+            .iter()
+            .map(|r| (r.plugin.as_str(), r.problem.as_str()))
+            .collect();
+        assert_eq!(refused.len(), 3, "{refused:?}");
+        assert!(
+            refused[0].0 == "2fast" && refused[0].1.contains("rename it, e.g. to env_2fast.wasm")
+        );
+        assert!(refused[1].0 == "bash" && refused[1].1.contains("belongs to a built-in"));
+        assert!(refused[2].0 == "my-env" && refused[2].1.contains("e.g. to my_env.wasm"));
+    }
+
+    #[test]
+    fn a_missing_folder_has_no_plugins() {
+        let found = discover(Path::new("/nonexistent/envhost/env"));
+        assert!(found.candidates.is_empty() && found.refusals.is_empty());
+    }
+}

@@ -1,0 +1,316 @@
+//! Loading: the project's plugins found, checked with their grants, compiled
+//! (or taken from the cache), instantiated and described, then handed over
+//! as environments, with every refusal put in words.
+//!
+//! - `loader`: discovery and the load steps of one plugin;
+//! - `cache` and `file_hashes`: compiled code kept across starts;
+//! - `refusals`: why a plugin was refused, in words.
+//!
+//! It must not know the orchestrator: [`load`] returns what it loaded.
+
+pub(crate) mod cache;
+pub(crate) mod file_hashes;
+pub(crate) mod loader;
+pub(crate) mod refusals;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use envhost_core::{
+    CancelFlag, EnvironmentKind, LoadFailure, LoadedEnvironment, NoticeSection, ScreenSection, text,
+};
+use envhost_process::OutputLimits;
+
+use crate::environment::{PluginEnvironment, PluginParts};
+use crate::grants::{self, config_file};
+use crate::guest_io::LogSink;
+use crate::load::refusals::Refusal;
+use crate::sandbox::Sandbox;
+use crate::settings::{PluginSettings, config_path, plugin_dir};
+
+/// The screen section that lists refused plugins. Not an identifier, so it
+/// can never be an environment's name.
+pub const REFUSED_SECTION: &str = "refused-plugins";
+
+/// The screen section for problems with the plugin configuration that
+/// refuse no plugin in particular (a broken file with no plugins, an entry
+/// for a plugin that is not there).
+pub const CONFIG_SECTION: &str = "plugin-config";
+
+/// A plugin ready to register, and the file it came from.
+pub struct Plugin {
+    /// The environment, as the orchestrator registers it.
+    pub environment: LoadedEnvironment,
+    /// The `.wasm` file, for a refusal's sentence.
+    pub file: PathBuf,
+}
+
+/// What loading the project's plugins gave: the plugins ready to register
+/// ([`Plugins::take_loaded`]), and the refusals, to report with those of
+/// registration ([`Plugins::refuse`]) once it is done ([`Plugins::finish`]).
+pub struct Plugins {
+    loaded: Vec<Plugin>,
+    refused: Vec<Refusal>,
+    config_problems: Vec<String>,
+    config_shown: String,
+    project_dir: PathBuf,
+}
+
+/// What to report about the plugins once they are registered.
+#[derive(Debug, Default)]
+pub struct LoadReport {
+    /// Each refused plugin and the sentence that says why, by file name:
+    /// for stderr and for an `environment_failed` event each.
+    pub refused: Vec<LoadFailure>,
+    /// Problems with the grants file that refuse no plugin in particular,
+    /// for stderr.
+    pub config_problems: Vec<String>,
+    /// The screen sections that list the refusals and the problems.
+    pub notices: Vec<NoticeSection>,
+}
+
+impl Plugins {
+    /// The plugins that loaded, to register (once; later calls get none).
+    pub fn take_loaded(&mut self) -> Vec<Plugin> {
+        std::mem::take(&mut self.loaded)
+    }
+
+    /// Records that the loaded plugin `name` (from `file`) could not be
+    /// registered: its name is taken.
+    pub fn refuse(&mut self, name: &str, file: &Path, reason: String) {
+        self.refused.push(Refusal::new(name, file, reason));
+    }
+
+    /// Every refusal in words, sorted by file, and the screen sections
+    /// that show them.
+    pub fn finish(mut self) -> LoadReport {
+        self.refused.sort_by(|a, b| a.file.cmp(&b.file));
+        let project_dir = Some(self.project_dir.as_path());
+        let mut report = LoadReport {
+            refused: self
+                .refused
+                .iter()
+                .map(|refusal| LoadFailure {
+                    name: refusal.plugin.clone(),
+                    reason: refusal.sentence(project_dir),
+                })
+                .collect(),
+            ..LoadReport::default()
+        };
+        if !self.refused.is_empty() {
+            report.notices.push(NoticeSection {
+                key: REFUSED_SECTION.to_owned(),
+                section: refused_section(&self.refused, &self.project_dir),
+            });
+        }
+        if !self.config_problems.is_empty() {
+            let mut content = format!(
+                "The plugin configuration ({}) has problems; fix them and restart the host:\n",
+                self.config_shown
+            );
+            for problem in &self.config_problems {
+                content.push_str(&format!("  - {problem}\n"));
+            }
+            let lines = content.lines().count();
+            report.notices.push(NoticeSection {
+                key: CONFIG_SECTION.to_owned(),
+                section: ScreenSection::with_max_lines(content, lines.clamp(1, 20)),
+            });
+        }
+        report.config_problems = self.config_problems;
+        report
+    }
+}
+
+/// Loads `<project>/env/*.wasm`: the plugins that pass every check, ready
+/// to register, and the refused ones, for stderr, an `environment_failed`
+/// event each and the `refused-plugins` section of the screen (every other
+/// environment still loads). With no `*.wasm` files, no engine is even
+/// built. `log` receives what the plugins write (stdout, stderr, log lines)
+/// from then on.
+pub fn load(
+    project_dir: &Path,
+    settings: &PluginSettings,
+    output_limits: &OutputLimits,
+    cancel: &CancelFlag,
+    log: Arc<dyn LogSink>,
+) -> Plugins {
+    let mut report = Plugins {
+        loaded: Vec::new(),
+        refused: Vec::new(),
+        config_problems: Vec::new(),
+        config_shown: String::new(),
+        project_dir: project_dir.to_owned(),
+    };
+    let folder = plugin_dir(project_dir);
+    let (config_path, config_shown) = config_path(settings, &folder, Some(project_dir));
+    let config = config_file::ConfigFile::read(&config_path, &config_shown);
+    let discovery = loader::discover(&folder);
+    report.refused = discovery.refusals;
+    let notices = config_notices(config.as_ref(), &discovery.candidates, &report.refused);
+    let mut planned = Vec::new();
+    let protected = [folder.clone(), config_path.clone()];
+    for candidate in discovery.candidates {
+        match grants::grants_for(
+            config.as_ref(),
+            candidate.name.as_str(),
+            &config_shown,
+            project_dir,
+            &protected,
+            output_limits.clone(),
+        ) {
+            Ok(granted) => planned.push((candidate, Arc::new(granted))),
+            Err(problem) => report.refused.push(Refusal::new(
+                candidate.name.as_str(),
+                &candidate.path,
+                problem,
+            )),
+        }
+    }
+    if !planned.is_empty() {
+        match Sandbox::new(settings.memory_limit) {
+            Err(err) => {
+                for (candidate, _) in &planned {
+                    report.refused.push(Refusal::new(
+                        candidate.name.as_str(),
+                        &candidate.path,
+                        format!("plugins cannot run on this host: {err}"),
+                    ));
+                }
+            }
+            Ok(sandbox) => {
+                let sandbox = Arc::new(sandbox);
+                let results = loader::load_all(&sandbox, &settings.cache, &planned);
+                for result in results {
+                    match result {
+                        Ok(loaded) => {
+                            let name = loaded.name.clone();
+                            let detail = load_detail(&loaded, project_dir);
+                            for line in loaded.start_output.log_lines(name.as_str()) {
+                                log.line(&line);
+                            }
+                            let powers = grants::screen_lines(&grants::compare(
+                                &loaded.requests,
+                                &loaded.grants,
+                                sandbox.memory_limit(),
+                            ));
+                            let environment = PluginEnvironment::new(PluginParts {
+                                name: name.to_string(),
+                                sandbox: Arc::clone(&sandbox),
+                                pre: loaded.pre,
+                                instance: loaded.instance,
+                                commands: loaded.description.commands,
+                                grants: loaded.grants,
+                                powers,
+                                output_limits: output_limits.clone(),
+                                log: Arc::clone(&log),
+                                cancel: cancel.clone(),
+                            });
+                            report.loaded.push(Plugin {
+                                environment: LoadedEnvironment {
+                                    name,
+                                    kind: EnvironmentKind::Plugin,
+                                    environment: Box::new(environment),
+                                    detail: Some(detail),
+                                },
+                                file: loaded.path,
+                            });
+                        }
+                        Err(refusal) => report.refused.push(refusal),
+                    }
+                }
+            }
+        }
+    }
+    report.config_problems = notices;
+    report.config_shown = config_shown;
+    report
+}
+
+/// Problems in the configuration that no refusal reports: a broken file
+/// when there is no plugin to refuse, and entries for plugins that are not
+/// in env/ (a typo would leave the real plugin without its pin).
+fn config_notices(
+    config: Option<&config_file::ConfigFile>,
+    candidates: &[loader::Candidate],
+    refused: &[Refusal],
+) -> Vec<String> {
+    let Some(config) = config else {
+        return Vec::new();
+    };
+    let mut notices = Vec::new();
+    if let Some(error) = &config.file_error {
+        if candidates.is_empty() {
+            notices.push(format!("{error} (no plugin is loaded until it is fixed)"));
+        }
+        return notices;
+    }
+    for (name, entry) in &config.entries {
+        let present = candidates.iter().any(|c| c.name.as_str() == name)
+            || refused.iter().any(|r| r.plugin == *name);
+        if !present {
+            let at = match entry {
+                Ok(entry) => entry
+                    .at
+                    .map(|at| format!(":{}", at.line))
+                    .unwrap_or_default(),
+                Err(error) => error
+                    .at
+                    .map(|at| format!(":{}", at.line))
+                    .unwrap_or_default(),
+            };
+            notices.push(format!(
+                "warning: {}{at}: [plugins.{name}] grants powers to `{name}`, but there is no {name}.wasm among the plugins; is the name misspelled?",
+                config.shown
+            ));
+        }
+    }
+    notices
+}
+
+fn load_detail(loaded: &loader::LoadedPlugin, project_dir: &Path) -> String {
+    let shown = loaded
+        .path
+        .strip_prefix(project_dir)
+        .unwrap_or(&loaded.path)
+        .display()
+        .to_string();
+    let how = match &loaded.compile {
+        cache::CacheOutcome::Hit { .. } => "compiled code from the cache",
+        cache::CacheOutcome::Compiled { saved: Ok(_) } => "compiled and cached",
+        cache::CacheOutcome::Compiled { saved: Err(_) } => "compiled (not cached)",
+        cache::CacheOutcome::CompiledUncached => "compiled (cache off)",
+    };
+    let style = match loaded.description.commands.len() {
+        0 => "manual style".to_owned(),
+        n => format!("{n} commands"),
+    };
+    format!(
+        "{shown}, {}, {how} in {}, {style}",
+        text::bytes(loaded.size),
+        text::duration(loaded.compile_time)
+    )
+}
+
+fn refused_section(refused: &[Refusal], project_dir: &Path) -> ScreenSection {
+    let mut content = format!(
+        "{} plugin{} in env/ could not be loaded (the other environments work). `envhost check env/NAME.wasm` explains more:\n",
+        refused.len(),
+        if refused.len() == 1 { "" } else { "s" }
+    );
+    for refusal in refused {
+        content.push_str(&format!("  - {}\n", refusal.sentence(Some(project_dir))));
+    }
+    let lines = content.lines().count();
+    ScreenSection::with_max_lines(content, lines.clamp(1, 40))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_refused_section_key_cannot_be_an_environment_name() {
+        assert!(envhost_core::EnvironmentName::new(REFUSED_SECTION).is_err());
+    }
+}

@@ -1,0 +1,667 @@
+//! Plain sentences for plugins the host refuses.
+//!
+//! The decision is always wasmtime's (its parser, its linker, its
+//! type-check at instantiation) or the help system's (`help.rs` refuses
+//! duplicate command names); this module only explains it: which plugin,
+//! which export or import, what the host expected and what the plugin has,
+//! with wasmtime's own words kept at the end. It reads the component's type
+//! (its imports and exports) to say what was found. It must not load,
+//! cache or run plugins, except the one probe that names the function whose
+//! signature is wrong (wasmtime's error does not).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use wasmtime::Engine;
+use wasmtime::component::types::{ComponentFunc, ComponentItem};
+use wasmtime::component::{Component, InstancePre, Type};
+
+use std::sync::Arc;
+
+use crate::failure::error_chain;
+use crate::grants::{Grants, MAX_REQUEST_TEXT, MAX_REQUESTS, Power, Request};
+use crate::sandbox::Sandbox;
+use crate::state::HostState;
+use crate::wit::latest::{
+    self, CommandResponse, Description, EXPORTED_FUNCTIONS, EXPORTED_INTERFACE,
+    INTERACTIVE_INTERFACE, LOGGING_INTERFACE, ScreenSection, WORLD,
+};
+use envhost_core::{CommandHelp, CommandSpec};
+
+/// At most this many described commands.
+pub const MAX_COMMANDS: usize = 100;
+/// At most this many bytes in one described text (a signature, a
+/// description, an example, the summary).
+pub const MAX_DESCRIBED_TEXT: usize = 16 * 1024;
+
+/// A plugin the host will not load, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The environment name it would have had (or the file's stem).
+    pub plugin: String,
+    pub file: PathBuf,
+    /// What is wrong, as a sentence about the plugin ("it does not export
+    /// ..."), saying what was expected.
+    pub problem: String,
+    /// wasmtime's words, when they came from wasmtime.
+    pub detail: Option<String>,
+}
+
+impl Refusal {
+    pub fn new(plugin: &str, file: &Path, problem: impl Into<String>) -> Self {
+        Refusal {
+            plugin: plugin.to_owned(),
+            file: file.to_owned(),
+            problem: problem.into(),
+            detail: None,
+        }
+    }
+
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        let detail = detail.into();
+        if !detail.is_empty() {
+            self.detail = Some(detail);
+        }
+        self
+    }
+
+    /// One paragraph for stderr, the screen and `envhost check`, with the
+    /// file shown relative to `base` when it is inside it.
+    pub fn sentence(&self, base: Option<&Path>) -> String {
+        let shown = base
+            .and_then(|base| self.file.strip_prefix(base).ok())
+            .unwrap_or(&self.file);
+        let mut text = format!(
+            "plugin `{}` ({}) was refused: {}",
+            self.plugin,
+            shown.display(),
+            self.problem
+        );
+        if let Some(detail) = &self.detail {
+            text.push_str(&format!(" (wasmtime: {detail})"));
+        }
+        text
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.sentence(None))
+    }
+}
+
+const BUILD_HINT: &str = "build it for the `wasm32-wasip2` target (which makes a component) against envhost's wit/, e.g. with the envhost-sdk crate";
+
+/// Checks the 8-byte header before anything is compiled: WebAssembly at
+/// all, and a component rather than a core module.
+pub fn check_header(bytes: &[u8]) -> Result<(), String> {
+    const MAGIC: &[u8] = b"\0asm";
+    if bytes.is_empty() {
+        return Err(format!("the file is empty; {BUILD_HINT}"));
+    }
+    if bytes.len() < 8 || &bytes[..4] != MAGIC {
+        let start: String = bytes
+            .iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        return Err(format!(
+            "it is not a WebAssembly file (it starts with bytes {start}, not the WebAssembly magic 00 61 73 6d); {BUILD_HINT}"
+        ));
+    }
+    match &bytes[4..8] {
+        [0x01, 0x00, 0x00, 0x00] => Err(format!(
+            "it is a core WebAssembly module, not a component. A plugin must be a component for the world `{WORLD}`: {BUILD_HINT} (the wasm32-wasip1 and wasm32-unknown-unknown targets make core modules; `wasm-tools component new` wraps one)"
+        )),
+        [0x0d, 0x00, 0x01, 0x00] => Ok(()),
+        other => Err(format!(
+            "it is a WebAssembly binary of an unknown version or layer ({}); this host reads components (version 0d 00, layer 01 00)",
+            other
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )),
+    }
+}
+
+/// A component that does not compile (corrupt or unsupported features).
+pub fn compile_problem(err: &wasmtime::Error) -> (String, String) {
+    (
+        format!(
+            "it is not a valid WebAssembly component, or uses features this host does not support; {BUILD_HINT}"
+        ),
+        error_chain(err),
+    )
+}
+
+/// `linker.instantiate_pre` failed: an import the host does not provide.
+pub fn link_problem(err: &wasmtime::Error) -> (String, String) {
+    let detail = error_chain(err);
+    let messages: Vec<String> = err.chain().map(|c| c.to_string()).collect();
+    let interface = messages.iter().find_map(|m| {
+        between(
+            m,
+            "component imports instance `",
+            "`, but a matching implementation was not found",
+        )
+    });
+    let item = messages
+        .iter()
+        .find_map(|m| between(m, "instance export `", "` has the wrong type"));
+    let missing_function = messages
+        .iter()
+        .any(|m| m.contains("function implementation is missing"));
+    let problem = match (interface, item) {
+        (Some(interface), Some(item)) if is_ours(&interface) => format!(
+            "it imports `{item}` from `{interface}`, which this host does not provide{}. This host's `{LOGGING_INTERFACE}` offers `log`, and `{INTERACTIVE_INTERFACE}` offers `start` and the `session` resource; was the plugin built against a newer envhost wit/?",
+            if missing_function {
+                " (no such function)"
+            } else {
+                " with that type"
+            }
+        ),
+        (Some(interface), Some(item)) => format!(
+            "it imports `{item}` from `{interface}`, which this host does not provide with that type. {}",
+            offered_imports()
+        ),
+        (Some(interface), None) => format!(
+            "it imports the interface `{interface}`, which this host does not provide. {}",
+            offered_imports()
+        ),
+        _ => format!(
+            "it needs an import this host does not provide. {}",
+            offered_imports()
+        ),
+    };
+    (problem, detail)
+}
+
+fn offered_imports() -> String {
+    format!(
+        "Plugins get `{LOGGING_INTERFACE}`, `{INTERACTIVE_INTERFACE}` and WASI 0.2 (wasi:cli, wasi:clocks, wasi:filesystem, wasi:io, wasi:random, wasi:sockets; sandboxed), nothing else"
+    )
+}
+
+fn is_ours(interface: &str) -> bool {
+    interface.starts_with("envhost:environment/")
+}
+
+/// `PluginPre::new` failed: the export interface or one of its functions is
+/// missing.
+pub fn export_problem(
+    err: &wasmtime::Error,
+    component: &Component,
+    engine: &Engine,
+) -> (String, String) {
+    let detail = error_chain(err);
+    if let Some(function) = err
+        .chain()
+        .find_map(|c| between(&c.to_string(), "does not have export `", "`"))
+    {
+        let expected = latest::expected_signature(&function)
+            .map(|s| format!("; the host expects `{s}`"))
+            .unwrap_or_default();
+        return (
+            format!("its export `{EXPORTED_INTERFACE}` lacks the function `{function}`{expected}"),
+            detail,
+        );
+    }
+    let exports: Vec<String> = component
+        .component_type()
+        .exports(engine)
+        .map(|(name, _)| name.to_owned())
+        .collect();
+    let base = EXPORTED_INTERFACE
+        .split('@')
+        .next()
+        .unwrap_or(EXPORTED_INTERFACE);
+    if let Some(other_version) = exports
+        .iter()
+        .find(|name| name.split('@').next() == Some(base))
+    {
+        return (
+            format!(
+                "it exports `{other_version}`, a version of the plugin interface this host does not speak: this host loads `{EXPORTED_INTERFACE}` (0.1.x). Rebuild the plugin against this envhost's wit/"
+            ),
+            detail,
+        );
+    }
+    let found = if exports.is_empty() {
+        "it exports nothing".to_owned()
+    } else {
+        format!("it exports only {}", quoted_list(&exports))
+    };
+    (
+        format!(
+            "it does not export `{EXPORTED_INTERFACE}`, the interface every plugin exports (world `{WORLD}`); {found}. Is it a component for another world, such as a command-line program? To make a plugin, {BUILD_HINT}"
+        ),
+        detail,
+    )
+}
+
+/// Instantiation failed. A signature mismatch is only caught here, and
+/// wasmtime's error does not name the function: this probes each export in
+/// a fresh instance to find it.
+pub fn instantiate_problem(
+    err: &wasmtime::Error,
+    sandbox: &Sandbox,
+    instance_pre: &InstancePre<HostState>,
+    component: &Component,
+    grants: &Arc<Grants>,
+) -> (String, String) {
+    let detail = error_chain(err);
+    let is_type_error = err.chain().any(|c| {
+        let text = c.to_string();
+        text.contains("type mismatch") || text.contains("failed to convert function")
+    });
+    if is_type_error {
+        if let Some((function, probe_detail)) =
+            find_mistyped_function(sandbox, instance_pre, grants)
+        {
+            let expected = latest::expected_signature(&function).unwrap_or("?");
+            let found = found_signature(component, sandbox.engine(), &function)
+                .map(|s| format!(", the plugin has `{s}`"))
+                .unwrap_or_default();
+            let records = expected_records(expected);
+            return (
+                format!(
+                    "its function `{function}` has the wrong signature: the host expects `{expected}`{records}{found}"
+                ),
+                probe_detail,
+            );
+        }
+        return (
+            format!(
+                "one of its exported functions has the wrong signature; the host expects {}",
+                EXPORTED_FUNCTIONS
+                    .iter()
+                    .filter_map(|f| latest::expected_signature(f))
+                    .map(|s| format!("`{s}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            detail,
+        );
+    }
+    let cause = crate::failure::classify(err, "").cause;
+    (format!("it failed to start: {cause}"), detail)
+}
+
+fn expected_records(signature: &str) -> String {
+    let mut parts = Vec::new();
+    for record in ["command-response", "screen-section", "description"] {
+        if signature.contains(record)
+            && let Some(fields) = latest::record_fields(record)
+        {
+            parts.push(format!("{record} is `record {{ {fields} }}`"));
+        }
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" (where {})", parts.join("; "))
+    }
+}
+
+fn find_mistyped_function(
+    sandbox: &Sandbox,
+    instance_pre: &InstancePre<HostState>,
+    grants: &Arc<Grants>,
+) -> Option<(String, String)> {
+    let mut store = sandbox
+        .new_store(crate::guest_io::GuestOutput::new(), grants)
+        .ok()?;
+    let instance = {
+        let _call = sandbox.begin_call(&mut store, crate::limits::QUICK_CALL_LIMIT, None);
+        instance_pre.instantiate(&mut store).ok()?
+    };
+    let interface = instance.get_export_index(&mut store, None, EXPORTED_INTERFACE)?;
+    for function in EXPORTED_FUNCTIONS {
+        let index = instance.get_export_index(&mut store, Some(&interface), function)?;
+        let checked = match function {
+            "describe" => instance
+                .get_typed_func::<(), (Description,)>(&mut store, &index)
+                .map(drop),
+            "handle-command" => instance
+                .get_typed_func::<(String,), (CommandResponse,)>(&mut store, &index)
+                .map(drop),
+            "get-screen" => instance
+                .get_typed_func::<(), (ScreenSection,)>(&mut store, &index)
+                .map(drop),
+            _ => instance
+                .get_typed_func::<(), ()>(&mut store, &index)
+                .map(drop),
+        };
+        if let Err(err) = checked {
+            return Some((function.to_owned(), error_chain(&err)));
+        }
+    }
+    None
+}
+
+/// The signature of one of the component's exported functions, in WIT
+/// syntax with records spelled out.
+pub fn found_signature(component: &Component, engine: &Engine, function: &str) -> Option<String> {
+    let component_type = component.component_type();
+    let base = EXPORTED_INTERFACE.split('@').next()?;
+    let (_, interface) = component_type
+        .exports(engine)
+        .find(|(name, _)| name.split('@').next() == Some(base))?;
+    let ComponentItem::ComponentInstance(instance) = interface.ty else {
+        return None;
+    };
+    let export = instance.get_export(engine, function)?;
+    let ComponentItem::ComponentFunc(func) = export.ty else {
+        return None;
+    };
+    Some(format!("{function}: {}", render_func(&func)))
+}
+
+fn render_func(func: &ComponentFunc) -> String {
+    let params: Vec<String> = func
+        .params()
+        .map(|(name, ty)| format!("{name}: {}", render_type(&ty)))
+        .collect();
+    let results: Vec<String> = func.results().map(|ty| render_type(&ty)).collect();
+    let mut text = format!("func({})", params.join(", "));
+    match results.len() {
+        0 => {}
+        1 => text.push_str(&format!(" -> {}", results[0])),
+        _ => text.push_str(&format!(" -> tuple<{}>", results.join(", "))),
+    }
+    text
+}
+
+/// A component-model type in WIT-like syntax.
+pub fn render_type(ty: &Type) -> String {
+    match ty {
+        Type::Bool => "bool".into(),
+        Type::S8 => "s8".into(),
+        Type::U8 => "u8".into(),
+        Type::S16 => "s16".into(),
+        Type::U16 => "u16".into(),
+        Type::S32 => "s32".into(),
+        Type::U32 => "u32".into(),
+        Type::S64 => "s64".into(),
+        Type::U64 => "u64".into(),
+        Type::Float32 => "f32".into(),
+        Type::Float64 => "f64".into(),
+        Type::Char => "char".into(),
+        Type::String => "string".into(),
+        Type::List(list) => format!("list<{}>", render_type(&list.ty())),
+        Type::Record(record) => format!(
+            "record {{ {} }}",
+            record
+                .fields()
+                .map(|f| format!("{}: {}", f.name, render_type(&f.ty)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Type::Tuple(tuple) => format!(
+            "tuple<{}>",
+            tuple
+                .types()
+                .map(|t| render_type(&t))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Type::Variant(variant) => format!(
+            "variant {{ {} }}",
+            variant
+                .cases()
+                .map(|case| match &case.ty {
+                    Some(ty) => format!("{}({})", case.name, render_type(ty)),
+                    None => case.name.to_owned(),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Type::Enum(e) => format!("enum {{ {} }}", e.names().collect::<Vec<_>>().join(", ")),
+        Type::Option(option) => format!("option<{}>", render_type(&option.ty())),
+        Type::Result(result) => match (result.ok(), result.err()) {
+            (None, None) => "result".into(),
+            (Some(ok), None) => format!("result<{}>", render_type(&ok)),
+            (None, Some(err)) => format!("result<_, {}>", render_type(&err)),
+            (Some(ok), Some(err)) => format!("result<{}, {}>", render_type(&ok), render_type(&err)),
+        },
+        Type::Flags(flags) => format!(
+            "flags {{ {} }}",
+            flags.names().collect::<Vec<_>>().join(", ")
+        ),
+        Type::Own(_) => "own<resource>".into(),
+        Type::Borrow(_) => "borrow<resource>".into(),
+        Type::Map(map) => format!(
+            "map<{}, {}>",
+            render_type(&map.key()),
+            render_type(&map.value())
+        ),
+        Type::FixedLengthList(list) => format!("list<{}, {}>", render_type(&list.ty()), list.len()),
+        Type::Future(future) => match future.ty() {
+            Some(ty) => format!("future<{}>", render_type(&ty)),
+            None => "future".into(),
+        },
+        Type::Stream(stream) => match stream.ty() {
+            Some(ty) => format!("stream<{}>", render_type(&ty)),
+            None => "stream".into(),
+        },
+        Type::ErrorContext => "error-context".into(),
+    }
+}
+
+/// The imports a component uses, by name.
+pub fn imports_of(component: &Component, engine: &Engine) -> Vec<String> {
+    component
+        .component_type()
+        .imports(engine)
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
+
+/// A plugin's description, checked and turned into the help system's
+/// commands. An empty command list is the manual style.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedDescription {
+    pub summary: String,
+    pub commands: Vec<CommandSpec>,
+}
+
+pub fn check_description(
+    environment: &str,
+    description: &Description,
+) -> Result<CheckedDescription, String> {
+    if description.commands.len() > MAX_COMMANDS {
+        return Err(format!(
+            "its description lists {} commands; the host takes at most {MAX_COMMANDS}",
+            description.commands.len()
+        ));
+    }
+    let too_long = |what: &str, text: &str| -> Result<(), String> {
+        if text.len() > MAX_DESCRIBED_TEXT {
+            Err(format!(
+                "its description's {what} is {} bytes long; the host takes at most {MAX_DESCRIBED_TEXT}",
+                text.len()
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    too_long("summary", &description.summary)?;
+    let mut commands = Vec::with_capacity(description.commands.len());
+    for (index, spec) in description.commands.iter().enumerate() {
+        let label = format!("command #{} (`{}`)", index + 1, spec.signature.trim());
+        too_long(&format!("{label} signature"), &spec.signature)?;
+        too_long(&format!("{label} description"), &spec.description)?;
+        too_long(&format!("{label} example"), &spec.example)?;
+        if let Some(summary) = &spec.summary {
+            too_long(&format!("{label} summary"), summary)?;
+        }
+        commands.push(CommandSpec {
+            signature: spec.signature.clone(),
+            description: spec.description.clone(),
+            summary: spec.summary.clone(),
+            example: spec.example.clone(),
+            simple: spec.simple,
+        });
+    }
+    CommandHelp::new(environment, commands.clone())
+        .map_err(|err| format!("its description cannot drive the help system: {err}"))?;
+    let summary = description
+        .summary
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or("")
+        .to_owned();
+    Ok(CheckedDescription { summary, commands })
+}
+
+/// A plugin's requests, checked for size (they are shown to the operator).
+pub fn check_requests(requests: &[Request]) -> Result<(), String> {
+    if requests.len() > MAX_REQUESTS {
+        return Err(format!(
+            "it asks for {} powers in its `capabilities` export; the host takes at most {MAX_REQUESTS}",
+            requests.len()
+        ));
+    }
+    for request in requests {
+        let text = match &request.power {
+            Power::ReadDirectory(s)
+            | Power::WriteDirectory(s)
+            | Power::Variable(s)
+            | Power::Program(s) => s.as_str(),
+            Power::Memory(_) | Power::TimeLimit(_) => "",
+        };
+        if text.len() > MAX_REQUEST_TEXT || request.reason.len() > MAX_REQUEST_TEXT {
+            return Err(format!(
+                "a request in its `capabilities` export is over {MAX_REQUEST_TEXT} bytes long"
+            ));
+        }
+        if text.contains(['\n', '\0']) {
+            return Err(format!(
+                "its `capabilities` export asks for {:?}, which is not a name or a path",
+                text
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn between(text: &str, start: &str, end: &str) -> Option<String> {
+    let from = text.find(start)? + start.len();
+    let to = text[from..].find(end)? + from;
+    Some(text[from..to].to_owned())
+}
+
+fn quoted_list(items: &[String]) -> String {
+    items
+        .iter()
+        .map(|item| format!("`{item}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wit::latest::exports::envhost::environment::environment::CommandSpec as WitSpec;
+
+    #[test]
+    fn headers_are_told_apart_before_compiling() {
+        assert!(check_header(b"").unwrap_err().contains("empty"));
+        let text = check_header(b"hello world").unwrap_err();
+        assert!(text.contains("not a WebAssembly file"), "{text}");
+        assert!(text.contains("68 65 6c 6c 6f 20 77 6f"), "{text}");
+        let core = check_header(b"\0asm\x01\0\0\0").unwrap_err();
+        assert!(
+            core.contains("core WebAssembly module, not a component"),
+            "{core}"
+        );
+        assert!(core.contains("wasm32-wasip2"), "{core}");
+        assert!(check_header(b"\0asm\x0d\0\x01\0rest").is_ok());
+        assert!(
+            check_header(b"\0asm\x0e\0\x01\0")
+                .unwrap_err()
+                .contains("unknown version")
+        );
+    }
+
+    #[test]
+    fn link_errors_name_the_import() {
+        let err = wasmtime::Error::msg("function implementation is missing")
+            .context("instance export `log-level` has the wrong type")
+            .context(
+                "component imports instance `envhost:environment/logging@0.1.0`, but a matching implementation was not found in the linker",
+            );
+        let (problem, detail) = link_problem(&err);
+        assert!(
+            problem.starts_with(
+                "it imports `log-level` from `envhost:environment/logging@0.1.0`, which this host does not provide (no such function)"
+            ),
+            "{problem}"
+        );
+        assert!(
+            detail.contains("function implementation is missing"),
+            "{detail}"
+        );
+        let foreign = wasmtime::Error::msg(
+            "component imports instance `wasi:http/outgoing-handler@0.2.0`, but a matching implementation was not found in the linker",
+        );
+        let (problem, _) = link_problem(&foreign);
+        assert!(
+            problem.starts_with(
+                "it imports the interface `wasi:http/outgoing-handler@0.2.0`, which this host does not provide"
+            ),
+            "{problem}"
+        );
+    }
+
+    fn spec(signature: &str) -> WitSpec {
+        WitSpec {
+            signature: signature.into(),
+            description: "Does it.".into(),
+            summary: None,
+            example: String::new(),
+            simple: false,
+        }
+    }
+
+    #[test]
+    fn descriptions_are_checked_by_the_help_system() {
+        let good = Description {
+            summary: "A timer\nsecond line ignored".into(),
+            commands: vec![spec("start"), spec("stop")],
+        };
+        let checked = check_description("timer", &good).unwrap();
+        assert_eq!(checked.summary, "A timer");
+        assert_eq!(checked.commands.len(), 2);
+        let duplicate = Description {
+            summary: "x".into(),
+            commands: vec![spec("go <n>"), spec("go")],
+        };
+        assert_eq!(
+            check_description("x", &duplicate).unwrap_err(),
+            "its description cannot drive the help system: two commands are named \"go\"; each command's first word must be unique"
+        );
+        let many = Description {
+            summary: "x".into(),
+            commands: (0..=MAX_COMMANDS).map(|i| spec(&format!("c{i}"))).collect(),
+        };
+        assert!(
+            check_description("x", &many)
+                .unwrap_err()
+                .contains("at most 100")
+        );
+    }
+
+    #[test]
+    fn refusals_read_as_one_sentence() {
+        let refusal = Refusal::new("rogue", Path::new("/p/env/rogue.wasm"), "it is broken")
+            .with_detail("wasm trap: interrupt");
+        assert_eq!(
+            refusal.sentence(Some(Path::new("/p"))),
+            "plugin `rogue` (env/rogue.wasm) was refused: it is broken (wasmtime: wasm trap: interrupt)"
+        );
+    }
+}

@@ -1,0 +1,56 @@
+//! How plugins are run, as the command line sets it, and where a project's
+//! plugins and their grants file are.
+
+use std::path::{Path, PathBuf};
+
+use crate::grants::config_file;
+use crate::limits::DEFAULT_MEMORY_LIMIT;
+use crate::load::cache::CodeCache;
+
+/// How plugins are run, from the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginSettings {
+    /// Where compiled plugin code is kept between starts.
+    pub cache: CodeCache,
+    /// Bytes of memory each plugin instance may use (unless granted more).
+    pub memory_limit: usize,
+    /// The grants file, when not the default (`env/envhost.toml` next to
+    /// the plugins).
+    pub config_file: Option<PathBuf>,
+}
+
+impl Default for PluginSettings {
+    fn default() -> Self {
+        PluginSettings {
+            cache: CodeCache::default_directory()
+                .map(CodeCache::Directory)
+                .unwrap_or(CodeCache::Disabled),
+            memory_limit: DEFAULT_MEMORY_LIMIT,
+            config_file: None,
+        }
+    }
+}
+
+/// The grants file for plugins in `plugin_folder`, and how messages show it
+/// (relative to `base` when inside it).
+pub fn config_path(
+    settings: &PluginSettings,
+    plugin_folder: &Path,
+    base: Option<&Path>,
+) -> (PathBuf, String) {
+    let path = settings
+        .config_file
+        .clone()
+        .unwrap_or_else(|| plugin_folder.join(config_file::FILE_NAME));
+    let shown = base
+        .and_then(|base| path.strip_prefix(base).ok())
+        .unwrap_or(&path)
+        .display()
+        .to_string();
+    (path, shown)
+}
+
+/// `<project>/env`.
+pub fn plugin_dir(project_dir: &Path) -> PathBuf {
+    project_dir.join("env")
+}

@@ -1,0 +1,99 @@
+//! What a plugin's store holds: its WASI context opened as far as granted,
+//! its resource table (and with it the program sessions it started), its
+//! output, its limits and the budget of the call in progress.
+//!
+//! The host-side implementations of the WIT interfaces (`host`) and the
+//! sandbox work on this state; it must not know the interfaces itself.
+
+use std::sync::Arc;
+
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::grants::Grants;
+use crate::guest_io::GuestOutput;
+use crate::limits::{CallBudget, MemoryLimiter};
+
+/// Everything a plugin's store holds. Dropping it (a trap, a restart,
+/// shutdown) drops its resource table, and with it every program session
+/// the plugin still had.
+pub struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: MemoryLimiter,
+    output: GuestOutput,
+    budget: CallBudget,
+    grants: Arc<Grants>,
+    /// Program sessions alive in `table`.
+    sessions: usize,
+}
+
+impl HostState {
+    pub fn output(&self) -> &GuestOutput {
+        &self.output
+    }
+
+    pub fn grants(&self) -> Arc<Grants> {
+        Arc::clone(&self.grants)
+    }
+
+    pub(crate) fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
+
+    pub(crate) fn session_count(&self) -> usize {
+        self.sessions
+    }
+
+    pub(crate) fn session_started(&mut self) {
+        self.sessions += 1;
+    }
+
+    pub(crate) fn session_ended(&mut self) {
+        self.sessions = self.sessions.saturating_sub(1);
+    }
+
+    /// The time the current call may still take.
+    pub(crate) fn budget(&self) -> &CallBudget {
+        &self.budget
+    }
+
+    /// The current call's budget, to spend or re-arm.
+    pub(crate) fn budget_mut(&mut self) -> &mut CallBudget {
+        &mut self.budget
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl HostState {
+    /// The state of a fresh store.
+    pub(crate) fn new(
+        wasi: WasiCtx,
+        limiter: MemoryLimiter,
+        output: GuestOutput,
+        grants: Arc<Grants>,
+    ) -> Self {
+        HostState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter,
+            output,
+            budget: CallBudget::default(),
+            grants,
+            sessions: 0,
+        }
+    }
+
+    /// The limiter wasmtime consults on every grow.
+    pub(crate) fn limiter(&mut self) -> &mut MemoryLimiter {
+        &mut self.limiter
+    }
+}

@@ -1,0 +1,394 @@
+//! Output that cannot flood: a byte cap with head and tail kept, and the
+//! full text saved to a file (large data goes to a file the agent can
+//! read piece by piece).
+//!
+//! [`OutputCapture`] holds at most the cap in memory whatever a command
+//! prints. Up to the cap, the output is returned whole. Past it, the text is
+//! streamed to a file under the project's `.envhost/output/` folder (created
+//! on first need, ignored by git, the newest [`RETAINED_FILES`] kept) and the
+//! response holds the first and last halves of the cap with a marker saying
+//! how many bytes were left out and where the whole text is.
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use envhost_core::Incident;
+
+/// Default cap on the output returned for one command: 128 KiB. An agent's
+/// context is the scarce resource; a build log or a data dump bigger than
+/// this is better read from the saved file with `grep`, `tail` or a view.
+pub const DEFAULT_CAP_BYTES: usize = 128 * 1024;
+
+/// Default cap on a saved output file: 4 GiB, so a runaway command cannot
+/// fill the disk.
+pub const DEFAULT_SPILL_LIMIT_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+
+/// How many saved output files are kept in the output folder.
+pub const RETAINED_FILES: usize = 20;
+
+/// Where and how much.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputLimits {
+    /// Bytes of output returned in a response.
+    pub cap_bytes: usize,
+    /// Folder for full outputs over the cap.
+    pub spill_dir: PathBuf,
+    /// Largest full-output file written.
+    pub spill_limit_bytes: u64,
+}
+
+impl OutputLimits {
+    /// The defaults for a project: files go to `<project>/.envhost/output`.
+    pub fn for_project(project: &Path) -> Self {
+        OutputLimits {
+            cap_bytes: DEFAULT_CAP_BYTES,
+            spill_dir: project.join(".envhost").join("output"),
+            spill_limit_bytes: DEFAULT_SPILL_LIMIT_BYTES,
+        }
+    }
+}
+
+enum Spill {
+    Writing {
+        path: PathBuf,
+        file: BufWriter<File>,
+        written: u64,
+    },
+    Failed {
+        reason: String,
+    },
+}
+
+/// Collects one command's output within the cap.
+pub struct OutputCapture {
+    limits: OutputLimits,
+    label: String,
+    /// Everything, until the cap is passed; then the head only.
+    head: String,
+    /// The most recent output once the cap is passed (between `half` and
+    /// `2 * half` bytes; trimmed at [`finish`](OutputCapture::finish)).
+    tail: String,
+    total: u64,
+    spill: Option<Spill>,
+}
+
+/// The text to return and what happened to the rest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapturedOutput {
+    /// The text to return: whole, or its head and tail with a marker.
+    pub text: String,
+    /// The size of the whole output.
+    pub total_bytes: u64,
+    /// Set when the output went over the cap.
+    pub overflow: Option<Overflow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+/// What went over the cap.
+pub struct Overflow {
+    /// Bytes left out of the text.
+    pub omitted_bytes: u64,
+    /// The file holding the whole output, if it could be saved.
+    pub saved_to: Option<PathBuf>,
+}
+
+impl CapturedOutput {
+    /// The incident to report when the output was capped.
+    pub fn incident(&self) -> Option<Incident> {
+        self.overflow
+            .as_ref()
+            .map(|overflow| Incident::OutputCapped {
+                total_bytes: self.total_bytes,
+                saved_to: overflow.saved_to.clone(),
+            })
+    }
+}
+
+impl OutputCapture {
+    /// `label` names the saved file (`bash`, `python`).
+    pub fn new(limits: &OutputLimits, label: &str) -> Self {
+        OutputCapture {
+            limits: limits.clone(),
+            label: label.to_owned(),
+            head: String::new(),
+            tail: String::new(),
+            total: 0,
+            spill: None,
+        }
+    }
+
+    /// Bytes pushed so far.
+    pub fn total_bytes(&self) -> u64 {
+        self.total
+    }
+
+    /// Adds text to the output.
+    pub fn push(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        self.total += text.len() as u64;
+        if self.spill.is_none() {
+            if self.head.len() + text.len() <= self.limits.cap_bytes {
+                self.head.push_str(text);
+                return;
+            }
+            self.start_spilling(text);
+            return;
+        }
+        self.write_spill(text);
+        self.tail.push_str(text);
+        let half = self.half();
+        if self.tail.len() > 2 * half.max(4096) {
+            let cut = self.tail.floor_char_boundary(self.tail.len() - half);
+            self.tail.drain(..cut);
+        }
+    }
+
+    fn half(&self) -> usize {
+        self.limits.cap_bytes / 2
+    }
+
+    fn start_spilling(&mut self, text: &str) {
+        let mut all = std::mem::take(&mut self.head);
+        all.push_str(text);
+        self.spill = Some(match open_spill_file(&self.limits.spill_dir, &self.label) {
+            Ok((path, file)) => Spill::Writing {
+                path,
+                file,
+                written: 0,
+            },
+            Err(reason) => Spill::Failed { reason },
+        });
+        self.write_spill(&all);
+        let half = self.half();
+        let head_end = all.floor_char_boundary(half);
+        let tail_start = all.ceil_char_boundary(all.len().saturating_sub(half).max(head_end));
+        self.tail = all[tail_start..].to_owned();
+        all.truncate(head_end);
+        self.head = all;
+    }
+
+    fn write_spill(&mut self, text: &str) {
+        let limit = self.limits.spill_limit_bytes;
+        if let Some(Spill::Writing { file, written, .. }) = &mut self.spill {
+            let room = limit.saturating_sub(*written);
+            let take = usize::try_from(room).unwrap_or(usize::MAX).min(text.len());
+            if take == 0 {
+                return;
+            }
+            if let Err(err) = file.write_all(&text.as_bytes()[..take]) {
+                self.spill = Some(Spill::Failed {
+                    reason: format!("writing the output file failed: {err}"),
+                });
+                return;
+            }
+            *written += take as u64;
+        }
+    }
+
+    /// The text for the response.
+    pub fn finish(self) -> CapturedOutput {
+        let total = self.total;
+        let Some(spill) = self.spill else {
+            return CapturedOutput {
+                text: self.head,
+                total_bytes: total,
+                overflow: None,
+            };
+        };
+        let half = self.limits.cap_bytes / 2;
+        let tail = &self.tail[self
+            .tail
+            .ceil_char_boundary(self.tail.len().saturating_sub(half))..];
+        let omitted = total - self.head.len() as u64 - tail.len() as u64;
+        let (saved_to, where_) = match spill {
+            Spill::Writing {
+                path,
+                mut file,
+                written,
+            } => match file.flush() {
+                Ok(()) if written < total => (
+                    Some(path.clone()),
+                    format!(
+                        "the first {written} bytes are saved in {} (the file is limited to {} bytes)",
+                        path.display(),
+                        self.limits.spill_limit_bytes
+                    ),
+                ),
+                Ok(()) => (
+                    Some(path.clone()),
+                    format!("the full output is saved in {}", path.display()),
+                ),
+                Err(err) => (None, format!("the full output could not be saved: {err}")),
+            },
+            Spill::Failed { reason } => (
+                None,
+                format!("the full output could not be saved: {reason}"),
+            ),
+        };
+        let mut text = self.head;
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&format!(
+            "[... output too long: {total} bytes in all, the {omitted} bytes in the middle are omitted; {where_} ...]\n"
+        ));
+        text.push_str(tail);
+        CapturedOutput {
+            text,
+            total_bytes: total,
+            overflow: Some(Overflow {
+                omitted_bytes: omitted,
+                saved_to,
+            }),
+        }
+    }
+}
+
+/// Creates the output folder (ignored by git) and a new file in it, and
+/// removes the oldest files beyond [`RETAINED_FILES`].
+fn open_spill_file(dir: &Path, label: &str) -> Result<(PathBuf, BufWriter<File>), String> {
+    static SEQUENCE: AtomicU64 = AtomicU64::new(0);
+    fs::create_dir_all(dir)
+        .map_err(|e| format!("cannot create the output folder {}: {e}", dir.display()))?;
+    let ignore = dir.join(".gitignore");
+    if !ignore.exists() {
+        // Best effort: the folder works without it, git just shows it.
+        let _ = fs::write(&ignore, "# envhost's saved command outputs\n*\n");
+    }
+    prune_old_files(dir, RETAINED_FILES.saturating_sub(1));
+    let stamp = humantime::format_rfc3339_seconds(SystemTime::now())
+        .to_string()
+        .replace(':', "");
+    let sequence = SEQUENCE.fetch_add(1, Ordering::Relaxed);
+    let path = dir.join(format!(
+        "{label}-{stamp}-{}-{sequence}.txt",
+        std::process::id()
+    ));
+    let file = File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    Ok((path, BufWriter::with_capacity(256 * 1024, file)))
+}
+
+fn prune_old_files(dir: &Path, keep: usize) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let mut files: Vec<(SystemTime, PathBuf)> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "txt"))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    if files.len() <= keep {
+        return;
+    }
+    files.sort();
+    for (_, path) in &files[..files.len() - keep] {
+        let _ = fs::remove_file(path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(cap: usize, name: &str) -> OutputLimits {
+        let dir =
+            std::env::temp_dir().join(format!("envhost-capture-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        OutputLimits {
+            cap_bytes: cap,
+            spill_dir: dir,
+            spill_limit_bytes: DEFAULT_SPILL_LIMIT_BYTES,
+        }
+    }
+
+    #[test]
+    fn output_under_the_cap_is_returned_whole() {
+        let limits = limits(100, "under");
+        let mut capture = OutputCapture::new(&limits, "bash");
+        capture.push("hello ");
+        capture.push("world\n");
+        let out = capture.finish();
+        assert_eq!(out.text, "hello world\n");
+        assert_eq!(out.overflow, None);
+        assert!(!limits.spill_dir.exists(), "no folder unless needed");
+    }
+
+    #[test]
+    fn output_over_the_cap_keeps_head_tail_and_saves_everything() {
+        let limits = limits(1000, "over");
+        let mut capture = OutputCapture::new(&limits, "bash");
+        let mut expected = String::new();
+        for i in 0..10_000 {
+            let line = format!("line {i}\n");
+            expected.push_str(&line);
+            capture.push(&line);
+        }
+        let out = capture.finish();
+        assert!(out.text.starts_with("line 0\nline 1\n"));
+        assert!(out.text.ends_with("line 9999\n"));
+        assert!(out.text.len() < 1300, "{}", out.text.len());
+        let overflow = out.overflow.clone().unwrap();
+        let saved = overflow.saved_to.unwrap();
+        assert_eq!(fs::read_to_string(&saved).unwrap(), expected);
+        assert!(
+            out.text
+                .contains(&format!("{} bytes in all", expected.len()))
+        );
+        assert!(out.text.contains(&saved.display().to_string()));
+        assert!(limits.spill_dir.join(".gitignore").exists());
+        assert!(matches!(
+            out.incident(),
+            Some(Incident::OutputCapped { .. })
+        ));
+        fs::remove_dir_all(&limits.spill_dir).unwrap();
+    }
+
+    #[test]
+    fn multibyte_text_is_cut_on_character_boundaries() {
+        let limits = limits(11, "utf8");
+        let mut capture = OutputCapture::new(&limits, "python");
+        capture.push(&"é".repeat(50));
+        let out = capture.finish();
+        assert!(out.text.starts_with("éé\n"), "{:?}", out.text);
+        assert!(out.text.ends_with("]\néé"), "{:?}", out.text);
+        fs::remove_dir_all(&limits.spill_dir).unwrap();
+    }
+
+    #[test]
+    fn an_unwritable_folder_is_reported_not_fatal() {
+        let mut limits = limits(10, "unwritable");
+        limits.spill_dir = PathBuf::from("/proc/envhost-cannot-exist/output");
+        let mut capture = OutputCapture::new(&limits, "bash");
+        capture.push(&"x".repeat(100));
+        let out = capture.finish();
+        assert!(out.text.contains("could not be saved"));
+        assert_eq!(out.overflow.unwrap().saved_to, None);
+    }
+
+    #[test]
+    fn old_files_are_pruned() {
+        let limits = limits(4, "prune");
+        for _ in 0..RETAINED_FILES + 5 {
+            let mut capture = OutputCapture::new(&limits, "bash");
+            capture.push("0123456789");
+            capture.finish();
+        }
+        let count = fs::read_dir(&limits.spill_dir)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "txt")
+            })
+            .count();
+        assert_eq!(count, RETAINED_FILES);
+        fs::remove_dir_all(&limits.spill_dir).unwrap();
+    }
+}

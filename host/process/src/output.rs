@@ -1,0 +1,139 @@
+//! One command's output on its way to the response, for every environment
+//! that runs a program: terminal bytes cleaned by [`TerminalText`], kept
+//! within the cap by [`OutputCapture`], with the host's own lines before
+//! and after them (which are never cut), and the incidents to report.
+//!
+//! It must not know which environment runs the program or how the program
+//! is read: callers feed it bytes and say what happened.
+
+use envhost_core::{CommandResponse, Incident};
+
+use crate::capture::{OutputCapture, OutputLimits};
+use crate::terminal::TerminalText;
+
+/// The buffer a command's response is put together in.
+pub struct CommandOutput {
+    terminal: TerminalText,
+    capture: OutputCapture,
+    pending: String,
+    before: Vec<String>,
+    after: Vec<String>,
+    incidents: Vec<Incident>,
+    success: bool,
+}
+
+impl CommandOutput {
+    /// An empty buffer; `label` names the environment in saved output files.
+    pub fn new(limits: &OutputLimits, label: &str) -> Self {
+        CommandOutput {
+            terminal: TerminalText::new(),
+            capture: OutputCapture::new(limits, label),
+            pending: String::new(),
+            before: Vec::new(),
+            after: Vec::new(),
+            incidents: Vec::new(),
+            success: false,
+        }
+    }
+
+    /// Adds bytes the program wrote to its terminal or pipes.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        self.terminal.feed(bytes, &mut self.pending);
+        if !self.pending.is_empty() {
+            self.capture.push(&self.pending);
+            self.pending.clear();
+        }
+    }
+
+    /// A line of the host's shown before the program's output.
+    pub fn before(&mut self, line: String) {
+        self.before.push(line);
+    }
+
+    /// A line of the host's shown after the program's output. Blank lines
+    /// that end the output are dropped before the first one: an interrupted
+    /// program leaves one after its `^C`.
+    pub fn after(&mut self, line: String) {
+        self.after.push(line);
+    }
+
+    /// Something to report about the command besides its output.
+    pub fn incident(&mut self, incident: Incident) {
+        self.incidents.push(incident);
+    }
+
+    /// Whether the command succeeded (it did not, until this says so).
+    pub fn set_success(&mut self, success: bool) {
+        self.success = success;
+    }
+
+    /// The response: the lines before, the output (capped), the lines
+    /// after; the incidents, with the cap's own when the output was cut.
+    pub fn finish(mut self) -> CommandResponse {
+        self.terminal.finish(&mut self.pending);
+        self.capture.push(&self.pending);
+        let captured = self.capture.finish();
+        let mut incidents = self.incidents;
+        incidents.extend(captured.incident());
+        let mut text = String::new();
+        for line in &self.before {
+            text.push_str(line);
+            text.push('\n');
+        }
+        text.push_str(&captured.text);
+        if !self.after.is_empty() {
+            let kept = text.trim_end_matches('\n').len();
+            text.truncate(kept);
+            if !text.is_empty() {
+                text.push('\n');
+            }
+        }
+        for line in &self.after {
+            text.push_str(line);
+            text.push('\n');
+        }
+        CommandResponse {
+            output: text,
+            success: self.success,
+            running: false,
+            incidents,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> (tempfile::TempDir, OutputLimits) {
+        let dir = tempfile::tempdir().expect("dir");
+        let limits = OutputLimits::for_project(dir.path());
+        (dir, limits)
+    }
+
+    #[test]
+    fn host_lines_surround_the_cleaned_output() {
+        let (_dir, limits) = limits();
+        let mut output = CommandOutput::new(&limits, "test");
+        output.before("[fresh start]".into());
+        output.feed(b"\x1b[31mred\x1b[0m\r\n^C\r\n\r\n");
+        output.after("[envhost] stopped".into());
+        output.set_success(true);
+        let response = output.finish();
+        assert_eq!(
+            response.output,
+            "[fresh start]\nred\n^C\n[envhost] stopped\n"
+        );
+        assert!(response.success);
+    }
+
+    #[test]
+    fn output_without_host_lines_is_kept_whole() {
+        let (_dir, limits) = limits();
+        let mut output = CommandOutput::new(&limits, "test");
+        output.feed(b"a\n\n");
+        let response = output.finish();
+        assert_eq!(response.output, "a\n\n");
+        assert!(!response.success);
+    }
+}

@@ -1,0 +1,33 @@
+//! envhost's NDJSON wire protocol, plus its optional, additive fields.
+//!
+//! This crate owns framing (one JSON object per line, read in bounded
+//! memory), parsing a line into a [`Request`] with an actionable message for
+//! every kind of bad input, and encoding [`Reply`]s. It must not know which
+//! environments exist or what they do: it hands a parsed request on and
+//! serialises what comes back.
+//!
+//! Input, one object per line:
+//! - `{"type":"command","environment":"bash","command":"ls"}`, optionally
+//!   with `"id"` (a string or a number, echoed on the answer) and
+//!   `"timeout_ms"` (a positive integer).
+//! - `{"type":"screen"}`: the current screen without running anything (so an
+//!   agent can see the environments before its first command).
+//!
+//! Output, exactly one line per non-blank input line:
+//! `{"type":"response",...}`, `{"type":"screen",...}` or
+//! `{"type":"error","message":...}`.
+//!
+//! Blank lines (empty or only whitespace) are skipped without an answer, as
+//! JSON Lines / NDJSON readers conventionally do, so that a stray newline
+//! after a message cannot shift the agent's request/answer pairing. A
+//! trailing `\r` (CRLF line endings) is accepted.
+
+#![deny(missing_docs)]
+
+mod framing;
+mod reply;
+mod request;
+
+pub use crate::framing::{LineReader, RawLine};
+pub use crate::reply::{Reply, write_reply};
+pub use crate::request::{DEFAULT_MAX_LINE_BYTES, Parsed, ProtocolError, Request, parse_line};

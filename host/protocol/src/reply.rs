@@ -1,0 +1,169 @@
+//! Replies: what goes back, one line per answer.
+
+use std::io::{self, Write};
+
+use envhost_core::Screen;
+use serde::Serialize;
+use serde::ser::SerializeMap;
+use serde_json::Value;
+
+/// An answer to one line.
+#[derive(Debug, Clone)]
+pub enum Reply<'a> {
+    /// The answer to a command.
+    Response {
+        /// The request's `id`, echoed.
+        id: Option<&'a Value>,
+        /// The command's output.
+        output: &'a str,
+        /// Whether it succeeded.
+        success: bool,
+        /// The screen after it.
+        screen: &'a Screen,
+    },
+    /// The answer to a screen request.
+    Screen {
+        /// The request's `id`, echoed.
+        id: Option<&'a Value>,
+        /// The screen after it.
+        screen: &'a Screen,
+    },
+    /// The answer to a line that is not a valid request.
+    Error {
+        /// The request's `id`, echoed.
+        id: Option<&'a Value>,
+        /// What was wrong, and what to send instead.
+        message: &'a str,
+    },
+}
+
+#[derive(Serialize)]
+struct ResponseBody<'a> {
+    output: &'a str,
+    success: bool,
+}
+
+/// Serialises a screen as a JSON object whose keys keep display order.
+struct WireScreen<'a>(&'a Screen);
+
+#[derive(Serialize)]
+struct WireSection<'a> {
+    content: &'a str,
+    max_lines: usize,
+}
+
+impl Serialize for WireScreen<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, section) in self.0.sections() {
+            map.serialize_entry(
+                name,
+                &WireSection {
+                    content: &section.content,
+                    max_lines: section.max_lines,
+                },
+            )?;
+        }
+        map.end()
+    }
+}
+
+impl Serialize for Reply<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        match self {
+            Reply::Response {
+                id,
+                output,
+                success,
+                screen,
+            } => {
+                map.serialize_entry("type", "response")?;
+                if let Some(id) = id {
+                    map.serialize_entry("id", id)?;
+                }
+                map.serialize_entry(
+                    "response",
+                    &ResponseBody {
+                        output,
+                        success: *success,
+                    },
+                )?;
+                map.serialize_entry("screen", &WireScreen(screen))?;
+            }
+            Reply::Screen { id, screen } => {
+                map.serialize_entry("type", "screen")?;
+                if let Some(id) = id {
+                    map.serialize_entry("id", id)?;
+                }
+                map.serialize_entry("screen", &WireScreen(screen))?;
+            }
+            Reply::Error { id, message } => {
+                map.serialize_entry("type", "error")?;
+                if let Some(id) = id {
+                    map.serialize_entry("id", id)?;
+                }
+                map.serialize_entry("message", message)?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// Writes one reply as one line and flushes it.
+///
+/// The line is built in memory and written with one call: stdout's own
+/// buffer is 1 KiB, so a typical answer (screen included) would otherwise
+/// reach the agent in several pieces, each a wake-up for its reader.
+pub fn write_reply(out: &mut (impl Write + ?Sized), reply: &Reply<'_>) -> io::Result<()> {
+    let mut line = serde_json::to_vec(reply).map_err(io::Error::other)?;
+    line.push(b'\n');
+    out.write_all(&line)?;
+    out.flush()
+}
+
+#[cfg(test)]
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envhost_core::ScreenSection;
+
+    #[test]
+    fn replies_are_single_lines_with_ordered_screen() {
+        let mut screen = Screen::new();
+        screen.push(
+            "bash",
+            ScreenSection::new("Working directory: /p\nLast exit code: 0"),
+        );
+        screen.push("alpha", ScreenSection::with_max_lines("a", 3));
+        let id = Value::from("req-1");
+        let mut out = Vec::new();
+        write_reply(
+            &mut out,
+            &Reply::Response {
+                id: Some(&id),
+                output: "hi\n",
+                success: true,
+                screen: &screen,
+            },
+        )
+        .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "{\"type\":\"response\",\"id\":\"req-1\",\"response\":{\"output\":\"hi\\n\",\"success\":true},\
+             \"screen\":{\"bash\":{\"content\":\"Working directory: /p\\nLast exit code: 0\",\"max_lines\":50},\
+             \"alpha\":{\"content\":\"a\",\"max_lines\":3}}}\n"
+        );
+        let mut out = Vec::new();
+        write_reply(
+            &mut out,
+            &Reply::Error {
+                id: None,
+                message: "bad",
+            },
+        )
+        .unwrap();
+        assert_eq!(out, b"{\"type\":\"error\",\"message\":\"bad\"}\n");
+    }
+}
