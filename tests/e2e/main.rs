@@ -5,6 +5,7 @@
 
 mod bash;
 mod capabilities;
+mod distribution;
 mod editor;
 mod harness;
 mod plugins;
