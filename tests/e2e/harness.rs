@@ -226,6 +226,19 @@ impl Host {
         }
     }
 
+    /// The next answer line as the host wrote it (to check exact bytes).
+    pub fn recv_text(&mut self) -> String {
+        self.lines
+            .recv_timeout(ANSWER_DEADLINE)
+            .unwrap_or_else(|_| panic!("no answer from envhost within {ANSWER_DEADLINE:?}"))
+    }
+
+    /// Sends one request and returns its answer as a response.
+    pub fn request(&mut self, request: &Value) -> Reply {
+        self.send(request);
+        Reply(self.recv())
+    }
+
     /// Asserts that no answer arrives within `wait`.
     pub fn expect_silence(&mut self, wait: Duration) {
         if let Ok(line) = self.lines.recv_timeout(wait) {
@@ -353,6 +366,16 @@ impl Reply {
     pub fn ok(&self) -> &str {
         assert!(self.success(), "command failed: {}", self.0);
         self.output()
+    }
+
+    /// Whether the command is still running (`running` is sent only when
+    /// true, and then must be `true`).
+    pub fn running(&self) -> bool {
+        match self.0["response"].get("running") {
+            None => false,
+            Some(Value::Bool(true)) => true,
+            Some(other) => panic!("running must be absent or true, got {other}: {}", self.0),
+        }
     }
 
     /// Asserts the command failed and returns its output.

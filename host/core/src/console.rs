@@ -89,6 +89,30 @@ pub fn describe(event: &Event) -> String {
                 format!(": {}", excerpt(output))
             }
         ),
+        Event::CommandYielded {
+            environment,
+            duration_ms,
+            output_bytes,
+            output,
+            ..
+        } => format!(
+            "{environment} -> still running after {duration_ms:.1} ms, {output_bytes} bytes{}",
+            if output.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", excerpt(output))
+            }
+        ),
+        Event::WaitRequested {
+            environment,
+            timeout_ms,
+            ..
+        } => format!("{environment} <- wait (up to {timeout_ms} ms)"),
+        Event::InputTyped {
+            environment, text, ..
+        } => format!("{environment} <- input {}", excerpt(text)),
+        Event::InterruptRequested { environment, .. } => format!("{environment} <- interrupt"),
+        Event::RestartRequested { environment, .. } => format!("{environment} <- restart"),
         Event::CommandTimedOut {
             environment,
             after_ms,

@@ -122,6 +122,14 @@ struct SessionArgs {
           default_value = DEFAULT_TIMEOUT_TEXT)]
     timeout: Duration,
 
+    /// Make yielding the default: a command still running after DURATION
+    /// (e.g. 10s) answers with its output so far and keeps running; the
+    /// agent goes on with wait, input or interrupt. Such a command has no
+    /// time limit unless it gives its own `timeout_ms`. A command's
+    /// `yield_ms` overrides it.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    yield_after: Option<Duration>,
+
     /// Largest output returned for one command (e.g. 65536, 128KiB, 1MiB);
     /// beyond it the head and tail are kept and the whole output is saved
     /// to a file under <project>/.envhost/output/.
@@ -214,6 +222,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<()> {
     let mut orchestrator = Orchestrator::new(
         OrchestratorSettings {
             default_timeout: args.timeout,
+            yield_after: args.yield_after,
         },
         bus,
         cancel.clone(),
@@ -263,18 +272,12 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<()> {
     let reason = match mode {
         Mode::Serve => {
             let mut stdout = io::stdout().lock();
-            serve::run_stdin(
-                &mut orchestrator,
-                &mut stdout,
-                &cancel,
-                DEFAULT_MAX_LINE_BYTES,
-            )
-            .describe()
+            serve::run_stdin(&orchestrator, &mut stdout, &cancel, DEFAULT_MAX_LINE_BYTES).describe()
         }
         Mode::Repl => {
             let input = Box::new(BufReader::with_capacity(64 * 1024, io::stdin()));
             let mut stdout = io::stdout().lock();
-            repl::run(&mut orchestrator, input, &mut stdout, &cancel)
+            repl::run(&orchestrator, input, &mut stdout, &cancel)
         }
     };
     orchestrator.shutdown(&reason);

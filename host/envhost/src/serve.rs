@@ -14,7 +14,7 @@ use std::io::{BufRead, BufReader, Write};
 use crate::signals::{self, InterruptibleInput};
 use envhost_core::CancelFlag;
 use envhost_core::Event;
-use envhost_core::{CommandRequest, Orchestrator};
+use envhost_core::Orchestrator;
 use envhost_protocol::{self as protocol, LineReader, Parsed, RawLine, Reply, Request};
 
 /// Why the server stopped.
@@ -40,7 +40,7 @@ impl StopReason {
 /// Serves stdin until it ends or a signal arrives. The caller shuts the
 /// orchestrator down afterwards.
 pub fn run_stdin(
-    orchestrator: &mut Orchestrator,
+    orchestrator: &Orchestrator,
     output: &mut dyn Write,
     cancel: &CancelFlag,
     max_line_bytes: usize,
@@ -71,7 +71,7 @@ pub fn run_stdin(
 /// Serves `input` until it ends, a signal arrives (the cancel flag is set)
 /// or `output` is closed.
 pub fn run(
-    orchestrator: &mut Orchestrator,
+    orchestrator: &Orchestrator,
     input: impl BufRead,
     output: &mut dyn Write,
     cancel: &CancelFlag,
@@ -103,57 +103,49 @@ pub fn run(
 }
 
 fn answer(
-    orchestrator: &mut Orchestrator,
+    orchestrator: &Orchestrator,
     raw: &RawLine,
     output: &mut dyn Write,
     max_line_bytes: usize,
 ) -> std::io::Result<()> {
-    match protocol::parse_line(raw, max_line_bytes) {
-        Parsed::Blank => Ok(()),
+    let request = match protocol::parse_line(raw, max_line_bytes) {
+        Parsed::Blank => return Ok(()),
         Parsed::Invalid(err) => {
             orchestrator.emit(Event::ProtocolError {
                 message: err.message.clone(),
             });
-            protocol::write_reply(
+            return protocol::write_reply(
                 output,
                 &Reply::Error {
                     id: err.id.as_ref(),
                     message: &err.message,
                 },
-            )
+            );
         }
-        Parsed::Request(Request::Screen { id }) => {
+        Parsed::Request(request) => request,
+    };
+    let outcome = match &request {
+        Request::Screen { id } => {
             let screen = orchestrator.screen();
-            protocol::write_reply(
+            return protocol::write_reply(
                 output,
                 &Reply::Screen {
                     id: id.as_ref(),
                     screen: &screen,
                 },
-            )
+            );
         }
-        Parsed::Request(Request::Command {
-            id,
-            environment,
-            command,
-            timeout,
-        }) => {
-            let request = CommandRequest {
-                environment,
-                command,
-                timeout,
-                id,
-            };
-            let outcome = orchestrator.execute(&request);
-            protocol::write_reply(
-                output,
-                &Reply::Response {
-                    id: request.id.as_ref(),
-                    output: &outcome.output,
-                    success: outcome.success,
-                    screen: &outcome.screen,
-                },
-            )
-        }
-    }
+        Request::Command(command) => orchestrator.execute(command),
+        Request::Control(control) => orchestrator.control(control),
+    };
+    protocol::write_reply(
+        output,
+        &Reply::Response {
+            id: request.id(),
+            output: &outcome.output,
+            success: outcome.success,
+            running: outcome.running,
+            screen: &outcome.screen,
+        },
+    )
 }

@@ -6,15 +6,21 @@
 //! environments exist or what they do: it hands a parsed request on and
 //! serialises what comes back.
 //!
-//! Input, one object per line:
+//! Input, one object per line, each optionally with `"id"` (a string or a
+//! number, echoed on the answer exactly as written):
 //! - `{"type":"command","environment":"bash","command":"ls"}`, optionally
-//!   with `"id"` (a string or a number, echoed on the answer) and
-//!   `"timeout_ms"` (a positive integer).
+//!   with `"timeout_ms"` and `"yield_ms"` (positive integers: its limit, and
+//!   when to answer with the output so far and leave it running).
+//! - `{"type":"wait","environment":"bash"}` (optional `"timeout_ms"`),
+//!   `{"type":"input","environment":"bash","text":"y\n"}` (optional
+//!   `"timeout_ms"`), `{"type":"interrupt","environment":"bash"}`: go on with
+//!   a command that is still running; `{"type":"restart","environment":"bash"}`.
 //! - `{"type":"screen"}`: the current screen without running anything (so an
 //!   agent can see the environments before its first command).
 //!
 //! Output, exactly one line per non-blank input line:
-//! `{"type":"response",...}`, `{"type":"screen",...}` or
+//! `{"type":"response",...}` (with `"running":true` in the response only
+//! while the command still runs), `{"type":"screen",...}` or
 //! `{"type":"error","message":...}`.
 //!
 //! Blank lines (empty or only whitespace) are skipped without an answer, as

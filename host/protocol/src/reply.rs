@@ -2,10 +2,9 @@
 
 use std::io::{self, Write};
 
-use envhost_core::Screen;
+use envhost_core::{RequestId, Screen};
 use serde::Serialize;
 use serde::ser::SerializeMap;
-use serde_json::Value;
 
 /// An answer to one line.
 #[derive(Debug, Clone)]
@@ -13,25 +12,27 @@ pub enum Reply<'a> {
     /// The answer to a command.
     Response {
         /// The request's `id`, echoed.
-        id: Option<&'a Value>,
+        id: Option<&'a RequestId>,
         /// The command's output.
         output: &'a str,
         /// Whether it succeeded.
         success: bool,
+        /// The command is still running (sent only when true).
+        running: bool,
         /// The screen after it.
         screen: &'a Screen,
     },
     /// The answer to a screen request.
     Screen {
         /// The request's `id`, echoed.
-        id: Option<&'a Value>,
+        id: Option<&'a RequestId>,
         /// The screen after it.
         screen: &'a Screen,
     },
     /// The answer to a line that is not a valid request.
     Error {
         /// The request's `id`, echoed.
-        id: Option<&'a Value>,
+        id: Option<&'a RequestId>,
         /// What was wrong, and what to send instead.
         message: &'a str,
     },
@@ -41,6 +42,9 @@ pub enum Reply<'a> {
 struct ResponseBody<'a> {
     output: &'a str,
     success: bool,
+    /// Present only while the command runs: absent means it has ended.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    running: bool,
 }
 
 /// Serialises a screen as a JSON object whose keys keep display order.
@@ -76,6 +80,7 @@ impl Serialize for Reply<'_> {
                 id,
                 output,
                 success,
+                running,
                 screen,
             } => {
                 map.serialize_entry("type", "response")?;
@@ -87,6 +92,7 @@ impl Serialize for Reply<'_> {
                     &ResponseBody {
                         output,
                         success: *success,
+                        running: *running,
                     },
                 )?;
                 map.serialize_entry("screen", &WireScreen(screen))?;
@@ -123,7 +129,6 @@ pub fn write_reply(out: &mut (impl Write + ?Sized), reply: &Reply<'_>) -> io::Re
 }
 
 #[cfg(test)]
-#[cfg(test)]
 mod tests {
     use super::*;
     use envhost_core::ScreenSection;
@@ -136,7 +141,7 @@ mod tests {
             ScreenSection::new("Working directory: /p\nLast exit code: 0"),
         );
         screen.push("alpha", ScreenSection::with_max_lines("a", 3));
-        let id = Value::from("req-1");
+        let id = RequestId::from("req-1");
         let mut out = Vec::new();
         write_reply(
             &mut out,
@@ -144,6 +149,7 @@ mod tests {
                 id: Some(&id),
                 output: "hi\n",
                 success: true,
+                running: false,
                 screen: &screen,
             },
         )
@@ -165,5 +171,29 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out, b"{\"type\":\"error\",\"message\":\"bad\"}\n");
+    }
+
+    #[test]
+    fn running_is_sent_only_when_true_and_ids_keep_their_text() {
+        let screen = Screen::new();
+        let id: Box<serde_json::value::RawValue> =
+            serde_json::from_str("18446744073709551617").unwrap();
+        let id = RequestId::from_json(&id).unwrap();
+        let mut out = Vec::new();
+        write_reply(
+            &mut out,
+            &Reply::Response {
+                id: Some(&id),
+                output: "so far\n",
+                success: true,
+                running: true,
+                screen: &screen,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"type\":\"response\",\"id\":18446744073709551617,\"response\":{\"output\":\"so far\\n\",\"success\":true,\"running\":true},\"screen\":{}}\n"
+        );
     }
 }
