@@ -508,6 +508,23 @@ fn signed_plugins_are_accepted_and_wrongly_signed_or_unsigned_refused() {
     let fresh = Cli::new();
     fresh.ok(&["install", "--project", &dir]);
     assert!(project.path().join("env/timer.wasm").exists());
+
+    // The operator now requires another signer: install refuses the
+    // locked plugin rather than write it, and verify reports it.
+    let Some((_, bob_pub)) = key_pair(keys.path(), "bob") else {
+        return;
+    };
+    std::fs::copy(&bob_pub, project.path().join("keys/bob.pub")).unwrap();
+    let grants = project
+        .read("env/envhost.toml")
+        .replace("keys/alice.pub", "keys/bob.pub");
+    project.write("env/envhost.toml", &grants);
+    let error = cli.fails(&["verify", "--project", &dir]);
+    assert!(error.contains("must be signed by the key"), "{error}");
+    std::fs::remove_file(project.path().join("env/timer.wasm")).unwrap();
+    let error = Cli::new().fails(&["install", "--project", &dir]);
+    assert!(error.contains("keys/bob.pub"), "{error}");
+    assert!(!project.path().join("env/timer.wasm").exists());
 }
 
 #[test]
