@@ -5,8 +5,10 @@
 
 mod bash;
 mod capabilities;
+mod container;
 mod distribution;
 mod editor;
+mod files;
 mod harness;
 mod plugins;
 mod polyglot;
