@@ -12,7 +12,6 @@
 //! grants file to envhost-plugin; this module owns the order and the
 //! project's files. Nothing here runs when a session starts.
 
-use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,6 +20,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
 use envhost_core::EnvironmentName;
+use envhost_core::text::counted;
 use envhost_plugin::{
     self as plugin, GrantsFile, PluginSettings, StderrSink, Verify, VerifyChange,
 };
@@ -498,7 +498,9 @@ fn add(args: AddArgs) -> anyhow::Result<()> {
             project.shown(&target)
         );
     }
-    let verify = match (&args.verify_key, &args.verify_identity, &args.verify_issuer) {
+    // A requirement given on the command line is written into the grants
+    // file; otherwise the one already there (if any) applies.
+    let flagged = match (&args.verify_key, &args.verify_identity, &args.verify_issuer) {
         (Some(key), _, _) => Some(Verify::Key {
             key: relative_to(&project.dir, key)?,
         }),
@@ -507,8 +509,11 @@ fn add(args: AddArgs) -> anyhow::Result<()> {
             issuer: issuer.clone(),
             trusted_root: None,
         }),
-        _ => grants.entry(&name).and_then(|entry| entry.verify.clone()),
+        _ => None,
     };
+    let verify = flagged
+        .clone()
+        .or_else(|| grants.entry(&name).and_then(|entry| entry.verify.clone()));
     let requirement = verify
         .as_ref()
         .map(|v| Requirement::for_project(&project, v))
@@ -535,10 +540,7 @@ fn add(args: AddArgs) -> anyhow::Result<()> {
         signer: verify.as_ref().map(Requirement::locked),
         signature: fetched.signature,
     });
-    let verify_change = match (&args.verify_key, &args.verify_identity) {
-        (None, None) => VerifyChange::Keep,
-        _ => VerifyChange::Set(verify.clone().expect("a flag gave a requirement")),
-    };
+    let verify_change = flagged.map_or(VerifyChange::Keep, VerifyChange::Set);
     let pinned = plugin::with_pin(
         grants.text.as_deref().unwrap_or(""),
         &name,
@@ -562,23 +564,16 @@ fn add(args: AddArgs) -> anyhow::Result<()> {
             .manifest
             .map(|m| format!(", manifest {m}"))
             .unwrap_or_default(),
-        match &verify {
-            Some(_) => format!(", signed by {}", requirement_label(&requirement)),
-            None => String::new(),
-        }
+        requirement
+            .as_ref()
+            .map(|r| format!(", signed by {}", r.signer))
+            .unwrap_or_default()
     );
     println!(
         "pinned in {} (nothing granted beyond what it already had); locked in env/envhost.lock",
         grants.shown
     );
     Ok(())
-}
-
-fn requirement_label(requirement: &Option<Requirement>) -> String {
-    requirement
-        .as_ref()
-        .map(|r| r.signer.to_string())
-        .unwrap_or_default()
 }
 
 /// `NAME` from `…/NAME:tag`, `…/NAME.wasm`, with other characters as `_`.
@@ -676,9 +671,8 @@ fn install(args: InstallArgs) -> anyhow::Result<()> {
         }
         if differences.is_empty() {
             println!(
-                "env/ matches env/envhost.lock: {} plugin{}, each pinned",
-                lock.plugins.len(),
-                if lock.plugins.len() == 1 { "" } else { "s" }
+                "env/ matches env/envhost.lock: {}, each pinned",
+                counted(lock.plugins.len(), "plugin")
             );
             return Ok(());
         }
@@ -686,19 +680,13 @@ fn install(args: InstallArgs) -> anyhow::Result<()> {
             eprintln!("  {difference}");
         }
         bail!(
-            "env/ differs from env/envhost.lock in {} way{} (listed above); `envhost install` without --frozen restores what the lock says",
-            differences.len(),
-            if differences.len() == 1 { "" } else { "s" }
+            "env/ differs from env/envhost.lock in {} (listed above); `envhost install` without --frozen restores what the lock says",
+            counted(differences.len(), "way")
         );
     }
 
     let mut changes = Changes::default();
-    let mut text = grants.text.clone().unwrap_or_default();
-    let client = if to_fetch.is_empty() {
-        None
-    } else {
-        Some(client(Some(&args.network), args.offline)?)
-    };
+    let client = client(Some(&args.network), args.offline)?;
     for locked in &to_fetch {
         let name = &locked.name;
         let requirement = grants
@@ -706,7 +694,6 @@ fn install(args: InstallArgs) -> anyhow::Result<()> {
             .and_then(|e| e.verify.as_ref())
             .map(|v| Requirement::for_project(&project, v))
             .transpose()?;
-        let client = client.as_ref().expect("made when something is fetched");
         let fetched = client
             .fetch_locked(
                 &project.resolved(locked),
@@ -719,17 +706,17 @@ fn install(args: InstallArgs) -> anyhow::Result<()> {
         check(&project, name, &fetched.component)?;
         changes.write(&project.wasm(name), &fetched.component)?;
     }
-    for locked in to_fetch.iter().chain(&to_pin) {
-        text = plugin::with_pin(
-            &text,
-            &locked.name,
-            Some(&locked.sha256.hex()),
-            &VerifyChange::Keep,
-        )
-        .map_err(|e| anyhow::anyhow!("{}: {e}", grants.shown))?;
-    }
-    if grants.text.as_deref() != Some(text.as_str()) && !(to_fetch.is_empty() && to_pin.is_empty())
-    {
+    if !to_pin.is_empty() {
+        let mut text = grants.text.clone().unwrap_or_default();
+        for locked in &to_pin {
+            text = plugin::with_pin(
+                &text,
+                &locked.name,
+                Some(&locked.sha256.hex()),
+                &VerifyChange::Keep,
+            )
+            .map_err(|e| anyhow::anyhow!("{}: {e}", grants.shown))?;
+        }
         changes.write(&grants.path, text.as_bytes())?;
     }
     changes.commit()?;
@@ -739,23 +726,12 @@ fn install(args: InstallArgs) -> anyhow::Result<()> {
         );
     }
     println!(
-        "installed: {} plugin{} in the lock, {} written, {} pin{} set",
-        lock.plugins.len(),
-        if lock.plugins.len() == 1 { "" } else { "s" },
+        "installed: {} in the lock, {} written, {} set",
+        counted(lock.plugins.len(), "plugin"),
         to_fetch.len(),
-        to_fetch.len() + to_pin.len() - overlap(&to_fetch, &to_pin),
-        if to_fetch.len() + to_pin.len() - overlap(&to_fetch, &to_pin) == 1 {
-            ""
-        } else {
-            "s"
-        }
+        counted(to_pin.len(), "pin")
     );
     Ok(())
-}
-
-fn overlap(a: &[&LockedPlugin], b: &[&LockedPlugin]) -> usize {
-    let names: BTreeSet<&str> = a.iter().map(|p| p.name.as_str()).collect();
-    b.iter().filter(|p| names.contains(p.name.as_str())).count()
 }
 
 fn update(args: UpdateArgs) -> anyhow::Result<()> {
@@ -858,8 +834,8 @@ fn update(args: UpdateArgs) -> anyhow::Result<()> {
     }
     if args.dry_run {
         println!(
-            "{moved} plugin{} would change; nothing was written (run `envhost update` to install)",
-            if moved == 1 { "" } else { "s" }
+            "{} would change; nothing was written (run `envhost update` to install)",
+            counted(moved, "plugin")
         );
         return Ok(());
     }
@@ -868,10 +844,7 @@ fn update(args: UpdateArgs) -> anyhow::Result<()> {
         changes.write(&project.lock_path, lock.to_text().as_bytes())?;
         changes.commit()?;
     }
-    println!(
-        "{moved} plugin{} updated",
-        if moved == 1 { "" } else { "s" }
-    );
+    println!("{} updated", counted(moved, "plugin"));
     Ok(())
 }
 
@@ -965,9 +938,8 @@ fn verify(args: ProjectArgs) -> anyhow::Result<()> {
         eprintln!("  {problem}");
     }
     bail!(
-        "{} mismatch{} between env/, the pins and the lock (listed above)",
-        problems.len(),
-        if problems.len() == 1 { "" } else { "es" }
+        "{} between env/, the pins and the lock (listed above)",
+        counted(problems.len(), "difference")
     )
 }
 
