@@ -63,11 +63,6 @@ impl Client {
         })
     }
 
-    /// The options it was made with.
-    pub fn options(&self) -> &Options {
-        &self.session.options
-    }
-
     /// The digest of the manifest a tag names now (one request). A
     /// reference that carries a digest is returned as it is.
     pub fn resolve(&self, reference: &OciReference) -> Result<Sha256, Error> {

@@ -28,7 +28,7 @@ pub enum Error {
 
     /// The host could not be reached, or the connection failed.
     #[error(
-        "{what}: could not reach {host}: {detail}; check the address and your connection, or run `envhost install` to use what is already in the cache"
+        "{what}: could not reach {host}: {detail}; check the address and your connection (`envhost install --offline` installs from the cache alone)"
     )]
     Network {
         /// What was being fetched or published.

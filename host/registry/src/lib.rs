@@ -32,18 +32,9 @@ pub use client::{Client, Published};
 pub use credentials::Credentials;
 pub use digest::{BadDigest, Sha256};
 pub use error::Error;
-pub use layout::{
-    CONFIG_MEDIA_TYPE, ComponentInfo, LAYER_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, WasmConfig,
-    component_info,
-};
-pub use lock::{
-    FILE_NAME as LOCK_FILE_NAME, Lock, LockError, LockedPlugin, LockedSigner, valid_name,
-};
+pub use layout::{CONFIG_MEDIA_TYPE, ComponentInfo, WasmConfig};
+pub use lock::{FILE_NAME as LOCK_FILE_NAME, Lock, LockError, LockedPlugin, LockedSigner};
 pub use oci::signature_tag;
-pub use session::{
-    BUNDLE_FILE_SUFFIX, DEFAULT_MAX_COMPONENT_SIZE, Fetched, Options, SignatureCheck,
-};
-pub use signature::{
-    BUNDLE_MEDIA_TYPE, SignatureError, Signer, SigningKey, TrustRoot, verify as verify_signature,
-};
-pub use source::{BadSource, OciReference, Source, UrlSource, is_loopback_host};
+pub use session::{Fetched, Options, SignatureCheck};
+pub use signature::{SignatureError, Signer, SigningKey, TrustRoot, verify as verify_signature};
+pub use source::{BadSource, OciReference, Source, UrlSource};

@@ -170,7 +170,7 @@ pub enum SignatureError {
         /// What the signature is, or why it fails.
         found: String,
     },
-    #[error("the signing key {}: {problem}", path.display())]
+    #[error("the key {}: {problem}", path.display())]
     /// A key file that cannot be used.
     Key {
         /// The file.
@@ -316,6 +316,7 @@ fn hex(bytes: &[u8]) -> String {
 #[derive(Debug)]
 pub struct SigningKey {
     pair: KeyPair,
+    path: PathBuf,
 }
 
 impl SigningKey {
@@ -340,25 +341,17 @@ impl SigningKey {
         if pair.algorithm() != KeyAlgorithm::EcdsaP256 {
             return Err(problem("only ECDSA P-256 keys sign plugins".to_owned()));
         }
-        Ok(SigningKey { pair })
-    }
-
-    /// The matching public key, PEM.
-    pub fn public_key_pem(&self) -> Result<String, SignatureError> {
-        self.pair
-            .public_key_der()
-            .map(|key| key.to_pem())
-            .map_err(|e| SignatureError::Key {
-                path: PathBuf::new(),
-                problem: e.to_string(),
-            })
+        Ok(SigningKey {
+            pair,
+            path: path.to_owned(),
+        })
     }
 
     /// A bundle signing the component whose sha256 is `component`: a
     /// message signature, the public key's hint, no transparency-log entry.
     pub fn sign(&self, component: &Sha256) -> Result<Vec<u8>, SignatureError> {
         let fail = |e: &dyn fmt::Display| SignatureError::Key {
-            path: PathBuf::new(),
+            path: self.path.clone(),
             problem: format!("signing failed: {e}"),
         };
         let digest = Sha256Hash::new(*component.as_bytes());
