@@ -9,6 +9,7 @@ mod bash_trust;
 mod capabilities;
 mod container;
 mod containment;
+mod distribution;
 mod editor;
 mod files;
 mod harness;
