@@ -12,3 +12,4 @@ mod polyglot;
 mod protocol;
 mod python;
 mod repl;
+mod stopping;
