@@ -12,10 +12,12 @@
 //! the terminal.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use regex::Regex;
 
 use crate::capture::{OutputCapture, OutputLimits};
+use crate::live::SessionLive;
 use crate::terminal::TerminalText;
 
 /// How far back from the end of the output a prompt may start.
@@ -86,6 +88,8 @@ pub struct PromptWatch {
     capture: OutputCapture,
     /// Lines typed since the previous wait whose echo is still expected.
     echo: VecDeque<String>,
+    /// Where the text is shown as it comes, while another thread watches.
+    live: Option<Arc<SessionLive>>,
 }
 
 /// The output before a prompt, and the prompt's text.
@@ -103,7 +107,14 @@ impl PromptWatch {
             recent: String::new(),
             capture: OutputCapture::new(limits, label),
             echo: typed.into(),
+            live: None,
         }
+    }
+
+    /// Shows the text kept, as it comes, on `live` too.
+    pub fn showing_on(mut self, live: Arc<SessionLive>) -> Self {
+        self.live = Some(live);
+        self
     }
 
     /// Takes more terminal bytes.
@@ -111,12 +122,21 @@ impl PromptWatch {
         let mut finished = String::new();
         self.terminal.feed(bytes, &mut finished);
         self.take_lines(&finished);
+        if let Some(live) = &self.live {
+            live.pending(self.terminal.pending());
+        }
     }
 
     fn take_lines(&mut self, finished: &str) {
         for line in finished.split_inclusive('\n') {
             if self.is_echo(line) {
+                if let Some(live) = &self.live {
+                    live.skip_line();
+                }
                 continue;
+            }
+            if let Some(live) = &self.live {
+                live.line(line);
             }
             self.recent.push_str(line);
         }
