@@ -14,6 +14,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::help::CommandSpec;
+
 /// Default `max_lines` of a screen section.
 pub const DEFAULT_MAX_LINES: usize = 50;
 
@@ -47,6 +49,15 @@ pub trait Environment: Send {
     /// Releases everything the environment holds: child processes, pseudo
     /// terminals, temporary files. Called once, when the host stops.
     fn shutdown(&mut self) {}
+
+    /// How to use this environment, for front ends that describe it before
+    /// any screen is shown (an MCP tool's description, the REPL's
+    /// completion): a summary and the described commands — the same
+    /// descriptions its screen's help is rendered from. Fixed for the
+    /// environment's life.
+    fn usage(&self) -> Usage {
+        Usage::default()
+    }
 
     // Commands that outlive the wait. A command whose context carries
     // `yield_after` and is still running then is left running: the
@@ -106,6 +117,17 @@ pub trait Environment: Send {
             "this environment cannot be restarted".to_owned(),
         ))
     }
+}
+
+/// How to use an environment: what [`Environment::usage`] returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// One or two sentences on what the environment takes ("Any bash
+    /// command. Use & for background jobs.").
+    pub summary: String,
+    /// Its described commands, in the order its help lists them; empty for
+    /// environments that take free text (bash, python) or own their screen.
+    pub commands: Vec<CommandSpec>,
 }
 
 /// What the default [`Environment::wait`], [`Environment::input`] and

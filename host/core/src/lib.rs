@@ -70,10 +70,12 @@ pub use crate::console::ConsoleObserver;
 pub use crate::environment::{
     CancelFlag, CommandContext, CommandResponse, DEFAULT_MAX_LINES, Environment, EnvironmentError,
     EnvironmentKind, EnvironmentName, Incident, InvalidName, LoadFailure, LoadedEnvironment,
-    RunningCommand, ScreenSection,
+    RunningCommand, ScreenSection, Usage,
 };
 pub use crate::events::{Event, EventBus, Observer, ObserverError, StampedEvent, panic_message};
-pub use crate::help::{CommandHelp, CommandSpec, HelpError, Routed, UnknownCommand, split_command};
+pub use crate::help::{
+    CommandHelp, CommandSpec, HelpError, Routed, UnknownCommand, render_usage, split_command,
+};
 pub use crate::orchestrator::{Orchestrator, OrchestratorSettings, Outcome, RegisterError};
 pub use crate::request::{
     CommandRequest, Control, ControlRequest, DEFAULT_INPUT_WAIT, DEFAULT_WAIT, InvalidId, RequestId,

@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use envhost_core::{
-    CommandContext, CommandResponse, Environment, EnvironmentError, Incident, ScreenSection,
+    CommandContext, CommandResponse, Environment, EnvironmentError, Incident, ScreenSection, Usage,
 };
 use envhost_core::{CommandHelp, CommandSpec, HelpError};
 
@@ -44,6 +44,9 @@ pub const NAME: &str = "editor";
 /// (up to 5 × 1000), so the orchestrator never cuts a line an agent may
 /// want to edit.
 const MIN_SCREEN_LINES: usize = 100;
+
+/// What the editor is, in a sentence, ahead of its commands' help.
+const SUMMARY: &str = "Views of project files between two patterns, re-read from disk on every screen; edits change only lines a view shows, and only if they still hold what it showed.";
 
 /// How long a search may take when its command came without a limit (a
 /// command sent with `yield_ms` and no `timeout_ms`): the editor never
@@ -501,6 +504,13 @@ fn plural(n: usize, noun: &str) -> String {
 }
 
 impl Environment for EditorEnvironment {
+    fn usage(&self) -> Usage {
+        Usage {
+            summary: SUMMARY.to_owned(),
+            commands: self.help.commands().to_vec(),
+        }
+    }
+
     fn handle_command(
         &mut self,
         command: &str,
