@@ -40,6 +40,7 @@ mod pty;
 mod reaper;
 mod secrets;
 mod session;
+mod session_error;
 mod terminal;
 
 pub use crate::capture::{
@@ -59,6 +60,7 @@ pub use crate::reaper::{
 };
 pub use crate::secrets::SecretPolicy;
 pub use crate::session::{
-    AtDeadline, COLUMNS as TERMINAL_COLUMNS, ROWS as TERMINAL_ROWS, Session, SessionError, Waited,
+    AtDeadline, COLUMNS as TERMINAL_COLUMNS, ROWS as TERMINAL_ROWS, Session, Waited,
 };
+pub use crate::session_error::SessionError;
 pub use crate::terminal::TerminalText;

@@ -23,7 +23,7 @@ use nix::unistd::tcgetpgrp;
 use crate::input_wait::waiting_for_terminal;
 use crate::interrupt::signal_group;
 use crate::procfs;
-use crate::session::SessionError;
+use crate::session_error::SessionError;
 
 /// Most text kept between two takes; older text is dropped with a count.
 const KEPT_BYTES: usize = 256 * 1024;

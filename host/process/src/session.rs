@@ -41,6 +41,7 @@ use crate::interrupt::{DEFAULT_LADDER, Escalation, escalate};
 use crate::live::{SessionLive, Waiting};
 use crate::prompt::{Prompt, PromptWatch};
 use crate::pty::{ProgramSpec, Pty, PtyProgram, TerminalSize};
+use crate::session_error::SessionError;
 
 /// The terminal's size: wide and tall, so programs wrap and paginate as
 /// little as possible.
@@ -105,36 +106,6 @@ pub enum Waited {
         output: String,
         /// Whether its prompt came back.
         how: String,
-    },
-}
-
-/// Why talking to the program failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SessionError {
-    #[error("{0}")]
-    /// The program could not be started; the text says why.
-    CannotStart(String),
-    /// The program has ended.
-    #[error("{program} has ended ({status}); start it again to go on")]
-    Ended {
-        /// The program.
-        program: String,
-        /// How it ended.
-        status: String,
-    },
-    /// The command's time ran out while typing.
-    #[error("the command's time ran out while typing into {program}")]
-    OutOfTime {
-        /// The program.
-        program: String,
-    },
-    /// Reading from or writing to its terminal failed.
-    #[error("talking to {program} failed: {why}")]
-    Io {
-        /// The program.
-        program: String,
-        /// What failed.
-        why: String,
     },
 }
 
