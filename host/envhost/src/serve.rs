@@ -17,7 +17,8 @@ use crate::signals::{self, HostSignal, InterruptibleInput, SignalWatch};
 use crate::stdout::AgentOutput;
 use envhost_core::CancelFlag;
 use envhost_core::Event;
-use envhost_core::Orchestrator;
+use envhost_core::{Orchestrator, RequestId};
+use envhost_files::{FileError, ProjectFiles};
 use envhost_protocol::{self as protocol, LineReader, Parsed, RawLine, Reply, Request};
 
 /// Why the server stopped.
@@ -44,6 +45,7 @@ impl StopReason {
 /// output is closed. The caller shuts the orchestrator down afterwards.
 pub fn run_stdin(
     orchestrator: &Orchestrator,
+    files: &mut ProjectFiles,
     cancel: &CancelFlag,
     max_line_bytes: usize,
 ) -> StopReason {
@@ -57,6 +59,7 @@ pub fn run_stdin(
             let mut output = AgentOutput::new(Some(for_output));
             run(
                 orchestrator,
+                files,
                 BufReader::with_capacity(64 * 1024, input),
                 &mut output,
                 cancel,
@@ -70,6 +73,7 @@ pub fn run_stdin(
             let mut output = AgentOutput::new(None);
             run(
                 orchestrator,
+                files,
                 BufReader::with_capacity(64 * 1024, std::io::stdin()),
                 &mut output,
                 cancel,
@@ -83,6 +87,7 @@ pub fn run_stdin(
 /// or `output` is closed.
 pub fn run(
     orchestrator: &Orchestrator,
+    files: &mut ProjectFiles,
     input: impl BufRead,
     output: &mut dyn Write,
     cancel: &CancelFlag,
@@ -109,7 +114,7 @@ pub fn run(
                 None => return StopReason::InputFailed(err.to_string()),
             },
         };
-        if let Err(err) = answer(orchestrator, &raw, output, max_line_bytes) {
+        if let Err(err) = answer(orchestrator, files, &raw, output, max_line_bytes) {
             return match signals::signal_of(&err) {
                 Some(signal) => StopReason::Signal(signal),
                 None => StopReason::OutputClosed(err.to_string()),
@@ -120,6 +125,7 @@ pub fn run(
 
 fn answer(
     orchestrator: &Orchestrator,
+    files: &mut ProjectFiles,
     raw: &RawLine,
     output: &mut dyn Write,
     max_line_bytes: usize,
@@ -151,6 +157,61 @@ fn answer(
                 },
             );
         }
+        Request::ReadFile {
+            id,
+            path,
+            offset,
+            length,
+        } => {
+            return match files.read(path, *offset, *length) {
+                Ok(chunk) => {
+                    orchestrator.emit(Event::FileRead {
+                        path: path.clone(),
+                        offset: *offset,
+                        bytes: chunk.content.len() as u64,
+                    });
+                    protocol::write_reply(
+                        output,
+                        &Reply::File {
+                            id: id.as_ref(),
+                            path,
+                            size: chunk.size,
+                            offset: chunk.offset,
+                            content: &chunk.content,
+                            eof: chunk.eof,
+                        },
+                    )
+                }
+                Err(err) => refuse(orchestrator, output, id.as_ref(), path, &err),
+            };
+        }
+        Request::WriteFile {
+            id,
+            path,
+            content,
+            append,
+            more,
+        } => {
+            return match files.write(path, content, *append, *more) {
+                Ok(written) => {
+                    orchestrator.emit(Event::FileWritten {
+                        path: path.clone(),
+                        bytes: written.size,
+                        complete: written.complete,
+                    });
+                    protocol::write_reply(
+                        output,
+                        &Reply::FileWritten {
+                            id: id.as_ref(),
+                            path,
+                            size: written.size,
+                            complete: written.complete,
+                        },
+                    )
+                }
+                Err(err) => refuse(orchestrator, output, id.as_ref(), path, &err),
+            };
+        }
         Request::Command(command) => orchestrator.execute(command),
         Request::Control(control) => orchestrator.control(control),
     };
@@ -162,6 +223,30 @@ fn answer(
             success: outcome.success,
             running: outcome.running,
             screen: &outcome.screen,
+        },
+    )
+}
+
+/// The answer to a file request that could not be done.
+fn refuse(
+    orchestrator: &Orchestrator,
+    output: &mut dyn Write,
+    id: Option<&RequestId>,
+    path: &str,
+    err: &FileError,
+) -> std::io::Result<()> {
+    let message = err.to_string();
+    orchestrator.emit(Event::FileRefused {
+        path: path.to_owned(),
+        reason: err.reason().to_owned(),
+        message: message.clone(),
+    });
+    protocol::write_reply(
+        output,
+        &Reply::Refused {
+            id,
+            message: &message,
+            reason: err.reason(),
         },
     )
 }
