@@ -32,7 +32,7 @@ use crate::limits;
 use crate::sandbox::Sandbox;
 use crate::state::HostState;
 use crate::wit::latest::{CommandResponse as WitResponse, PluginPre};
-use crate::yielding::{self, EndedCall, Progress, Yielded};
+use crate::yielding::{self, EndedCall, Progress, Worker, Yielded};
 use envhost_core::text;
 use envhost_core::truncate_lines;
 use envhost_core::{
@@ -89,6 +89,8 @@ pub struct PluginEnvironment {
     /// The section last drawn: shown while a command runs (its instance is
     /// busy on the command's thread).
     last_section: Option<ScreenSection>,
+    /// The thread commands that may yield run on, once one did.
+    worker: Option<Worker>,
 }
 
 impl PluginEnvironment {
@@ -114,6 +116,7 @@ impl PluginEnvironment {
             untold_restart: None,
             yielded: None,
             last_section: None,
+            worker: None,
         }
     }
 
@@ -246,17 +249,30 @@ impl PluginEnvironment {
     /// may run programs, and a command blocked on one outlives the wait.
     fn start_yielding(&mut self, command: &str, context: &CommandContext) -> CommandResponse {
         let (limit, capped) = self.command_limit(context);
-        let Some(instance) = self.instance.take() else {
+        if self.worker.is_none() {
+            match Worker::start() {
+                Ok(worker) => self.worker = Some(worker),
+                Err(why) => {
+                    return CommandResponse::failure(format!(
+                        "The {} plugin could not run this command: {why}.",
+                        self.name
+                    ));
+                }
+            }
+        }
+        let (Some(worker), Some(instance)) = (self.worker.as_ref(), self.instance.take()) else {
             return CommandResponse::failure(format!("The {} plugin is not running.", self.name));
         };
         let limited = context.timeout.is_some() || capped;
-        match Yielded::start(instance, Arc::clone(&self.sandbox), command, limit, limited) {
+        let sandbox = Arc::clone(&self.sandbox);
+        match Yielded::start(worker, instance, sandbox, command, limit, limited) {
             Ok(yielded) => {
                 self.yielded = Some((yielded, limit, capped));
                 let wait = context.yield_after.unwrap_or(Duration::ZERO);
                 self.settle(|yielded| yielded.wait(wait, &context.cancel))
             }
             Err(why) => {
+                self.worker = None;
                 let recovery = self.recover();
                 CommandResponse::failure(format!(
                     "The {} plugin could not run this command: {why}. {recovery}",
@@ -414,7 +430,7 @@ impl Environment for PluginEnvironment {
     }
 
     fn restart(&mut self, _: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
-        // A command still running is interrupted and its thread waited for.
+        // A command still running is interrupted and its end waited for.
         self.yielded = None;
         self.untold_restart = None;
         let reason = "the agent asked for a restart".to_owned();
@@ -435,8 +451,9 @@ impl Environment for PluginEnvironment {
     }
 
     fn shutdown(&mut self) {
-        // A command still running is interrupted and its thread waited for.
+        // A command still running is interrupted and its end waited for.
         self.yielded = None;
+        self.worker = None;
         self.shut_down();
     }
 }

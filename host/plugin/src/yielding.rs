@@ -1,8 +1,9 @@
 //! A plugin command left running while it waits on a program.
 //!
-//! A command that may yield, to a plugin that may run programs, runs on a
-//! worker thread of its own (the instance moves there and comes back when
-//! the call ends). Once the command has run past its yield time *and* the
+//! A command that may yield, to a plugin that may run programs, runs on the
+//! environment's worker thread (started at the first such command and kept,
+//! so a command pays two thread hand-offs, not a thread's start; the
+//! instance moves there and comes back when the call ends). Once the command has run past its yield time *and* the
 //! plugin is blocked waiting on one of its programs, the host answers the
 //! agent with what the program printed so far and leaves the command
 //! running; later waits take more of that output, input is typed into the
@@ -12,8 +13,9 @@
 //! less the part of it already shown. This module must not know the
 //! agent's protocol nor what the plugin does.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -33,16 +35,80 @@ const TICK: Duration = Duration::from_millis(20);
 /// at its next clock tick).
 const INTERRUPT_PATIENCE: Duration = Duration::from_secs(10);
 
-/// What a worker hands back: the instance, and the call's result.
-type Ended = (LiveInstance, Called<CommandResponse>);
+/// What the worker hands back: the instance and the call's result, or
+/// the panic that lost the instance.
+type Ended = Result<(LiveInstance, Called<CommandResponse>), String>;
 
-/// A command running on a worker thread.
+/// One command for the worker.
+struct Job {
+    instance: LiveInstance,
+    sandbox: Arc<Sandbox>,
+    command: String,
+    limit: Duration,
+    cancel: CancelFlag,
+    done: SyncSender<Ended>,
+}
+
+/// The thread an environment's commands that may yield run on.
+pub(crate) struct Worker {
+    jobs: Option<Sender<Job>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Worker {
+    /// Starts the thread.
+    pub(crate) fn start() -> Result<Worker, String> {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let thread = thread::Builder::new()
+            .name("envhost-plugin-call".into())
+            .spawn(move || {
+                for mut job in queue {
+                    let called = catch_unwind(AssertUnwindSafe(|| {
+                        job.instance.handle_command(
+                            &job.sandbox,
+                            &job.command,
+                            job.limit,
+                            &job.cancel,
+                        )
+                    }));
+                    let ended = match called {
+                        Ok(called) => {
+                            job.instance.set_live_call(None);
+                            Ok((job.instance, called))
+                        }
+                        // The instance is dropped: a panic left it unknown.
+                        Err(panic) => Err(format!("panic: {}", panic_message(panic.as_ref()))),
+                    };
+                    let _ = job.done.send(ended);
+                }
+            })
+            .map_err(|err| format!("cannot start a thread for the plugin's commands: {err}"))?;
+        Ok(Worker {
+            jobs: Some(jobs),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // Its queue closes, so it ends after the job it runs (which its
+        // `Yielded` interrupted already).
+        self.jobs = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A command running on the worker.
 pub(crate) struct Yielded {
     command: String,
     started: Instant,
     call: Arc<LiveCall>,
     done: Receiver<Ended>,
-    worker: Option<JoinHandle<()>>,
+    /// The call has not ended (its answer is still to come).
+    pending: bool,
     /// Every piece of output given to the agent so far, in order.
     shown: String,
 }
@@ -68,11 +134,12 @@ pub(crate) enum Progress {
 }
 
 impl Yielded {
-    /// Starts `command` on `instance` on a worker thread, within `limit`
-    /// (its own WebAssembly work; `limited`: whether waits on programs are
-    /// bounded by it too). If no thread can be started the instance is
-    /// lost with it, and the error says why.
+    /// Starts `command` on `instance` on `worker`, within `limit` (its own
+    /// WebAssembly work; `limited`: whether waits on programs are bounded
+    /// by it too). If the worker is gone the instance is lost with the
+    /// job, and the error says so.
     pub(crate) fn start(
+        worker: &Worker,
         mut instance: LiveInstance,
         sandbox: Arc<Sandbox>,
         command: &str,
@@ -82,22 +149,27 @@ impl Yielded {
         let call = Arc::new(LiveCall::new(limited));
         instance.set_live_call(Some(Arc::clone(&call)));
         let (sender, done) = mpsc::sync_channel(1);
-        let text = command.to_owned();
-        let cancel = call.cancel_flag().clone();
-        let worker = thread::Builder::new()
-            .name("envhost-plugin-call".into())
-            .spawn(move || {
-                let called = instance.handle_command(&sandbox, &text, limit, &cancel);
-                instance.set_live_call(None);
-                let _ = sender.send((instance, called));
-            })
-            .map_err(|err| format!("cannot start a thread for the command: {err}"))?;
+        let job = Job {
+            instance,
+            sandbox,
+            command: command.to_owned(),
+            limit,
+            cancel: call.cancel_flag().clone(),
+            done: sender,
+        };
+        let sent = match &worker.jobs {
+            Some(jobs) => jobs.send(job).is_ok(),
+            None => false,
+        };
+        if !sent {
+            return Err("the thread for the plugin's commands is gone".to_owned());
+        }
         Ok(Yielded {
             command: command.to_owned(),
             started: Instant::now(),
             call,
             done,
-            worker: Some(worker),
+            pending: true,
             shown: String::new(),
         })
     }
@@ -128,8 +200,11 @@ impl Yielded {
                 .saturating_duration_since(now)
                 .clamp(Duration::from_millis(1), TICK);
             match self.done.recv_timeout(tick) {
-                Ok((instance, called)) => return self.ended(instance, called),
-                Err(RecvTimeoutError::Disconnected) => return self.lost(),
+                Ok(Ok((instance, called))) => return self.ended(instance, called),
+                Ok(Err(why)) => return self.lost(why),
+                Err(RecvTimeoutError::Disconnected) => {
+                    return self.lost("the call's thread ended without an answer".to_owned());
+                }
                 Err(RecvTimeoutError::Timeout) => {}
             }
             if host.is_cancelled() {
@@ -164,10 +239,8 @@ impl Yielded {
     }
 
     fn ended(&mut self, instance: LiveInstance, called: Called<CommandResponse>) -> Progress {
+        self.pending = false;
         self.call.finish();
-        if let Some(worker) = self.worker.take() {
-            let _ = worker.join();
-        }
         Progress::Ended(Box::new(EndedCall {
             instance,
             called,
@@ -175,32 +248,23 @@ impl Yielded {
         }))
     }
 
-    fn lost(&mut self) -> Progress {
+    fn lost(&mut self, why: String) -> Progress {
+        self.pending = false;
         self.call.finish();
-        let why = match self.worker.take().map(JoinHandle::join) {
-            Some(Err(panic)) => format!("panic: {}", panic_message(panic.as_ref())),
-            _ => "the call's thread ended without an answer".to_owned(),
-        };
         Progress::Lost(why)
     }
 }
 
 impl Drop for Yielded {
     /// A command still running when the host stops or the environment
-    /// restarts: interrupted, and its thread waited for (the instance it
-    /// holds, with its programs, is dropped there).
+    /// restarts: interrupted, and its end waited for (the instance comes
+    /// back with it and is dropped, and its programs with it).
     fn drop(&mut self) {
-        if let Some(worker) = self.worker.take() {
+        if self.pending {
             self.call.interrupt();
-            let deadline = Instant::now() + INTERRUPT_PATIENCE;
-            while !worker.is_finished() && Instant::now() < deadline {
-                thread::sleep(TICK);
-            }
-            if worker.is_finished() {
-                let _ = worker.join();
-            }
-            self.call.finish();
+            let _ = self.done.recv_timeout(INTERRUPT_PATIENCE);
         }
+        self.call.finish();
     }
 }
 

@@ -12,7 +12,7 @@
 //! the terminal.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use regex::Regex;
 
@@ -54,28 +54,25 @@ impl Prompt {
     /// [`Prompt::new`], remembering the last few patterns: a plugin waits
     /// for the same prompt after every line it sends, and compiling the
     /// regex again each time cost more than the whole round trip to the
-    /// program. Refused patterns are not remembered.
+    /// program. Shared by every thread (a command that may yield runs on a
+    /// thread of its own). Refused patterns are not remembered.
     pub fn cached(pattern: &str) -> Result<Prompt, String> {
         const KEPT: usize = 16;
-        thread_local! {
-            static RECENT: std::cell::RefCell<Vec<(String, Prompt)>> =
-                const { std::cell::RefCell::new(Vec::new()) };
-        }
-        if let Some(prompt) = RECENT.with_borrow(|recent| {
-            recent
-                .iter()
-                .find(|(known, _)| known == pattern)
-                .map(|(_, prompt)| prompt.clone())
-        }) {
+        static RECENT: Mutex<Vec<(String, Prompt)>> = Mutex::new(Vec::new());
+        let recent = || RECENT.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(prompt) = recent()
+            .iter()
+            .find(|(known, _)| known == pattern)
+            .map(|(_, prompt)| prompt.clone())
+        {
             return Ok(prompt);
         }
         let prompt = Prompt::new(pattern)?;
-        RECENT.with_borrow_mut(|recent| {
-            if recent.len() == KEPT {
-                recent.remove(0);
-            }
-            recent.push((pattern.to_owned(), prompt.clone()));
-        });
+        let mut recent = recent();
+        if recent.len() == KEPT {
+            recent.remove(0);
+        }
+        recent.push((pattern.to_owned(), prompt.clone()));
         Ok(prompt)
     }
 }
