@@ -260,6 +260,10 @@ impl PluginEnvironment {
                 }
             }
         }
+        if self.last_section.is_none() {
+            // What the screen shows while the instance is busy elsewhere.
+            self.last_section = self.draw_screen().ok();
+        }
         let (Some(worker), Some(instance)) = (self.worker.as_ref(), self.instance.take()) else {
             return CommandResponse::failure(format!("The {} plugin is not running.", self.name));
         };

@@ -268,16 +268,47 @@ impl Drop for Yielded {
     }
 }
 
-/// The part of `answer` the agent has not seen: `answer` less `shown` when
-/// it starts with it; otherwise the whole answer, saying it repeats.
+/// The part of `answer` the agent has not seen. `shown` is what its
+/// programs printed while it ran; the answer is what the plugin made of
+/// it, which usually starts with the end of what was shown (a plugin
+/// leaves out a program's banner, for one). So the answer is given from
+/// where the longest such overlap ends, the overlap starting at a line of
+/// `shown`; with none, whole.
 pub(crate) fn unseen(answer: &str, shown: &str) -> String {
-    if shown.is_empty() {
-        return answer.to_owned();
+    let line_starts = std::iter::once(0).chain(
+        shown
+            .match_indices('\n')
+            .map(|(at, _)| at + 1)
+            .filter(|&at| at < shown.len()),
+    );
+    for start in line_starts {
+        if let Some(rest) = answer.strip_prefix(&shown[start..]) {
+            return rest.to_owned();
+        }
     }
-    match answer.strip_prefix(shown) {
-        Some(rest) => rest.to_owned(),
-        None => format!(
-            "[envhost] The command ended; the plugin's whole answer follows (it repeats output shown while it ran):\n{answer}"
-        ),
+    answer.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unseen;
+
+    #[test]
+    fn the_answer_goes_on_where_the_shown_output_stopped() {
+        // The answer starts with all that was shown.
+        assert_eq!(
+            unseen("tick 1\nName? John\nHello\n", "tick 1\nName? "),
+            "John\nHello\n"
+        );
+        // A banner was shown that the plugin left out of its answer.
+        assert_eq!(
+            unseen("| 1 |\n", "SQLite version 3\nEnter .help\n"),
+            "| 1 |\n"
+        );
+        assert_eq!(unseen("one\ntwo\nthree\n", "banner\none\ntw"), "o\nthree\n");
+        // Nothing shown, or nothing in common: the whole answer.
+        assert_eq!(unseen("all\n", ""), "all\n");
+        assert_eq!(unseen("\nall\n", "x\n"), "\nall\n");
+        assert_eq!(unseen("done\n", "done\n"), "");
     }
 }
