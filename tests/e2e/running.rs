@@ -336,3 +336,56 @@ fn stopping_the_host_while_a_plugin_command_runs_ends_it_and_its_program() {
         );
     }
 }
+
+#[test]
+fn yield_after_makes_every_command_yield_and_lifts_the_default_limit_only() {
+    let test = "yield_after_makes_every_command_yield_and_lifts_the_default_limit_only";
+    if skip(test, "sqlite3") {
+        return;
+    }
+    let project = sqlite_project();
+    let mut host = start(&project, &["--timeout", "1s", "--yield-after", "200ms"]);
+    let plain =
+        |command: &str| json!({"type": "command", "environment": "sqlite", "command": command});
+
+    // A command that ends in time is an ordinary answer.
+    let quick = host.request(&plain("select 1 as one;"));
+    assert!(!quick.running(), "{}", quick.0);
+    assert!(quick.0["response"].get("running").is_none());
+    assert_eq!(quick.ok(), "+-----+\n| one |\n+-----+\n| 1   |\n+-----+\n");
+
+    // Without yield_ms it yields all the same, and the one-second default
+    // limit no longer applies: twenty million rows take longer (2 s of CPU
+    // here) and still end with their answer.
+    let long = host.request(&plain(&counting(20_000_000)));
+    assert!(long.running(), "{}", long.0);
+    assert!(
+        long.output()
+            .contains("[envhost] The command is still running ("),
+        "{}",
+        long.0
+    );
+    let (_, ended) = wait_until_ended(&mut host, "sqlite", 60_000);
+    assert_eq!(
+        ended.ok(),
+        "+----------+\n|    n     |\n+----------+\n| 20000000 |\n+----------+\n"
+    );
+
+    // A command's own timeout_ms still limits it after it yielded.
+    let limited = host.request(&json!({
+        "type": "command", "environment": "sqlite",
+        "command": counting(10_000_000_000), "timeout_ms": 1_500
+    }));
+    assert!(limited.running(), "{}", limited.0);
+    let (_, stopped) = wait_until_ended(&mut host, "sqlite", 60_000);
+    assert!(stopped.failed().contains("timed out"), "{}", stopped.0);
+
+    // A command's own yield_ms wins over the host's: this one ends first.
+    let patient = host.request(&json!({
+        "type": "command", "environment": "sqlite",
+        "command": counting(200_000), "yield_ms": 60_000
+    }));
+    assert!(!patient.running(), "{}", patient.0);
+    assert!(patient.ok().contains("| 200000 |"), "{}", patient.0);
+    assert!(host.finish().0.success());
+}
