@@ -6,6 +6,7 @@
 mod bash;
 mod capabilities;
 mod editor;
+mod editor_integrity;
 mod harness;
 mod plugins;
 mod polyglot;

@@ -8,7 +8,8 @@
 //! syntax), `paths` (staying inside the project), `files` (reading text
 //! files), `patterns` (Python-style regexes on Rust's engine), `views`
 //! (pattern views and their rendering), `edit` (verified splices), `atomic`
-//! (crash-safe writes) and `search`. Nothing here knows about the protocol.
+//! (writes that lose nothing), `writers` (who else writes a file) and
+//! `search`. Nothing here knows about the protocol.
 
 mod atomic;
 mod edit;
@@ -19,6 +20,7 @@ mod paths;
 mod patterns;
 mod search;
 mod views;
+mod writers;
 
 use std::fmt::Write as _;
 use std::io::ErrorKind;
@@ -30,6 +32,7 @@ use envhost_core::{
 };
 use envhost_core::{CommandHelp, CommandSpec, HelpError};
 
+use atomic::{WriteProblem, Written};
 use edit::VisibleView;
 use lines::split_lines;
 use parse::LineRange;
@@ -49,6 +52,10 @@ const MIN_SCREEN_LINES: usize = 100;
 /// command sent with `yield_ms` and no `timeout_ms`): the editor never
 /// yields, so its searches always need one.
 const SEARCH_LIMIT_WITHOUT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// How many times an edit reads, verifies and writes a file that another
+/// process changes meanwhile before it gives up.
+const WRITE_ATTEMPTS: usize = 3;
 
 /// What the editor needs from the host's configuration.
 #[derive(Debug, Clone)]
@@ -282,6 +289,13 @@ impl EditorEnvironment {
             content.push('\n');
         }
         let display = &path.display;
+        if path.real.is_dir() {
+            return CommandResponse::failure(format!(
+                "Cannot create {display}: it is a folder. To create a file in it, give the file's \
+                 path inside it (create {}/new_file.py).",
+                display.trim_end_matches('/')
+            ));
+        }
         match atomic::create_new(&path.real, content.as_bytes()) {
             Ok(()) => CommandResponse::success(format!("Created {display}")),
             Err(err) if err.kind() == ErrorKind::AlreadyExists => {
@@ -319,28 +333,35 @@ impl EditorEnvironment {
             let suggestion = suggest_view(&path, &display, range);
             return CommandResponse::failure(edit::no_view_help(&display, range, &suggestion));
         }
-        let bytes = match files::read_resolved(&path) {
-            Ok(bytes) => bytes,
-            Err(problem) => {
-                return CommandResponse::failure(format!(
-                    "Cannot edit {}\nNothing was written.",
-                    problem.sentence(&display)
+        let new_lines = parse::content_lines(body);
+        // The file may change between reading and writing (another process
+        // writing to it): the write checks, and the edit is verified again
+        // on what the file now holds.
+        let mut attempt = 0;
+        let (new_bytes, written) = loop {
+            attempt += 1;
+            let bytes = match files::read_resolved(&path) {
+                Ok(bytes) => bytes,
+                Err(problem) => {
+                    return CommandResponse::failure(format!(
+                        "Cannot edit {}\nNothing was written.",
+                        problem.sentence(&display)
+                    ));
+                }
+            };
+            let current = split_lines(&bytes);
+            if let Err(refusal) = edit::verify(range, &visible, &current) {
+                return CommandResponse::failure(edit::describe_refusal(
+                    &refusal, &display, range, &visible,
                 ));
             }
+            let new_bytes = edit::splice(&bytes, range, &new_lines);
+            match atomic::replace_verified(&path.real, &bytes, &new_bytes) {
+                Ok(written) => break (new_bytes, written),
+                Err(WriteProblem::Changed) if attempt < WRITE_ATTEMPTS => continue,
+                Err(problem) => return write_failure(&display, problem),
+            }
         };
-        let current = split_lines(&bytes);
-        if let Err(refusal) = edit::verify(range, &visible, &current) {
-            return CommandResponse::failure(edit::describe_refusal(
-                &refusal, &display, range, &visible,
-            ));
-        }
-        let new_lines = parse::content_lines(body);
-        let new_bytes = edit::splice(&bytes, range, &new_lines);
-        if let Err(err) = atomic::replace(&path.real, &new_bytes) {
-            return CommandResponse::failure(format!(
-                "Cannot write {display}: {err}\nThe file was not changed."
-            ));
-        }
         let mut output = format!("Edited {display} lines {}-{}", range.first, range.last);
         let old_len = range.len();
         if new_lines.len() != old_len {
@@ -361,6 +382,11 @@ impl EditorEnvironment {
                 plural(new_lines.len(), "line"),
                 if shift > 0 { "down" } else { "up" },
                 shift.unsigned_abs()
+            );
+        }
+        if written == Written::InPlace {
+            output.push_str(
+                "\nThe file has other hard links, so it was written in place: every link shows the edit.",
             );
         }
         for note in self.follow_edit(&path.real, range, new_lines.len(), &new_bytes) {
@@ -490,6 +516,29 @@ fn suggest_view(path: &paths::ResolvedPath, display: &str, range: LineRange) -> 
 
 fn pattern_failure(err: &patterns::PatternError, which: &str) -> String {
     format!("The {which} pattern is not usable: {err}\nNo view was created.")
+}
+
+/// The response when an edit's content could not go in cleanly.
+fn write_failure(display: &str, problem: WriteProblem) -> CommandResponse {
+    CommandResponse::failure(match problem {
+        WriteProblem::Changed => format!(
+            "Cannot edit {display}: it kept changing while the edit was being written (another \
+             process is writing to it). Nothing was written; try again once it is quiet."
+        ),
+        WriteProblem::OpenForWriting(holders) => format!(
+            "Cannot edit {display}: it is open for writing by another process: {}. An edit now \
+             could lose what that process writes next. Nothing was written. Stop that process or \
+             let it finish, then edit again.",
+            writers::describe(&holders)
+        ),
+        WriteProblem::Io(err) => {
+            format!("Cannot write {display}: {err}\nThe file was not changed.")
+        }
+        WriteProblem::ChangedDuringSwitch => format!(
+            "{display} was edited, but another process wrote to it at the same moment, and what \
+             it wrote then may be lost. View the file to check it."
+        ),
+    })
 }
 
 fn plural(n: usize, noun: &str) -> String {
