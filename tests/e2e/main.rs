@@ -12,4 +12,5 @@ mod plugins;
 mod polyglot;
 mod protocol;
 mod python;
+mod python_trust;
 mod repl;

@@ -13,6 +13,7 @@
 //! It must not know about the protocol or other environments, nor read
 //! pipes or send signals itself (that is `process`).
 
+mod channel;
 mod process;
 mod variables;
 
@@ -31,7 +32,8 @@ use envhost_process::{
     CommandOutput, DEFAULT_LADDER, Escalation, OutputLimits, escalate, signal_group,
 };
 
-use process::{Done, Ending, Interpreter, Launch, StartError, TalkError, Wait};
+use channel::Done;
+use process::{Ending, Interpreter, Launch, StartError, TalkError, Wait};
 use variables::{MAX_SHOWN, RecentVariables, Variable};
 
 pub use process::find_interpreter;
@@ -44,6 +46,20 @@ const READY: &str = "Python REPL (ready)";
 
 /// What a new interpreter has lost, for responses and events.
 const LOST: &str = "variables and imports";
+
+/// How often a long wait looks whether the interpreter was stopped.
+const STOP_CHECK: Duration = Duration::from_secs(1);
+
+/// How long an interruption waits to hand the driver its `sync` request.
+const SYNC_SEND_LIMIT: Duration = Duration::from_millis(200);
+
+/// How long an interruption waits for the `sync` answer that follows the
+/// interrupted code's `done` (the driver is idle then: it answers at once).
+const SYNC_ANSWER_LIMIT: Duration = Duration::from_millis(500);
+
+/// What the response says when the driver's channel is gone.
+const CHANNEL_LOST: &str = "The code closed the descriptors envhost talks to python through (or \
+     reused their numbers), so envhost can no longer tell when code finishes.";
 
 /// How long an interpreter may take to start (the pyenv shim alone can take
 /// a tenth of a second; a cold disk much more). Not part of the command's
@@ -65,7 +81,7 @@ const REMOVED_VARIABLES: [&str; 1] = ["PYTHONINSPECT"];
 enum State {
     /// Nothing has run yet; no interpreter was started.
     Unused,
-    Running(Interpreter),
+    Running(Box<Interpreter>),
     /// The interpreter ended (exit, crash); `how` says how. The next
     /// command starts a fresh one and says so.
     Ended {
@@ -139,6 +155,16 @@ impl PythonEnvironment {
         }
     }
 
+    /// Ends the running interpreter, if any, and forgets it.
+    fn kill(&mut self) -> Ending {
+        let ending = match &mut self.state {
+            State::Running(interpreter) => interpreter.kill(),
+            _ => Ending { status: None },
+        };
+        self.forget(ending);
+        ending
+    }
+
     fn forget(&mut self, ending: Ending) {
         self.state = State::Ended {
             how: ending.describe(),
@@ -161,7 +187,7 @@ impl PythonEnvironment {
         };
         match Interpreter::start(launch, STARTUP_LIMIT, cancel, &mut |bytes| run.feed(bytes)) {
             Ok(interpreter) => {
-                self.state = State::Running(interpreter);
+                self.state = State::Running(Box::new(interpreter));
                 Ok(())
             }
             Err(err) => {
@@ -187,9 +213,33 @@ impl PythonEnvironment {
         self.variables.update(command, namespace);
     }
 
+    /// Waits for the code's answer until `deadline`, in slices: between
+    /// them, an interpreter found stopped (SIGSTOP: it can run nothing, not
+    /// even a signal handler) is continued and the response says so.
+    fn await_code(
+        &mut self,
+        deadline: Instant,
+        cancel: &CancelFlag,
+        run: &mut CommandOutput,
+    ) -> Result<Wait, TalkError> {
+        let State::Running(interpreter) = &mut self.state else {
+            return Ok(Wait::ChannelLost);
+        };
+        loop {
+            let slice = deadline.min(Instant::now() + STOP_CHECK);
+            match interpreter.wait(slice, Some(cancel), &mut |b| run.feed(b))? {
+                Wait::Deadline if Instant::now() < deadline => {
+                    continue_if_stopped(interpreter, run);
+                }
+                other => return Ok(other),
+            }
+        }
+    }
+
     /// The code ran out of time (or the host was signalled): SIGINT, so that
     /// Python raises KeyboardInterrupt and keeps its namespace; SIGTERM and
-    /// SIGKILL for the process group if it does not come back.
+    /// SIGKILL for the process group if it does not come back. A stopped
+    /// interpreter is continued first, or no signal could land.
     fn interrupt(
         &mut self,
         command: &str,
@@ -200,6 +250,12 @@ impl PythonEnvironment {
         let State::Running(interpreter) = &mut self.state else {
             return;
         };
+        continue_if_stopped(interpreter, run);
+        let ignores_sigint = interpreter.ignores_sigint();
+        // If the request never reached the driver (something in the
+        // interpreter read it off the pipe), the driver is idle and answers
+        // this at once; if the code runs, it answers after the code.
+        let _ = interpreter.send_sync(Instant::now() + SYNC_SEND_LIMIT);
         let pid = interpreter.pid();
         let mut finished: Option<Result<Wait, TalkError>> = None;
         let escalation = escalate(
@@ -224,21 +280,54 @@ impl PythonEnvironment {
                 } else {
                     "the code was interrupted (KeyboardInterrupt)"
                 };
+                // The sync's answer follows at once; take it now so that it
+                // is not left for the next command.
+                let _ = interpreter.wait(Instant::now() + SYNC_ANSWER_LIMIT, None, &mut |b| {
+                    run.feed(b)
+                });
                 self.absorb(command, done);
                 run.after(format!(
                     "[{cause}: {what}. Variables and imports are kept.]"
                 ));
                 return;
             }
+            Some(Ok(Wait::Synced)) => {
+                run.after(format!(
+                    "[{cause}: the code never reached python: something in the interpreter read \
+                     or garbled the request on the driver's request channel, so nothing ran. \
+                     Variables and imports are kept.]"
+                ));
+                return;
+            }
             Some(Ok(Wait::Ended(ending))) => {
                 let how = match escalation {
-                    Escalation::StoppedBy(signal) if signal != Signal::SIGINT => format!(
-                        "Python did not stop on KeyboardInterrupt and was ended with {signal}"
-                    ),
+                    Escalation::StoppedBy(signal) if signal != Signal::SIGINT => {
+                        if ignores_sigint {
+                            format!(
+                                "Python ignores SIGINT (the code set signal.SIG_IGN for it), so \
+                                 KeyboardInterrupt could not stop the code; it was ended with \
+                                 {signal}"
+                            )
+                        } else {
+                            format!(
+                                "Python did not stop on KeyboardInterrupt (the code may be busy \
+                                 in C code that does not check for signals, or catch \
+                                 KeyboardInterrupt) and was ended with {signal}"
+                            )
+                        }
+                    }
                     // It ended by itself (e.g. SIGINT's default action).
                     _ => format!("Python {}", ending.describe()),
                 };
                 run.after(format!("[{cause}. {how}; its {LOST} are lost.]"));
+            }
+            Some(Ok(Wait::ChannelLost)) => {
+                let ending = interpreter.kill();
+                run.after(format!(
+                    "[{cause}. {CHANNEL_LOST} The interpreter was ended ({}); its {LOST} are \
+                     lost.]",
+                    ending.describe()
+                ));
             }
             Some(Err(err)) => {
                 interpreter.kill();
@@ -275,6 +364,18 @@ impl PythonEnvironment {
                 "[A fresh interpreter could not be started: {message}]"
             )),
         }
+    }
+}
+
+/// Continues an interpreter that is stopped (state `T`), saying so.
+fn continue_if_stopped(interpreter: &Interpreter, run: &mut CommandOutput) {
+    if interpreter.is_stopped() {
+        interpreter.signal(Signal::SIGCONT);
+        run.after(
+            "[Python was stopped (SIGSTOP or a similar signal: state T), so it could not go on; \
+             envhost continued it with SIGCONT.]"
+                .to_owned(),
+        );
     }
 }
 
@@ -346,9 +447,10 @@ impl Environment for PythonEnvironment {
         let deadline = Instant::now() + limit;
         // If the request cannot be delivered the interpreter is gone or
         // stuck; the wait below finds out which.
-        let waited = interpreter
-            .send(command, deadline)
-            .and_then(|_| interpreter.wait(deadline, Some(&context.cancel), &mut |b| run.feed(b)));
+        let waited = match interpreter.send_code(command, deadline) {
+            Ok(_) => self.await_code(deadline, &context.cancel, &mut run),
+            Err(err) => Err(err),
+        };
         let success = match waited {
             Ok(Wait::Done(done)) => {
                 let success = done.succeeded();
@@ -364,7 +466,16 @@ impl Environment for PythonEnvironment {
                 self.forget(ending);
                 ending.exit_code() == Some(0)
             }
-            Ok(Wait::Deadline) => {
+            Ok(Wait::ChannelLost) => {
+                let ending = self.kill();
+                run.after(format!(
+                    "[{CHANNEL_LOST} The interpreter was ended ({}); its {LOST} are lost. The \
+                     next command starts a fresh interpreter.]",
+                    ending.describe()
+                ));
+                false
+            }
+            Ok(Wait::Deadline | Wait::Synced) => {
                 run.incident(Incident::TimedOut { after: limit });
                 self.interrupt(
                     command,
@@ -379,16 +490,20 @@ impl Environment for PythonEnvironment {
                 false
             }
             Err(err) => {
-                let ending = interpreter.kill();
+                let ending = self.kill();
                 run.after(format!(
                     "[Python stopped answering properly ({err}) and was ended ({}). Its {LOST} \
                      are gone; the next command starts a fresh interpreter.]",
                     ending.describe()
                 ));
-                self.forget(ending);
                 false
             }
         };
+        if let State::Running(interpreter) = &mut self.state
+            && let Some(sentence) = interpreter.take_tampering().sentence()
+        {
+            run.after(sentence);
+        }
         Ok({
             run.set_success(success);
             run.finish()

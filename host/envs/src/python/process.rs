@@ -1,28 +1,30 @@
-//! The `python3` child process, its pipes, and the framing between the
-//! host and the driver.
+//! The `python3` child process, its pipes, and its conversation with the
+//! driver.
 //!
 //! The interpreter runs the driver embedded in the binary ([`DRIVER`]) in a
 //! session of its own (a Ctrl-C at the host's terminal never reaches it; a
 //! timeout signals its whole process group), with the parent-death signal
 //! set (it dies with the host even if the host is killed), the secrets
 //! filtered out of its environment, stdin on `/dev/null` and the project
-//! directory as its working directory. It has three pipes:
+//! directory as its working directory. It has three channels:
 //!
 //! - output: its stdout *and* stderr, one pipe, so that prints, warnings,
 //!   tracebacks and whatever C code or subprocesses write to fds 1 and 2
 //!   arrive in the order they were written;
-//! - requests (host → driver) and replies (driver → host): one JSON object
-//!   per line, on their own file descriptors, so nothing the agent's code
-//!   prints can ever be taken for a control message.
+//! - requests (host → driver): a pipe, one tagged line per request;
+//! - replies (driver → host): a `SOCK_SEQPACKET` socket pair, one tagged
+//!   record per reply, so a record someone else writes can never run into
+//!   one of the driver's. What is believed is [`channel`]'s business.
 //!
 //! This module owns starting, talking to, waiting for (with a deadline and
-//! cancellation), signalling and reaping the interpreter. It must not decide
-//! what a timeout or an exit means for the agent, nor format responses or
-//! screens: that is the environment's job (`mod.rs`).
+//! cancellation), signalling, inspecting (`/proc`) and reaping the
+//! interpreter. It must not decide what a timeout, a stop or an exit means
+//! for the agent, nor format responses or screens: that is the
+//! environment's job (`mod.rs`).
 
 use std::ffi::OsString;
 use std::io::{self, ErrorKind, PipeReader, PipeWriter, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -33,11 +35,13 @@ use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::Signal;
-use serde::Deserialize;
+use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 
 use envhost_core::CancelFlag;
 use envhost_process::signal_group;
 use envhost_process::{ManagedPid, spawn_managed};
+
+use super::channel::{Done, Key, Reply, Request, Tampering};
 
 /// The driver program, shipped inside the binary.
 pub const DRIVER: &str = include_str!("driver.py");
@@ -52,13 +56,19 @@ const POLL_SLICE: Duration = Duration::from_millis(50);
 /// Bytes read from the output pipe at a time.
 const READ_CHUNK: usize = 64 * 1024;
 
+/// The largest reply record read whole; the driver's stay well below (its
+/// long variable lists come in parts), and a longer forged one is cut by
+/// the kernel and fails its tag check.
+const RECORD_BUFFER: usize = 64 * 1024;
+
 /// Most bytes taken from the output pipe once the driver has answered: what
 /// the code wrote is already in the pipe (at most its capacity); the bound
 /// only stops a background process that never stops printing from holding
 /// the answer up.
 const DRAIN_LIMIT: usize = 4 * 1024 * 1024;
 
-/// How long an interpreter that closed its reply pipe gets to exit.
+/// How long an interpreter whose reply channel closed gets to exit before
+/// the close is taken for the code's doing.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 /// What an interpreter needs to start.
@@ -67,33 +77,6 @@ pub struct Launch {
     pub program: PathBuf,
     pub working_dir: PathBuf,
     pub environment: Vec<(OsString, OsString)>,
-}
-
-/// A message from the driver on the reply pipe.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum DriverMessage {
-    /// The driver is loaded (it also reports the Python version, unused).
-    Ready {},
-    Done(Done),
-}
-
-/// The driver's report when a command's code has finished.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Done {
-    /// `"ok"`, or `"error"` when the code raised (the traceback is in the
-    /// output).
-    pub status: String,
-    /// `os.getcwd()` after the code ran.
-    pub cwd: String,
-    /// `[name, type name]` of every variable, in namespace order.
-    pub variables: Vec<(String, String)>,
-}
-
-impl Done {
-    pub fn succeeded(&self) -> bool {
-        self.status == "ok"
-    }
 }
 
 /// How an interpreter ended.
@@ -152,8 +135,15 @@ fn signal_meaning(number: i32) -> Option<&'static str> {
 pub enum Wait {
     /// The code finished; the interpreter is ready for more.
     Done(Done),
+    /// The driver answered a `sync`: it is idle, and the code request sent
+    /// before the sync never reached it (something else read it off the
+    /// pipe, or garbled it).
+    Synced,
     /// The interpreter ended (exit, crash, signal).
     Ended(Ending),
+    /// The interpreter lives, but the driver can no longer talk to the host:
+    /// the code closed or replaced its descriptors.
+    ChannelLost,
     /// The deadline passed first.
     Deadline,
     /// The cancel flag was set first.
@@ -188,8 +178,6 @@ pub enum TalkError {
         #[source]
         source: io::Error,
     },
-    #[error("the python driver sent a message that is not valid ({0})")]
-    Protocol(String),
 }
 
 /// A running interpreter with the driver loaded.
@@ -199,19 +187,35 @@ pub struct Interpreter {
     _managed: Option<ManagedPid>,
     /// The interpreter's pid, which is also its process group and session.
     pid: i32,
+    key: Key,
+    /// The last sequence number used for a request.
+    last_seq: u64,
     /// `None` once closed (the driver's cue to exit).
     requests: Option<PipeWriter>,
-    replies: PipeReader,
+    replies: OwnedFd,
     replies_open: bool,
-    reply_buffer: Vec<u8>,
+    record_buffer: Vec<u8>,
+    /// The code request whose `done` is awaited.
+    awaiting: Option<u64>,
+    /// The `sync` request whose answer is awaited.
+    sync_pending: Option<u64>,
+    /// Variables from `vars` parts of the awaited request.
+    parts: Vec<(String, String)>,
+    /// Believed replies not yet handed out.
+    ready: bool,
+    finished: Option<Done>,
+    synced: bool,
+    lost: bool,
+    tampering: Tampering,
     output: PipeReader,
     output_open: bool,
     ended: Option<Ending>,
 }
 
 impl Interpreter {
-    /// Starts the interpreter and waits until the driver says it is ready.
-    /// Anything the interpreter prints meanwhile goes to `output`.
+    /// Starts the interpreter, hands the driver its key and waits until the
+    /// driver says it is ready. Anything the interpreter prints meanwhile
+    /// goes to `output`.
     pub fn start(
         launch: &Launch,
         limit: Duration,
@@ -223,11 +227,18 @@ impl Interpreter {
             program: program.clone(),
             source,
         };
+        let key = Key::generate().map_err(|err| spawn_error(io::Error::other(err)))?;
         let (output_reader, output_writer) = io::pipe().map_err(spawn_error)?;
         let (request_reader, request_writer) = io::pipe().map_err(spawn_error)?;
-        let (reply_reader, reply_writer) = io::pipe().map_err(spawn_error)?;
+        let (reply_host, reply_driver) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(|errno| spawn_error(errno.into()))?;
         let request_fd = request_reader.as_raw_fd();
-        let reply_fd = reply_writer.as_raw_fd();
+        let reply_fd = reply_driver.as_raw_fd();
         let output_for_stderr = output_writer.try_clone().map_err(spawn_error)?;
 
         let mut command = Command::new(&launch.program);
@@ -257,46 +268,62 @@ impl Interpreter {
         // keep them, or it would never see the driver close them.
         drop(command);
         drop(request_reader);
-        drop(reply_writer);
+        drop(reply_driver);
 
         let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
-        let request_fd_host = request_writer.as_raw_fd();
         let mut interpreter = Interpreter {
             child,
             _managed: managed,
             pid,
+            key,
+            last_seq: 0,
             requests: Some(request_writer),
-            replies: reply_reader,
+            replies: reply_host,
             replies_open: true,
-            reply_buffer: Vec::new(),
+            record_buffer: vec![0; RECORD_BUFFER],
+            awaiting: None,
+            sync_pending: None,
+            parts: Vec::new(),
+            ready: false,
+            finished: None,
+            synced: false,
+            lost: false,
+            tampering: Tampering::default(),
             output: output_reader,
             output_open: true,
             ended: None,
         };
-        for fd in [
-            request_fd_host,
-            interpreter.replies.as_raw_fd(),
-            interpreter.output.as_raw_fd(),
-        ] {
-            set_nonblocking(fd).map_err(|source| TalkError::Io {
-                context: "cannot configure the pipes to python",
-                source,
-            })?;
+        let configure = |source| TalkError::Io {
+            context: "cannot configure the channels to python",
+            source,
+        };
+        if let Some(requests) = &interpreter.requests {
+            set_nonblocking(requests.as_raw_fd()).map_err(configure)?;
         }
+        set_nonblocking(interpreter.replies.as_raw_fd()).map_err(configure)?;
+        set_nonblocking(interpreter.output.as_raw_fd()).map_err(configure)?;
 
         let deadline = Instant::now() + limit;
-        match interpreter.next_message(deadline, Some(cancel), output)? {
-            Received::Message(DriverMessage::Ready {}) => Ok(interpreter),
-            Received::Message(DriverMessage::Done(_)) => Err(StartError::Talk(
-                TalkError::Protocol("a result before the ready message".into()),
-            )),
-            Received::Ended(ending) => Err(StartError::EndedEarly {
-                program,
-                how: ending.describe(),
-            }),
-            Received::Deadline => Err(StartError::TooSlow { program, limit }),
-            Received::Cancelled => Err(StartError::Cancelled { program }),
+        let handover = interpreter.key.handover_line();
+        interpreter.write_request(&handover, deadline)?;
+        while !interpreter.ready {
+            if !interpreter.replies_open || interpreter.lost {
+                let how = match interpreter.next_event(deadline, Some(cancel), output)? {
+                    Wait::Ended(ending) => ending.describe(),
+                    _ => "closed its reply channel".to_owned(),
+                };
+                return Err(StartError::EndedEarly { program, how });
+            }
+            if cancel.is_cancelled() {
+                return Err(StartError::Cancelled { program });
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(StartError::TooSlow { program, limit });
+            }
+            interpreter.poll_once((deadline - now).min(POLL_SLICE), output)?;
         }
+        Ok(interpreter)
     }
 
     /// The interpreter's pid (also its process group and session id).
@@ -304,12 +331,44 @@ impl Interpreter {
         self.pid
     }
 
-    /// Sends code to run. `Ok(false)` if the interpreter is gone or did not
-    /// take the request by `deadline`.
-    pub fn send(&mut self, code: &str, deadline: Instant) -> Result<bool, TalkError> {
-        let mut line = serde_json::to_vec(&serde_json::json!({ "code": code }))
-            .map_err(|e| TalkError::Protocol(e.to_string()))?;
-        line.push(b'\n');
+    /// Sends code to run; its `done` is what [`wait`](Self::wait) then
+    /// waits for. `Ok(false)` if the interpreter is gone or did not take the
+    /// request by `deadline`.
+    pub fn send_code(&mut self, code: &str, deadline: Instant) -> Result<bool, TalkError> {
+        self.last_seq += 1;
+        let seq = self.last_seq;
+        self.awaiting = Some(seq);
+        self.parts.clear();
+        self.finished = None;
+        let line = self.key.request(&Request {
+            seq,
+            op: "run",
+            code: Some(code),
+        });
+        self.write_request(&line, deadline)
+    }
+
+    /// Asks the driver to say that it is idle: answered with
+    /// [`Wait::Synced`] once every earlier request is behind it (after the
+    /// awaited `done`, if the code is still running).
+    pub fn send_sync(&mut self, deadline: Instant) -> Result<bool, TalkError> {
+        self.last_seq += 1;
+        let seq = self.last_seq;
+        self.sync_pending = Some(seq);
+        let line = self.key.request(&Request {
+            seq,
+            op: "sync",
+            code: None,
+        });
+        self.write_request(&line, deadline)
+    }
+
+    /// What was set aside since the last call.
+    pub fn take_tampering(&mut self) -> Tampering {
+        std::mem::take(&mut self.tampering)
+    }
+
+    fn write_request(&mut self, line: &[u8], deadline: Instant) -> Result<bool, TalkError> {
         let Some(requests) = self.requests.as_mut() else {
             return Ok(false);
         };
@@ -347,25 +406,16 @@ impl Interpreter {
         Ok(true)
     }
 
-    /// Waits for the driver to finish the code it was sent, passing output
-    /// on as it arrives. `cancel` is not looked at when `None` (while an
-    /// interruption is already under way).
+    /// Waits for the driver's next answer (the awaited `done`, or a
+    /// `sync`'s answer), passing output on as it arrives. `cancel` is not
+    /// looked at when `None` (while an interruption is already under way).
     pub fn wait(
         &mut self,
         deadline: Instant,
         cancel: Option<&CancelFlag>,
         output: &mut dyn FnMut(&[u8]),
     ) -> Result<Wait, TalkError> {
-        loop {
-            return Ok(match self.next_message(deadline, cancel, output)? {
-                Received::Message(DriverMessage::Done(done)) => Wait::Done(done),
-                // A second "ready" would be a driver bug; skip it.
-                Received::Message(DriverMessage::Ready {}) => continue,
-                Received::Ended(ending) => Wait::Ended(ending),
-                Received::Deadline => Wait::Deadline,
-                Received::Cancelled => Wait::Cancelled,
-            });
-        }
+        self.next_event(deadline, cancel, output)
     }
 
     /// Output written since the last command (by a background thread or
@@ -378,6 +428,19 @@ impl Interpreter {
     /// and every process its code started that did not leave the group.
     pub fn signal(&self, signal: Signal) -> bool {
         signal_group(self.pid, signal)
+    }
+
+    /// The interpreter is stopped (SIGSTOP, SIGTSTP...: state `T` in
+    /// `/proc`), so it cannot run anything, not even a signal handler,
+    /// until it is continued.
+    pub fn is_stopped(&self) -> bool {
+        process_state(self.pid) == Some('T')
+    }
+
+    /// The interpreter ignores SIGINT (`SIG_IGN`), so KeyboardInterrupt
+    /// cannot reach its code.
+    pub fn ignores_sigint(&self) -> bool {
+        ignored_signals(self.pid).is_some_and(|mask| mask & (1 << (Signal::SIGINT as u32 - 1)) != 0)
     }
 
     /// If the interpreter has ended by itself since the last look, how.
@@ -428,12 +491,12 @@ impl Interpreter {
         }
         self.signal(Signal::SIGTERM);
         self.signal(Signal::SIGCONT);
-        let ending = match self.reap_within(Duration::from_secs(1)) {
+        let ending = match self.reap_within(Duration::from_secs(1), &mut |_| {}) {
             Some(ending) => ending,
             None => {
                 self.signal(Signal::SIGKILL);
                 let _ = self.child.kill();
-                self.reap_within(EXIT_GRACE)
+                self.reap_within(EXIT_GRACE, &mut |_| {})
                     .unwrap_or(Ending { status: None })
             }
         };
@@ -449,38 +512,50 @@ impl Interpreter {
         self.signal(Signal::SIGCONT);
     }
 
-    fn next_message(
+    fn next_event(
         &mut self,
         deadline: Instant,
         cancel: Option<&CancelFlag>,
         output: &mut dyn FnMut(&[u8]),
-    ) -> Result<Received, TalkError> {
+    ) -> Result<Wait, TalkError> {
         loop {
-            if let Some(message) = self.take_message()? {
+            if let Some(done) = self.finished.take() {
                 self.drain_output(output);
-                return Ok(Received::Message(message));
+                return Ok(Wait::Done(done));
+            }
+            if std::mem::take(&mut self.synced) {
+                self.drain_output(output);
+                return Ok(Wait::Synced);
+            }
+            if self.lost {
+                self.drain_output(output);
+                return Ok(Wait::ChannelLost);
             }
             if !self.replies_open {
-                // The driver is gone: collect its last words and its status.
+                // An exit closes the channel; so does code that closes the
+                // driver's descriptor, and then the interpreter lives on.
                 self.drain_output(output);
-                let ending = self.reap_within(EXIT_GRACE).unwrap_or_else(|| self.kill());
+                let Some(ending) = self.reap_within(EXIT_GRACE, output) else {
+                    self.lost = true;
+                    return Ok(Wait::ChannelLost);
+                };
                 self.ended = Some(ending);
                 self.end_leftovers();
                 self.drain_output(output);
-                return Ok(Received::Ended(ending));
+                return Ok(Wait::Ended(ending));
             }
             if cancel.is_some_and(CancelFlag::is_cancelled) {
-                return Ok(Received::Cancelled);
+                return Ok(Wait::Cancelled);
             }
             let now = Instant::now();
             if now >= deadline {
-                return Ok(Received::Deadline);
+                return Ok(Wait::Deadline);
             }
             self.poll_once((deadline - now).min(POLL_SLICE), output)?;
         }
     }
 
-    /// One `poll` on the reply and output pipes, reading what is ready.
+    /// One `poll` on the reply and output channels, reading what is ready.
     fn poll_once(
         &mut self,
         timeout: Duration,
@@ -556,39 +631,83 @@ impl Interpreter {
         }
     }
 
+    /// Reads every record waiting on the reply channel.
     fn read_replies(&mut self) -> Result<(), TalkError> {
-        let mut buffer = [0u8; READ_CHUNK];
-        loop {
-            match self.replies.read(&mut buffer) {
-                Ok(0) => {
+        let mut buffer = std::mem::take(&mut self.record_buffer);
+        let result = loop {
+            match nix::unistd::read(self.replies.as_raw_fd(), &mut buffer) {
+                // End of the channel, or an empty record (which the driver
+                // never sends): only a hang-up tells them apart.
+                Ok(0) if self.replies_hung_up() => {
                     self.replies_open = false;
-                    return Ok(());
+                    break Ok(());
                 }
-                Ok(n) => self.reply_buffer.extend_from_slice(&buffer[..n]),
-                Err(err) if err.kind() == ErrorKind::Interrupted => {}
-                Err(err) if err.kind() == ErrorKind::WouldBlock => return Ok(()),
-                Err(source) => {
+                Ok(0) => self.tampering.forged_replies += 1,
+                Ok(n) => self.take_record(&buffer[..n]),
+                Err(Errno::EINTR) => {}
+                Err(Errno::EAGAIN) => break Ok(()),
+                Err(errno) => {
                     self.replies_open = false;
-                    return Err(TalkError::Io {
+                    break Err(TalkError::Io {
                         context: "reading from python failed",
-                        source,
+                        source: errno.into(),
                     });
                 }
             }
+        };
+        self.record_buffer = buffer;
+        result
+    }
+
+    fn replies_hung_up(&self) -> bool {
+        let mut fds = [PollFd::new(self.replies.as_fd(), PollFlags::empty())];
+        poll(&mut fds, PollTimeout::ZERO).is_ok()
+            && fds[0]
+                .revents()
+                .is_some_and(|r| r.contains(PollFlags::POLLHUP))
+    }
+
+    /// Believes a record only with the key's tag, and only for the request
+    /// it answers; everything else is counted and set aside.
+    fn take_record(&mut self, record: &[u8]) {
+        let Some(reply) = self.key.open(record) else {
+            self.tampering.forged_replies += 1;
+            return;
+        };
+        let seq = reply.seq();
+        match reply {
+            Reply::Ready { .. } if seq == 0 && !self.ready => self.ready = true,
+            Reply::Vars { variables, .. } if Some(seq) == self.awaiting => {
+                self.parts.extend(variables);
+            }
+            Reply::Done { mut done, .. } if Some(seq) == self.awaiting => {
+                self.awaiting = None;
+                self.tampering.refused_requests += done.rejected;
+                let mut variables = std::mem::take(&mut self.parts);
+                variables.append(&mut done.variables);
+                done.variables = variables;
+                self.finished = Some(done);
+            }
+            Reply::Synced { rejected, .. } if Some(seq) == self.sync_pending => {
+                self.sync_pending = None;
+                self.tampering.refused_requests += rejected;
+                // Requests are answered in order: a code request sent
+                // before this sync and still awaited never reached the
+                // driver. (One sent after it is simply not run yet.)
+                if self.awaiting.is_some_and(|awaited| awaited < seq) {
+                    self.awaiting = None;
+                    self.parts.clear();
+                    self.synced = true;
+                }
+            }
+            Reply::Lost { .. } => self.lost = true,
+            _ => self.tampering.out_of_step += 1,
         }
     }
 
-    fn take_message(&mut self) -> Result<Option<DriverMessage>, TalkError> {
-        let Some(end) = self.reply_buffer.iter().position(|&b| b == b'\n') else {
-            return Ok(None);
-        };
-        let line: Vec<u8> = self.reply_buffer.drain(..=end).collect();
-        serde_json::from_slice(&line)
-            .map(Some)
-            .map_err(|e| TalkError::Protocol(e.to_string()))
-    }
-
-    fn reap_within(&mut self, limit: Duration) -> Option<Ending> {
+    /// Waits up to `limit` for the interpreter to exit, keeping its output
+    /// flowing.
+    fn reap_within(&mut self, limit: Duration, output: &mut dyn FnMut(&[u8])) -> Option<Ending> {
         if let Some(ending) = self.ended {
             return Some(ending);
         }
@@ -605,10 +724,14 @@ impl Interpreter {
                 // ECHILD: someone else collected it; it is gone all the same.
                 Err(_) => return Some(Ending { status: None }),
             }
-            if Instant::now() >= deadline {
+            let now = Instant::now();
+            if now >= deadline {
                 return None;
             }
-            thread::sleep(Duration::from_millis(5));
+            if self.output_open {
+                self.read_output_once(output);
+            }
+            thread::sleep((deadline - now).min(Duration::from_millis(5)));
         }
     }
 }
@@ -621,15 +744,8 @@ impl Drop for Interpreter {
     }
 }
 
-enum Received {
-    Message(DriverMessage),
-    Ended(Ending),
-    Deadline,
-    Cancelled,
-}
-
 /// In the child, between fork and exec: a session of its own, death with
-/// the host, and the two control pipes kept open across exec.
+/// the host, and the two control channels kept open across exec.
 fn prepare_child(host_pid: nix::unistd::Pid, request_fd: RawFd, reply_fd: RawFd) -> io::Result<()> {
     nix::unistd::setsid()?;
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
@@ -658,8 +774,26 @@ fn poll_timeout(duration: Duration) -> PollTimeout {
     PollTimeout::try_from(millis).unwrap_or(PollTimeout::MAX)
 }
 
-/// Finds the interpreter to run: `requested` (a path, or a command name
-/// looked up on `PATH`), or `python3` on `PATH`.
+/// The one-letter state `/proc/<pid>/stat` gives (`R`, `S`, `T`...).
+fn process_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
+}
+
+/// The `SigIgn` mask of `/proc/<pid>/status`: bit N-1 is signal N.
+fn ignored_signals(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let mask = status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigIgn:"))?;
+    u64::from_str_radix(mask.trim(), 16).ok()
+}
+
 pub fn find_interpreter(requested: Option<&Path>) -> Result<PathBuf, String> {
     let path_var = std::env::var_os("PATH").unwrap_or_default();
     match requested {
