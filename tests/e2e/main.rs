@@ -5,8 +5,10 @@
 
 mod bash;
 mod capabilities;
+mod container;
 mod editor;
 mod editor_integrity;
+mod files;
 mod harness;
 mod plugins;
 mod polyglot;

@@ -5,22 +5,19 @@
 //! descriptions the help system renders, routing each command to its
 //! handler, the wording of every response, and the screen (`Views:` then
 //! `Commands:`). The work itself lives in the submodules: `parse` (command
-//! syntax), `paths` (staying inside the project), `files` (reading text
-//! files), `patterns` (Python-style regexes on Rust's engine), `views`
-//! (pattern views and their rendering), `edit` (verified splices), `atomic`
-//! (writes that lose nothing), `writers` (who else writes a file) and
-//! `search`. Nothing here knows about the protocol.
+//! syntax), `files` (reading text files), `patterns` (Python-style regexes
+//! on Rust's engine), `views` (pattern views and their rendering), `edit`
+//! (verified splices) and `search`; staying inside the project and writes
+//! that lose nothing are the project-files crate's (`envhost_files`).
+//! Nothing here knows about the protocol.
 
-mod atomic;
 mod edit;
 mod files;
 mod lines;
 mod parse;
-mod paths;
 mod patterns;
 mod search;
 mod views;
-mod writers;
 
 use std::fmt::Write as _;
 use std::io::ErrorKind;
@@ -28,15 +25,14 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use envhost_core::{
-    CommandContext, CommandResponse, Environment, EnvironmentError, Incident, ScreenSection,
+    CommandContext, CommandResponse, Environment, EnvironmentError, Incident, ScreenSection, Usage,
 };
 use envhost_core::{CommandHelp, CommandSpec, HelpError};
 
-use atomic::{WriteProblem, Written};
 use edit::VisibleView;
+use envhost_files::{ProjectRoot, ResolvedPath, WriteProblem, Written, writers};
 use lines::split_lines;
 use parse::LineRange;
-use paths::ProjectRoot;
 use patterns::LinePattern;
 use views::{MAX_VIEW_LINES, MAX_VIEWS, NewView, Shown, ViewSet};
 
@@ -47,6 +43,9 @@ pub const NAME: &str = "editor";
 /// (up to 5 × 1000), so the orchestrator never cuts a line an agent may
 /// want to edit.
 const MIN_SCREEN_LINES: usize = 100;
+
+/// What the editor is, in a sentence, ahead of its commands' help.
+const SUMMARY: &str = "Views of project files between two patterns, re-read from disk on every screen; edits change only lines a view shows, and only if they still hold what it showed.";
 
 /// How long a search may take when its command came without a limit (a
 /// command sent with `yield_ms` and no `timeout_ms`): the editor never
@@ -296,7 +295,7 @@ impl EditorEnvironment {
                 display.trim_end_matches('/')
             ));
         }
-        match atomic::create_new(&path.real, content.as_bytes()) {
+        match envhost_files::create_new(&path.real, content.as_bytes()) {
             Ok(()) => CommandResponse::success(format!("Created {display}")),
             Err(err) if err.kind() == ErrorKind::AlreadyExists => {
                 CommandResponse::failure(format!(
@@ -356,7 +355,7 @@ impl EditorEnvironment {
                 ));
             }
             let new_bytes = edit::splice(&bytes, range, &new_lines);
-            match atomic::replace_verified(&path.real, &bytes, &new_bytes) {
+            match envhost_files::replace_verified(&path.real, &bytes, &new_bytes) {
                 Ok(written) => break (new_bytes, written),
                 Err(WriteProblem::Changed) if attempt < WRITE_ATTEMPTS => continue,
                 Err(problem) => return write_failure(&display, problem),
@@ -489,7 +488,7 @@ impl EditorEnvironment {
 /// A `view` command that would show the lines an edit asked for: their
 /// first and last lines as literal patterns when the file has them, the
 /// help's example otherwise.
-fn suggest_view(path: &paths::ResolvedPath, display: &str, range: LineRange) -> String {
+fn suggest_view(path: &ResolvedPath, display: &str, range: LineRange) -> String {
     let fallback = format!("view {display} /^def main/ /^$/");
     let Ok(bytes) = files::read_resolved(path) else {
         return fallback;
@@ -550,6 +549,13 @@ fn plural(n: usize, noun: &str) -> String {
 }
 
 impl Environment for EditorEnvironment {
+    fn usage(&self) -> Usage {
+        Usage {
+            summary: SUMMARY.to_owned(),
+            commands: self.help.commands().to_vec(),
+        }
+    }
+
     fn handle_command(
         &mut self,
         command: &str,

@@ -22,7 +22,7 @@ use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::writers::{self, Writer};
+use crate::writers::{self, Writer};
 
 /// Why an edit's content did not go in cleanly.
 #[derive(Debug)]
@@ -155,6 +155,25 @@ fn unchanged(before: &Metadata, now: &Metadata) -> bool {
         && before.ctime_nsec() == now.ctime_nsec()
 }
 
+/// Moves a finished temporary file (from [`open_temp_beside`]) over
+/// `target` in one step, flushed to disk first. A file it replaces passes
+/// on its mode and owner. On failure the temporary file is removed.
+pub(crate) fn put_in_place(temp: &Path, file: File, target: &Path) -> io::Result<()> {
+    let result = (|| {
+        if let Ok(metadata) = fs::metadata(target)
+            && metadata.is_file()
+        {
+            file.set_permissions(fs::Permissions::from_mode(metadata.mode() & 0o7777))?;
+            // Keeping the owner needs privileges the host may not have; the
+            // content and mode matter more than failing the write over it.
+            let _ = std::os::unix::fs::fchown(&file, Some(metadata.uid()), Some(metadata.gid()));
+        }
+        file.sync_all()?;
+        fs::rename(temp, target)
+    })();
+    finish(result, temp, target)
+}
+
 /// Creates a file that must not exist yet (`ErrorKind::AlreadyExists` if it
 /// does). Missing parent folders are created; the mode follows the umask as
 /// for any new file.
@@ -186,7 +205,7 @@ fn finish(result: io::Result<()>, temp: &Path, target: &Path) -> io::Result<()> 
 
 /// A fresh file next to `target` (same folder, so the rename is atomic),
 /// created with the mode a new file gets.
-fn open_temp_beside(target: &Path) -> io::Result<(PathBuf, File)> {
+pub(crate) fn open_temp_beside(target: &Path) -> io::Result<(PathBuf, File)> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let folder = match target.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
@@ -217,14 +236,34 @@ fn open_temp_beside(target: &Path) -> io::Result<(PathBuf, File)> {
 /// Renames only if nothing is at `to` (renameat2 RENAME_NOREPLACE, or a
 /// hard link where the file system lacks it).
 fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
-    use nix::fcntl::{RenameFlags, renameat2};
-    match renameat2(None, from, None, to, RenameFlags::RENAME_NOREPLACE) {
-        Ok(()) => Ok(()),
-        Err(nix::errno::Errno::EINVAL) | Err(nix::errno::Errno::ENOSYS) => {
+    use nix::libc;
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    // The system call itself: nix wraps renameat2 for glibc only, and the
+    // musl of the static build has no wrapper at all.
+    let from_c = CString::new(from.as_os_str().as_bytes())?;
+    let to_c = CString::new(to.as_os_str().as_bytes())?;
+    // SAFETY: both paths are NUL-terminated strings that outlive the call.
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            from_c.as_ptr(),
+            libc::AT_FDCWD,
+            to_c.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if result == 0 {
+        return Ok(());
+    }
+    let error = io::Error::last_os_error();
+    match error.raw_os_error() {
+        Some(libc::EINVAL) | Some(libc::ENOSYS) => {
             fs::hard_link(from, to)?;
             fs::remove_file(from)
         }
-        Err(errno) => Err(io::Error::from(errno)),
+        _ => Err(error),
     }
 }
 

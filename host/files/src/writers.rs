@@ -3,8 +3,11 @@
 //! An edit replaces a file's content; a process that holds the file open
 //! for writing (a logger appending through its descriptor, a Python session
 //! with an unclosed `open(..., "w")`) would go on writing to the old content
-//! or over the new one, and its bytes would be lost. The editor asks this
-//! module first and refuses to edit such a file, naming the processes.
+//! or over the new one, and its bytes would be lost. [`replace_verified`]
+//! asks this module first and refuses to write such a file; the caller
+//! names the processes ([`describe`]).
+//!
+//! [`replace_verified`]: crate::replace_verified
 //!
 //! A descriptor is matched by what it points to (device and inode, so
 //! every hard link of the file counts) and counted as a writer when its
@@ -18,6 +21,7 @@ use std::os::unix::fs::MetadataExt;
 /// A process that has the file open for writing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Writer {
+    /// Its process id.
     pub pid: i32,
     /// Its command name (`/proc/<pid>/comm`), e.g. `python3`.
     pub name: String,
