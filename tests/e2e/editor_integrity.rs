@@ -117,3 +117,32 @@ fn create_on_an_existing_folder_says_it_is_a_folder() {
         "suggests a file inside: {output}"
     );
 }
+
+#[test]
+fn restart_closes_every_view_and_brings_back_the_long_help() {
+    let project = Project::new();
+    project.write("a.py", "def a():\n    return 1\n");
+    project.write("b.py", "def b():\n    return 2\n");
+    let mut host = Host::start(project.path());
+    editor(&mut host, "view a.py /^def a/ /return/").ok();
+    let reply = editor(&mut host, "view b.py /^def b/ /return/");
+    let before = reply.screen("editor").to_owned();
+    assert!(
+        before.contains("  view <file> /<start>/ /<end>/ [label] - View file section"),
+        "short help once used: {before}"
+    );
+    host.send(&serde_json::json!({"type": "restart", "environment": "editor"}));
+    let reply = Reply(host.recv());
+    assert_eq!(
+        reply.ok(),
+        "Restarted the editor: closed 2 views ([1] a.py, [2] b.py), and every command shows \
+         its long help again until it is used. Files are not touched."
+    );
+    let screen = reply.screen("editor");
+    assert!(screen.contains("(no views)"), "{screen}");
+    assert!(
+        screen.contains("  view <file> /<start>/ /<end>/ [label]\n    View a section"),
+        "long help again: {screen}"
+    );
+    assert_eq!(project.read("a.py"), "def a():\n    return 1\n");
+}

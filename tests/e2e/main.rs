@@ -14,5 +14,6 @@ mod plugins;
 mod polyglot;
 mod protocol;
 mod python;
+mod python_running;
 mod python_trust;
 mod repl;

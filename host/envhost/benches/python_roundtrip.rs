@@ -6,6 +6,8 @@
 //! the floor everything up to the sentinel. One run, both sides
 //! interleaved so that machine noise hits them alike; medians, p95 and the
 //! ratio of the medians are printed. Not a timed test: nothing is asserted.
+//! `x = 1, yield_ms` is the same command sent with `yield_ms` (it ends long
+//! before): what a command that may yield costs when it does not.
 //!
 //! Run: `cargo bench --bench python_roundtrip` (add `--profile dev` for a
 //! quick check; the numbers that count come from the release profile).
@@ -37,16 +39,26 @@ const SENTINEL: &str = "__SENTINEL_7f3a__";
 struct Workload {
     code: &'static str,
     rounds: usize,
+    /// Sent with `yield_ms` (the command may yield, so it gets a stdin of
+    /// its own; it ends long before).
+    yield_ms: Option<u64>,
 }
 
-const WORKLOADS: [Workload; 2] = [
+const WORKLOADS: [Workload; 3] = [
     Workload {
         code: "x = 1",
         rounds: 1000,
+        yield_ms: None,
+    },
+    Workload {
+        code: "x = 1",
+        rounds: 1000,
+        yield_ms: Some(10_000),
     },
     Workload {
         code: "sum(range(10**6))",
         rounds: 60,
+        yield_ms: None,
     },
 ];
 
@@ -132,7 +144,13 @@ fn main() {
         let mut host_times = Vec::with_capacity(rounds);
         let mut floor_times = Vec::with_capacity(rounds);
         for _ in 0..rounds {
-            let (elapsed, _) = envhost.command("python", workload.code);
+            let (elapsed, _) = match workload.yield_ms {
+                None => envhost.command("python", workload.code),
+                Some(yield_ms) => envhost.round_trip(&serde_json::json!({
+                    "type": "command", "environment": "python",
+                    "command": workload.code, "yield_ms": yield_ms,
+                })),
+            };
             host_times.push(elapsed);
             let (elapsed, _) = floor.round_trip(workload.code);
             floor_times.push(elapsed);
@@ -141,9 +159,13 @@ fn main() {
         let through_floor = summarize(&floor_times);
         let (host_p50, host_p95) = (through_host.median, through_host.p95);
         let (floor_p50, floor_p95) = (through_floor.median, through_floor.p95);
+        let name = match workload.yield_ms {
+            None => workload.code.to_owned(),
+            Some(_) => format!("{}, yield_ms", workload.code),
+        };
         println!(
             "{:<20} {:>7} {:>10.3}ms {:>10.3}ms {:>10.3}ms {:>10.3}ms {:>7.2}x {:>7.2}x",
-            workload.code,
+            name,
             rounds,
             millis(host_p50),
             millis(host_p95),

@@ -580,6 +580,36 @@ impl Environment for EditorEnvironment {
         Ok(response)
     }
 
+    /// Closes every view and brings back the long help of every command;
+    /// files are not touched (nothing else is kept between commands).
+    fn restart(&mut self, _context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
+        let closed: Vec<String> = self
+            .views
+            .iter()
+            .map(|v| format!("[{}] {}", v.id, v.display))
+            .collect();
+        self.views = ViewSet::new();
+        self.help = CommandHelp::new(NAME, command_specs())
+            .map_err(|err| EnvironmentError::Failed(err.to_string()))?;
+        let views = if closed.is_empty() {
+            "no view was open".to_owned()
+        } else {
+            format!(
+                "closed {} ({})",
+                plural(closed.len(), "view"),
+                closed.join(", ")
+            )
+        };
+        Ok(CommandResponse::success(format!(
+            "Restarted the editor: {views}, and every command shows its long help again until \
+             it is used. Files are not touched."
+        ))
+        .with_incident(Incident::Restarted {
+            reason: "the agent asked for a restart".to_owned(),
+            lost: "its views and which commands were used".to_owned(),
+        }))
+    }
+
     fn screen(&mut self) -> Result<ScreenSection, EnvironmentError> {
         let state = self.views.render(&self.root);
         let content = self.help.screen_with_state(&state);

@@ -143,6 +143,13 @@ pub struct Request<'a> {
     pub op: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub code: Option<&'a str>,
+    /// The code reads the pipe the agent types into (else `/dev/null`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub input: bool,
+    /// A new such pipe comes with this request (SCM_RIGHTS on the reply
+    /// socket, with the request's number).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stdin: bool,
 }
 
 /// A reply the host believes, before it is matched to its request.
@@ -407,6 +414,8 @@ mod tests {
             seq: 1,
             op: "sync",
             code: None,
+            input: false,
+            stdin: false,
         });
         assert_eq!(
             request,
@@ -421,6 +430,8 @@ mod tests {
             seq: 1,
             op: "sync",
             code: None,
+            input: false,
+            stdin: false,
         });
         let record = &request[1..request.len() - 1];
         assert!(key.open(record).is_none());

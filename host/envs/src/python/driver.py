@@ -111,15 +111,95 @@ namespace = main_module.__dict__
 
 INPUT_MESSAGE = (
     "input() is not available: envhost's python has no stdin for anyone to "
-    "type into. Put the value in the code instead (e.g. name = 'Ada')."
+    "type into. Put the value in the code instead (e.g. name = 'Ada'), or "
+    "send the command with yield_ms so that it can be answered with input."
 )
 
+# A command sent with yield_ms reads, as fd 0, a pipe the agent types into:
+# the host passes its read end (SCM_RIGHTS, with the request's number) on
+# the reply socket with the first such command, and again after Ctrl-D
+# closed it. Every other command reads /dev/null, so that input() fails at
+# once instead of waiting for nobody. fd 0 is switched only when the kind of
+# command changes; what one command leaves unread stays for the next.
+input_open = False
+DEVNULL_FD = move_high(os.open(os.devnull, os.O_RDONLY), _floor)
+stdin_pipe = None
+stdin_on_pipe = False
+reply_socket = None
 
-def no_input(prompt=""):
-    raise EOFError(INPUT_MESSAGE)
+
+def agent_input(prompt=""):
+    """input(), which tells the host (with an untagged hint it checks in
+    /proc) that the command now waits for a line."""
+    if not input_open:
+        raise EOFError(INPUT_MESSAGE)
+    flush_user_streams()
+    if prompt:
+        sys.stdout.write(str(prompt))
+    flush_user_streams()
+    try:
+        os.write(REPLY_FD, b"input-hint")
+    except OSError:
+        pass
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError("EOF when reading a line")
+    return line[:-1] if line.endswith("\n") else line
 
 
-builtins.input = no_input
+builtins.input = agent_input
+
+
+def take_input_fd(seq):
+    """The stdin the host passed for request `seq`, or None. Older ones
+    (for requests that never ran) are closed."""
+    global reply_socket
+    import array
+    import socket
+
+    if reply_socket is None:
+        reply_socket = socket.socket(fileno=REPLY_FD)
+    found = None
+    while found is None:
+        try:
+            message, ancillary, _flags, _address = reply_socket.recvmsg(
+                32, socket.CMSG_SPACE(4 * array.array("i").itemsize), socket.MSG_DONTWAIT
+            )
+        except OSError:
+            break  # nothing (more) was passed
+        if not message and not ancillary:
+            break
+        fds = array.array("i")
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+        for fd in fds:
+            if found is None and message == str(seq).encode():
+                found = fd
+            else:
+                os.close(fd)
+    return found
+
+
+def take_stdin_pipe(seq):
+    """Keeps the pipe passed with request `seq` as the one to read."""
+    global stdin_pipe, stdin_on_pipe
+    fd = take_input_fd(seq)
+    if fd is None:
+        return
+    if stdin_pipe is not None:
+        os.close(stdin_pipe)
+    stdin_pipe = move_high(fd, _floor)
+    stdin_on_pipe = False
+
+
+def use_stdin(pipe):
+    """fd 0 for the next command: the pipe, or /dev/null."""
+    global stdin_on_pipe
+    if pipe != stdin_on_pipe:
+        os.dup2(stdin_pipe if pipe else DEVNULL_FD, 0)
+        stdin_on_pipe = pipe
+
 
 running_user_code = False
 
@@ -431,6 +511,7 @@ def channel_lost(key, which, seq):
 
 
 def serve():
+    global input_open
     try:
         key = bytes.fromhex(requests.readline().decode("ascii").strip())
     except Exception:
@@ -464,7 +545,14 @@ def serve():
                 continue
             source = request.get("code")
             cells += 1
-            status = run(source, cells) if isinstance(source, str) else "error"
+            if request.get("stdin"):
+                take_stdin_pipe(last_seq)
+            input_open = bool(request.get("input")) and stdin_pipe is not None
+            use_stdin(input_open)
+            try:
+                status = run(source, cells) if isinstance(source, str) else "error"
+            finally:
+                input_open = False
             if os.getpid() != DRIVER_PID:
                 # A fork made by the agent's code that fell through to here:
                 # it must neither answer the host nor read its requests.

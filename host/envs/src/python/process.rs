@@ -6,7 +6,7 @@
 //! timeout signals its whole process group), with the parent-death signal
 //! set (it dies with the host even if the host is killed), the secrets
 //! filtered out of its environment, stdin on `/dev/null` and the project
-//! directory as its working directory. It has three channels:
+//! directory as its working directory. It has these channels:
 //!
 //! - output: its stdout *and* stderr, one pipe, so that prints, warnings,
 //!   tracebacks and whatever C code or subprocesses write to fds 1 and 2
@@ -14,7 +14,13 @@
 //! - requests (host → driver): a pipe, one tagged line per request;
 //! - replies (driver → host): a `SOCK_SEQPACKET` socket pair, one tagged
 //!   record per reply, so a record someone else writes can never run into
-//!   one of the driver's. What is believed is [`channel`]'s business.
+//!   one of the driver's. What is believed is [`channel`]'s business. The
+//!   host also passes over this socket (SCM_RIGHTS) the read end of a pipe
+//!   the agent types into: stdin for the commands that may wait for input
+//!   (passed with the first such command, and again after Ctrl-D closed
+//!   it); other commands read `/dev/null`.
+//!
+//! [`channel`]: super::channel
 //!
 //! This module owns starting, talking to, waiting for (with a deadline and
 //! cancellation), signalling, inspecting (`/proc`) and reaping the
@@ -23,6 +29,7 @@
 //! environment's job (`mod.rs`).
 
 use std::ffi::OsString;
+use std::io::IoSlice;
 use std::io::{self, ErrorKind, PipeReader, PipeWriter, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -35,11 +42,13 @@ use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::Signal;
-use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+use nix::sys::socket::{
+    AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType, sendmsg, socketpair,
+};
 
 use envhost_core::CancelFlag;
 use envhost_process::signal_group;
-use envhost_process::{ManagedPid, spawn_managed};
+use envhost_process::{ManagedPid, process_table, spawn_managed, waiting_for_terminal};
 
 use super::channel::{Done, Key, Reply, Request, Tampering};
 
@@ -70,6 +79,16 @@ const DRAIN_LIMIT: usize = 4 * 1024 * 1024;
 /// How long an interpreter whose reply channel closed gets to exit before
 /// the close is taken for the code's doing.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// Capacity asked for the output pipe: room for a command that yielded to
+/// go on printing while nobody reads (the kernel's default is 64 KiB;
+/// unprivileged processes may ask for up to 1 MiB).
+const OUTPUT_PIPE_BYTES: i32 = 1024 * 1024;
+
+/// The record the driver sends, untagged, when the code calls `input()`
+/// with a stdin to read: a hint only, believed once `/proc` shows the
+/// interpreter blocked reading that stdin.
+const INPUT_HINT: &[u8] = b"input-hint";
 
 /// What an interpreter needs to start.
 #[derive(Debug, Clone)]
@@ -144,6 +163,9 @@ pub enum Wait {
     /// The interpreter lives, but the driver can no longer talk to the host:
     /// the code closed or replaced its descriptors.
     ChannelLost,
+    /// The code says it waits for a line of input (to be checked with
+    /// [`Interpreter::reads_input`]).
+    InputWanted,
     /// The deadline passed first.
     Deadline,
     /// The cancel flag was set first.
@@ -207,6 +229,9 @@ pub struct Interpreter {
     synced: bool,
     lost: bool,
     tampering: Tampering,
+    input_hint: bool,
+    /// The running command's stdin, when it may wait for input.
+    input: Option<Input>,
     output: PipeReader,
     output_open: bool,
     ended: Option<Ending>,
@@ -289,6 +314,8 @@ impl Interpreter {
             synced: false,
             lost: false,
             tampering: Tampering::default(),
+            input_hint: false,
+            input: None,
             output: output_reader,
             output_open: true,
             ended: None,
@@ -302,6 +329,12 @@ impl Interpreter {
         }
         set_nonblocking(interpreter.replies.as_raw_fd()).map_err(configure)?;
         set_nonblocking(interpreter.output.as_raw_fd()).map_err(configure)?;
+        // Best effort: with the default capacity a yielded command waits
+        // sooner for its output to be read, nothing more.
+        let _ = fcntl(
+            interpreter.output.as_raw_fd(),
+            FcntlArg::F_SETPIPE_SZ(OUTPUT_PIPE_BYTES),
+        );
 
         let deadline = Instant::now() + limit;
         let handover = interpreter.key.handover_line();
@@ -332,20 +365,110 @@ impl Interpreter {
     }
 
     /// Sends code to run; its `done` is what [`wait`](Self::wait) then
-    /// waits for. `Ok(false)` if the interpreter is gone or did not take the
-    /// request by `deadline`.
-    pub fn send_code(&mut self, code: &str, deadline: Instant) -> Result<bool, TalkError> {
+    /// waits for. With `input`, the code reads the pipe that
+    /// [`type_input`](Self::type_input) writes to (else `/dev/null`, and
+    /// `input()` fails at once). `Ok(false)` if the interpreter is gone or
+    /// did not take the request by `deadline`.
+    pub fn send_code(
+        &mut self,
+        code: &str,
+        input: bool,
+        deadline: Instant,
+    ) -> Result<bool, TalkError> {
         self.last_seq += 1;
         let seq = self.last_seq;
         self.awaiting = Some(seq);
         self.parts.clear();
         self.finished = None;
+        self.input_hint = false;
+        let mut passed = false;
+        if input && !self.takes_input() {
+            // A stdin that cannot be handed over leaves the code on
+            // /dev/null: input() then fails with its message, nothing worse.
+            if let Ok(pipe) = self.hand_over_input(seq) {
+                self.input = Some(pipe);
+                passed = true;
+            }
+        }
         let line = self.key.request(&Request {
             seq,
             op: "run",
             code: Some(code),
+            input: input && self.takes_input(),
+            stdin: passed,
         });
         self.write_request(&line, deadline)
+    }
+
+    /// A fresh pipe whose read end goes to the driver (SCM_RIGHTS, with the
+    /// request's sequence number, so that a stale one is never taken).
+    fn hand_over_input(&mut self, seq: u64) -> io::Result<Input> {
+        let (reader, writer) = io::pipe()?;
+        let name = format!(
+            "pipe:[{}]",
+            nix::sys::stat::fstat(writer.as_raw_fd())?.st_ino
+        );
+        set_nonblocking(writer.as_raw_fd())?;
+        let payload = seq.to_string();
+        let fds = [reader.as_raw_fd()];
+        sendmsg::<()>(
+            self.replies.as_raw_fd(),
+            &[IoSlice::new(payload.as_bytes())],
+            &[ControlMessage::ScmRights(&fds)],
+            MsgFlags::MSG_DONTWAIT,
+            None,
+        )?;
+        Ok(Input {
+            writer: Some(writer),
+            pending: Vec::new(),
+            close_when_written: false,
+            name: PathBuf::from(name),
+        })
+    }
+
+    /// Types `bytes` into the stdin of the commands that may wait for input
+    /// (what does not fit now is written as the code reads; what a command
+    /// leaves unread stays for the next one). `false` if there is none (or
+    /// it was closed with Ctrl-D).
+    pub fn type_input(&mut self, bytes: &[u8]) -> bool {
+        let Some(input) = self.input.as_mut().filter(|i| i.writer.is_some()) else {
+            return false;
+        };
+        input.pending.extend_from_slice(bytes);
+        input.flush();
+        true
+    }
+
+    /// Ends the stdin once what was typed is written: the next read sees
+    /// the end of input (Ctrl-D); the next command that may wait for input
+    /// gets a new one.
+    pub fn close_input(&mut self) {
+        if let Some(input) = self.input.as_mut() {
+            input.close_when_written = true;
+            input.flush();
+        }
+    }
+
+    /// Whether there is a stdin the agent can type into.
+    pub fn takes_input(&self) -> bool {
+        self.input.as_ref().is_some_and(|i| i.writer.is_some())
+    }
+
+    /// Whether a process of the interpreter's group is blocked reading the
+    /// running command's stdin, with nothing else of the group busy (from
+    /// `/proc`; a few hundred microseconds).
+    pub fn reads_input(&self) -> bool {
+        let Some(input) = &self.input else {
+            return false;
+        };
+        let group: Vec<i32> = process_table()
+            .into_iter()
+            .filter(|p| p.group == self.pid)
+            .map(|p| p.pid)
+            .collect();
+        // The detector compares what descriptors point to: a pipe's
+        // `pipe:[inode]` stands in for a terminal's path.
+        waiting_for_terminal(&group, &input.name).is_some()
     }
 
     /// Asks the driver to say that it is idle: answered with
@@ -359,6 +482,8 @@ impl Interpreter {
             seq,
             op: "sync",
             code: None,
+            input: false,
+            stdin: false,
         });
         self.write_request(&line, deadline)
     }
@@ -531,6 +656,10 @@ impl Interpreter {
                 self.drain_output(output);
                 return Ok(Wait::ChannelLost);
             }
+            if std::mem::take(&mut self.input_hint) {
+                self.drain_output(output);
+                return Ok(Wait::InputWanted);
+            }
             if !self.replies_open {
                 // An exit closes the channel; so does code that closes the
                 // driver's descriptor, and then the interpreter lives on.
@@ -555,19 +684,27 @@ impl Interpreter {
         }
     }
 
-    /// One `poll` on the reply and output channels, reading what is ready.
+    /// One `poll` on the reply and output channels (and the command's
+    /// stdin while typed bytes wait), reading and writing what is ready.
     fn poll_once(
         &mut self,
         timeout: Duration,
         output: &mut dyn FnMut(&[u8]),
     ) -> Result<(), TalkError> {
-        let (reply_ready, output_ready) = {
-            let mut fds = Vec::with_capacity(2);
+        let typing = self
+            .input
+            .as_ref()
+            .and_then(|i| i.writer.as_ref().filter(|_| !i.pending.is_empty()));
+        let (reply_ready, output_ready, input_ready) = {
+            let mut fds = Vec::with_capacity(3);
             if self.replies_open {
                 fds.push(PollFd::new(self.replies.as_fd(), PollFlags::POLLIN));
             }
             if self.output_open {
                 fds.push(PollFd::new(self.output.as_fd(), PollFlags::POLLIN));
+            }
+            if let Some(writer) = typing {
+                fds.push(PollFd::new(writer.as_fd(), PollFlags::POLLOUT));
             }
             if fds.is_empty() {
                 thread::sleep(timeout);
@@ -587,10 +724,14 @@ impl Interpreter {
             let mut fds = fds.iter();
             let reply_ready = self.replies_open && fds.next().is_some_and(ready);
             let output_ready = self.output_open && fds.next().is_some_and(ready);
-            (reply_ready, output_ready)
+            let input_ready = typing.is_some() && fds.next().is_some_and(ready);
+            (reply_ready, output_ready, input_ready)
         };
         if output_ready {
             self.read_output_once(output);
+        }
+        if input_ready && let Some(input) = self.input.as_mut() {
+            input.flush();
         }
         if reply_ready {
             self.read_replies()?;
@@ -670,6 +811,10 @@ impl Interpreter {
     /// Believes a record only with the key's tag, and only for the request
     /// it answers; everything else is counted and set aside.
     fn take_record(&mut self, record: &[u8]) {
+        if record == INPUT_HINT {
+            self.input_hint = self.takes_input();
+            return;
+        }
         let Some(reply) = self.key.open(record) else {
             self.tampering.forged_replies += 1;
             return;
@@ -732,6 +877,45 @@ impl Interpreter {
                 self.read_output_once(output);
             }
             thread::sleep((deadline - now).min(Duration::from_millis(5)));
+        }
+    }
+}
+
+/// The stdin of a command that may wait for input: the write end of its
+/// pipe, and what was typed but not yet taken.
+struct Input {
+    /// `None` once closed (Ctrl-D).
+    writer: Option<PipeWriter>,
+    pending: Vec<u8>,
+    close_when_written: bool,
+    /// What `/proc/<pid>/fd/<n>` shows for the pipe (`pipe:[inode]`).
+    name: PathBuf,
+}
+
+impl Input {
+    /// Writes what the pipe takes now; closes it once all is written if
+    /// asked to. A reader that went away (EPIPE) drops what is left.
+    fn flush(&mut self) {
+        let Some(writer) = self.writer.as_mut() else {
+            return;
+        };
+        while !self.pending.is_empty() {
+            match writer.write(&self.pending) {
+                Ok(0) => break,
+                Ok(n) => {
+                    self.pending.drain(..n);
+                }
+                Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                Err(err) if err.kind() == ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    self.pending.clear();
+                    self.writer = None;
+                    return;
+                }
+            }
+        }
+        if self.pending.is_empty() && self.close_when_written {
+            self.writer = None;
         }
     }
 }
