@@ -8,12 +8,13 @@
 # runs in this same interpreter and can find these descriptors: the first
 # line on REQUEST_FD is a key (hex) read before any of the agent's code
 # runs; every later line is a request `TAG JSON` whose tag (keyed BLAKE2b,
-# personalization "envhost-request") and strictly growing sequence number
-# are checked; every reply is one record on the REPLY_FD socket
-# (SOCK_SEQPACKET: records never interleave), `TAG JSON` with
-# personalization "envhost-reply", naming the request it answers. Lines that fail the checks are refused and counted
-# in the next reply. The key lives only in serve()'s frame: code that walks
-# the driver's frames or memory can still impersonate it (docs/security.md).
+# personalization "envhost-request", in hex) and strictly growing sequence
+# number are checked; every reply is one record on the REPLY_FD socket
+# (SOCK_SEQPACKET: records never interleave): the 32 bytes of its tag
+# (personalization "envhost-reply"), then its JSON, naming the request it
+# answers. Lines that fail the checks are refused and counted in the next
+# reply. The key lives only in serve()'s frame: code that walks the
+# driver's frames or memory can still impersonate it (docs/security.md).
 #
 # The agent's output (print, stderr, warnings, tracebacks, C code and
 # subprocesses writing to fds 1 and 2) goes to stdout/stderr, which the host
@@ -235,7 +236,7 @@ def send(macs, body):
     mac.update(body)
     try:
         # One record; a signal cannot cut it short (EINTR is retried).
-        os.write(REPLY_FD, mac.hexdigest().encode() + b" " + body)
+        os.write(REPLY_FD, mac.digest() + body)
     except OSError:
         raise ChannelLost("reply")
 
