@@ -1,6 +1,7 @@
 //! The python environment under attack from the code it runs: forged
 //! replies and requests on the driver's channels, an interpreter stopped
-//! with SIGSTOP, the driver's descriptors closed, SIGINT ignored. Each test
+//! with SIGSTOP, the driver's descriptors closed, SIGINT ignored, output
+//! printed by a background thread after its command ended. Each test
 //! checks that the host's answer is the truth: the command's own output,
 //! the state it really left, and a sentence that names what happened.
 
@@ -258,4 +259,37 @@ fn a_request_taken_off_the_pipe_is_reported_and_the_namespace_kept() {
     assert_eq!(python(&mut host, "x").ok(), "1\n");
     assert_eq!(python(&mut host, "len(stolen)").ok(), "1\n");
     assert_eq!(pid_of_python(&mut host), pid);
+}
+
+#[test]
+fn output_printed_after_its_command_ended_is_shown_as_such_never_as_the_next_commands() {
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    // A thread (and a subprocess) that print a moment after the command
+    // that started them has answered.
+    let started = python(
+        &mut host,
+        "import threading, subprocess, sys\n\
+         threading.Timer(0.3, lambda: print('late from a thread', flush=True)).start()\n\
+         subprocess.Popen([sys.executable, '-c', \
+         'import time; time.sleep(0.3); print(\"late from a process\", flush=True)'])\n\
+         print('first')",
+    )
+    .ok()
+    .to_owned();
+    assert_eq!(started, "first\n");
+    std::thread::sleep(Duration::from_millis(1500));
+    let output = python(&mut host, "print('second')").ok().to_owned();
+    let late_at = output
+        .find("[Output that arrived after the previous command ended")
+        .unwrap_or_else(|| panic!("the late output is announced: {output}"));
+    let own_at = output
+        .find("[This command's output:]")
+        .unwrap_or_else(|| panic!("the command's own output is marked: {output}"));
+    let late = &output[late_at..own_at];
+    assert!(late.contains("late from a thread"), "{output}");
+    assert!(late.contains("late from a process"), "{output}");
+    assert_eq!(&output[own_at..], "[This command's output:]\nsecond\n");
+    // Nothing arrived since: no announcement.
+    assert_eq!(python(&mut host, "print('third')").ok(), "third\n");
 }

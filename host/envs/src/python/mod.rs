@@ -640,6 +640,29 @@ impl PythonEnvironment {
     }
 }
 
+/// Shown before output that arrived while no command ran.
+const LATE_OUTPUT_HEADER: &str = "[Output that arrived after the previous command ended (from a background thread or process):]\n";
+
+/// Shown after it, where the command's own output starts.
+const OWN_OUTPUT_HEADER: &str = "[This command's output:]\n";
+
+/// Gives `command` what background threads and processes wrote while no
+/// command ran, under a line saying so, so that it is neither lost nor
+/// taken for the command's own output.
+fn take_late_output(interpreter: &mut Interpreter, command: &mut Command) {
+    let mut late = Vec::new();
+    interpreter.collect_stray_output(&mut |b| late.extend_from_slice(b));
+    if late.is_empty() {
+        return;
+    }
+    command.feed(LATE_OUTPUT_HEADER.as_bytes());
+    command.feed(&late);
+    if !late.ends_with(b"\n") {
+        command.feed(b"\n");
+    }
+    command.feed(OWN_OUTPUT_HEADER.as_bytes());
+}
+
 /// Continues an interpreter that is stopped (state `T`), saying so.
 fn continue_if_stopped(interpreter: &Interpreter, run: &mut CommandOutput) {
     if interpreter.is_stopped() {
@@ -739,7 +762,7 @@ impl Environment for PythonEnvironment {
                 "the python interpreter is not running".to_owned(),
             ));
         };
-        interpreter.collect_stray_output(&mut |b| command.feed(b));
+        take_late_output(interpreter, &mut command);
         // A command that may yield gets a stdin the agent can type into;
         // any other keeps /dev/null, so that input() fails at once instead
         // of waiting for a keyboard nobody has.
