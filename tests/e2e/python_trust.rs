@@ -1,13 +1,14 @@
 //! The python environment under attack from the code it runs: forged
 //! replies and requests on the driver's channels, an interpreter stopped
 //! with SIGSTOP, the driver's descriptors closed, SIGINT ignored, output
-//! printed by a background thread after its command ended. Each test
+//! printed by a background thread after its command ended, children that
+//! ignore SIGINT left behind by an interrupted command. Each test
 //! checks that the host's answer is the truth: the command's own output,
 //! the state it really left, and a sentence that names what happened.
 
 use std::time::Duration;
 
-use crate::harness::{Host, Project, Reply, wait_until_dead};
+use crate::harness::{Host, Project, Reply, process_alive, wait_until_dead};
 
 fn python(host: &mut Host, code: &str) -> Reply {
     host.command("python", code)
@@ -292,4 +293,63 @@ fn output_printed_after_its_command_ended_is_shown_as_such_never_as_the_next_com
     assert_eq!(&output[own_at..], "[This command's output:]\nsecond\n");
     // Nothing arrived since: no announcement.
     assert_eq!(python(&mut host, "print('third')").ok(), "third\n");
+}
+
+/// The lines of `output` that are a number alone (`echo $!`).
+fn pids_in(output: &str) -> Vec<i32> {
+    output
+        .lines()
+        .filter_map(|line| line.trim().parse().ok())
+        .collect()
+}
+
+#[test]
+fn an_interrupted_command_leaves_no_process_that_ignores_sigint_and_spares_earlier_ones() {
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    // An earlier command's background job, which ignores SIGINT (sh's
+    // background jobs do): not this command's to end.
+    let earlier = pids_in(
+        python(
+            &mut host,
+            "import subprocess\nsubprocess.run('sleep 300 & echo $!', shell=True)",
+        )
+        .ok(),
+    );
+    assert_eq!(earlier.len(), 1);
+    // The command's own background jobs ignore SIGINT too, so the timeout's
+    // KeyboardInterrupt (and the shell's SIGINT) leaves them running. (They
+    // start after the command's first clock tick: /proc's start times
+    // cannot tell one started within it from an earlier command's.)
+    let reply = host.command_with_timeout(
+        "python",
+        "import subprocess, time\n\
+         time.sleep(0.05)\n\
+         subprocess.run('sleep 300 & echo $!; sleep 300 & echo $!; wait', shell=True)",
+        1500,
+    );
+    assert!(!reply.success(), "{}", reply.0);
+    let output = reply.output().to_owned();
+    assert!(output.contains("KeyboardInterrupt"), "{output}");
+    let strays = pids_in(&output);
+    assert_eq!(strays.len(), 2, "{output}");
+    for pid in &strays {
+        assert!(
+            wait_until_dead(*pid, Duration::from_secs(5)),
+            "{pid} outlived the interrupted command: {output}"
+        );
+    }
+    // Two sleeps, and the shell too if python's kill had not yet landed.
+    assert!(
+        output.contains("[Ended ") && output.contains(" processes the command started that"),
+        "{output}"
+    );
+    assert!(
+        process_alive(earlier[0]),
+        "an earlier command's job is kept"
+    );
+    assert_eq!(python(&mut host, "print('next')").ok(), "next\n");
+    let (status, _) = host.finish();
+    assert_eq!(status.code(), Some(0));
+    assert!(wait_until_dead(earlier[0], Duration::from_secs(10)));
 }

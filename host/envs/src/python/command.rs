@@ -66,6 +66,11 @@ impl Command {
         &mut self.piece
     }
 
+    /// When the agent sent it.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
     /// Takes bytes the interpreter wrote.
     pub fn feed(&mut self, bytes: &[u8]) {
         if bytes.is_empty() {

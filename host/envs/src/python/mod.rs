@@ -475,10 +475,29 @@ impl PythonEnvironment {
                 let _ = interpreter.wait(Instant::now() + SYNC_ANSWER_LIMIT, None, &mut |b| {
                     command.feed(b)
                 });
+                let ended = interpreter.end_strays_of_command(command.started().elapsed());
                 self.absorb(&command.text, done);
                 command.output().after(format!(
                     "[{cause}: {what}. Variables and imports are kept.]"
                 ));
+                if ended > 0 {
+                    command.output().after(format!(
+                        "[Ended {} the command started that {} still running after it was \
+                         interrupted (SIGTERM, then SIGKILL): {} SIGINT. Processes started by \
+                         earlier commands are not touched.]",
+                        if ended == 1 {
+                            "1 process".to_owned()
+                        } else {
+                            format!("{ended} processes")
+                        },
+                        if ended == 1 { "was" } else { "were" },
+                        if ended == 1 {
+                            "it ignores"
+                        } else {
+                            "they ignore"
+                        },
+                    ));
+                }
                 return succeeded && matches!(why, Interruption::Requested);
             }
             Some(Ok(Wait::Synced)) => {

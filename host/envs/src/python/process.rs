@@ -76,6 +76,10 @@ const RECORD_BUFFER: usize = 64 * 1024;
 /// the answer up.
 const DRAIN_LIMIT: usize = 4 * 1024 * 1024;
 
+/// How long the processes an interrupted command left behind get to end
+/// on SIGTERM before SIGKILL.
+const STRAY_GRACE: Duration = Duration::from_millis(500);
+
 /// How long an interpreter whose reply channel closed gets to exit before
 /// the close is taken for the code's doing.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
@@ -568,6 +572,52 @@ impl Interpreter {
         ignored_signals(self.pid).is_some_and(|mask| mask & (1 << (Signal::SIGINT as u32 - 1)) != 0)
     }
 
+    /// Ends what a command that started `ago` ago left running in the
+    /// interpreter's process group: the processes it started that are still
+    /// there once its code stopped (children that ignore SIGINT, such as the
+    /// background jobs of `sh -c 'sleep 100 &'`). Processes started by
+    /// earlier commands are not touched (nor, since `/proc` counts start
+    /// times in clock ticks, one started within the command's first tick).
+    /// SIGTERM, then SIGKILL for those
+    /// still there after [`STRAY_GRACE`]. Returns how many were ended.
+    pub fn end_strays_of_command(&self, ago: Duration) -> usize {
+        let Some(since) = since_boot().and_then(|now| now.checked_sub(ago)) else {
+            return 0;
+        };
+        let Some(hz) = clock_ticks_per_second() else {
+            return 0;
+        };
+        // Start times are whole ticks (10 ms), rounded down: a process
+        // that started in the command's first tick cannot be told from
+        // one an earlier command started just before, and is spared.
+        let first_tick = (since.as_secs_f64() * hz as f64) as u64 + 1;
+        let strays = || -> Vec<i32> {
+            process_table()
+                .into_iter()
+                .filter(|p| p.group == self.pid && p.pid != self.pid && p.state != 'Z')
+                .filter(|p| start_tick(p.pid).is_some_and(|tick| tick >= first_tick))
+                .map(|p| p.pid)
+                .collect()
+        };
+        let found = strays();
+        if found.is_empty() {
+            return 0;
+        }
+        for &pid in &found {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGTERM);
+        }
+        let until = Instant::now() + STRAY_GRACE;
+        let mut left = strays();
+        while !left.is_empty() && Instant::now() < until {
+            thread::sleep(Duration::from_millis(20));
+            left = strays();
+        }
+        for pid in left {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        found.len()
+    }
+
     /// If the interpreter has ended by itself since the last look, how.
     /// Cheap (one non-blocking `waitpid`); never talks to the driver.
     pub fn ended_by_itself(&mut self) -> Option<Ending> {
@@ -967,6 +1017,30 @@ fn process_state(pid: i32) -> Option<char> {
         .next()?
         .chars()
         .next()
+}
+
+/// When the process started, in clock ticks since boot (field 22 of
+/// `/proc/<pid>/stat`, counted after the command name's closing `)`).
+fn start_tick(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// Time since boot on the clock `/proc` start times count on.
+fn since_boot() -> Option<Duration> {
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
+    Some(Duration::from(now))
+}
+
+/// The unit of `/proc` start times.
+fn clock_ticks_per_second() -> Option<u64> {
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok()??;
+    u64::try_from(hz).ok().filter(|&hz| hz > 0)
 }
 
 /// The `SigIgn` mask of `/proc/<pid>/status`: bit N-1 is signal N.
