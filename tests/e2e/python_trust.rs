@@ -293,6 +293,24 @@ fn output_printed_after_its_command_ended_is_shown_as_such_never_as_the_next_com
     assert_eq!(&output[own_at..], "[This command's output:]\nsecond\n");
     // Nothing arrived since: no announcement.
     assert_eq!(python(&mut host, "print('third')").ok(), "third\n");
+    // Late output is not lost to a restart either.
+    python(
+        &mut host,
+        "threading.Timer(0.3, lambda: print('late before the restart', flush=True)).start()",
+    )
+    .ok();
+    std::thread::sleep(Duration::from_millis(1000));
+    let restarted = host.request(&serde_json::json!({
+        "type": "restart", "environment": "python"
+    }));
+    let output = restarted.ok();
+    assert!(
+        output.starts_with(
+            "[Output that arrived after the previous command ended (from a background thread \
+             or process):]\nlate before the restart\n[Restarted python"
+        ),
+        "{output}"
+    );
 }
 
 /// The lines of `output` that are a number alone (`echo $!`).

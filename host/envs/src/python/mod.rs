@@ -667,8 +667,9 @@ const OWN_OUTPUT_HEADER: &str = "[This command's output:]\n";
 
 /// Gives `command` what background threads and processes wrote while no
 /// command ran, under a line saying so, so that it is neither lost nor
-/// taken for the command's own output.
-fn take_late_output(interpreter: &mut Interpreter, command: &mut Command) {
+/// taken for the command's own output (`own_follows`: a line then marks
+/// where that starts).
+fn take_late_output(interpreter: &mut Interpreter, command: &mut Command, own_follows: bool) {
     let mut late = Vec::new();
     interpreter.collect_stray_output(&mut |b| late.extend_from_slice(b));
     if late.is_empty() {
@@ -679,7 +680,9 @@ fn take_late_output(interpreter: &mut Interpreter, command: &mut Command) {
     if !late.ends_with(b"\n") {
         command.feed(b"\n");
     }
-    command.feed(OWN_OUTPUT_HEADER.as_bytes());
+    if own_follows {
+        command.feed(OWN_OUTPUT_HEADER.as_bytes());
+    }
 }
 
 /// Continues an interpreter that is stopped (state `T`), saying so.
@@ -781,7 +784,7 @@ impl Environment for PythonEnvironment {
                 "the python interpreter is not running".to_owned(),
             ));
         };
-        take_late_output(interpreter, &mut command);
+        take_late_output(interpreter, &mut command, true);
         // A command that may yield gets a stdin the agent can type into;
         // any other keeps /dev/null, so that input() fails at once instead
         // of waiting for a keyboard nobody has.
@@ -858,7 +861,13 @@ impl Environment for PythonEnvironment {
                 }
                 command
             }
-            None => Command::new("", context, &self.output_limits),
+            None => {
+                let mut answer = Command::new("", context, &self.output_limits);
+                if let State::Running(interpreter) = &mut self.state {
+                    take_late_output(interpreter, &mut answer, false);
+                }
+                answer
+            }
         };
         match std::mem::replace(&mut self.state, State::Unused) {
             // With a command running the driver reads no request: end it
