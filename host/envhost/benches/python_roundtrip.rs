@@ -8,6 +8,9 @@
 //! ratio of the medians are printed. Not a timed test: nothing is asserted.
 //! `x = 1, yield_ms` is the same command sent with `yield_ms` (it ends long
 //! before): what a command that may yield costs when it does not.
+//! `wait, finished` is a `wait` on a command that yielded and has ended
+//! since, beside envhost's own plain `x = 1` in the same run, each sent
+//! after the same 40 ms pause.
 //!
 //! Run: `cargo bench --bench python_roundtrip` (add `--profile dev` for a
 //! quick check; the numbers that count come from the release profile).
@@ -173,6 +176,50 @@ fn main() {
             millis(floor_p95),
             millis(host_p50) / millis(floor_p50),
             millis(host_p95) / millis(floor_p95),
+        );
+    }
+
+    // `wait` on a command that yielded and has finished since: what reading
+    // the end of a long command costs, beside the same run's plain round
+    // trip. A command that ends before it yields is skipped.
+    let rounds = rounds_override.unwrap_or(300);
+    let mut wait_times = Vec::with_capacity(rounds);
+    let mut plain_times = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let (_, line) = envhost.round_trip(&serde_json::json!({
+            "type": "command", "environment": "python",
+            "command": "import time\ntime.sleep(0.02)", "yield_ms": 1,
+        }));
+        if !line.contains("\"running\":true") {
+            continue;
+        }
+        std::thread::sleep(Duration::from_millis(40));
+        let (elapsed, line) = envhost.round_trip(&serde_json::json!({
+            "type": "wait", "environment": "python", "timeout_ms": 10_000,
+        }));
+        assert!(line.contains("\"success\":true"), "wait failed: {line}");
+        assert!(!line.contains("\"running\":true"), "still running: {line}");
+        wait_times.push(elapsed);
+        // After the same pause, so that both start from an idle machine.
+        std::thread::sleep(Duration::from_millis(40));
+        plain_times.push(envhost.command("python", "x = 1").0);
+    }
+    if wait_times.is_empty() {
+        println!("wait, finished: every command ended before it could yield; nothing measured");
+    } else {
+        let waits = summarize(&wait_times);
+        let plain = summarize(&plain_times);
+        println!(
+            "{:<20} {:>7} {:>10.3}ms {:>10.3}ms {:>10.3}ms {:>10.3}ms {:>7.2}x {:>7.2}x   \
+             (beside envhost's own `x = 1`)",
+            "wait, finished",
+            wait_times.len(),
+            millis(waits.median),
+            millis(waits.p95),
+            millis(plain.median),
+            millis(plain.p95),
+            millis(waits.median) / millis(plain.median),
+            millis(waits.p95) / millis(plain.p95),
         );
     }
 
