@@ -18,3 +18,5 @@ mod python;
 mod python_running;
 mod python_trust;
 mod repl;
+mod running;
+mod stopping;
