@@ -121,7 +121,9 @@ fn a_long_loop_is_read_piece_by_piece_without_losing_or_repeating_a_line() {
     let mut host = Host::start(project.path());
     let reply = yielding(
         &mut host,
-        "import time\nfor i in range(60):\n    print('line', i, flush=True)\n    time.sleep(0.03)",
+        // One write per line: print('line', i) writes its pieces one by
+        // one (stdout is unbuffered), and an answer may fall between them.
+        "import sys, time\nfor i in range(60):\n    sys.stdout.write(f'line {i}\\n')\n    time.sleep(0.03)",
         300,
     );
     assert!(running(&reply), "{}", reply.0);
