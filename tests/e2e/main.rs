@@ -7,6 +7,7 @@ mod bash;
 mod capabilities;
 mod editor;
 mod harness;
+mod hostile;
 mod plugins;
 mod polyglot;
 mod protocol;

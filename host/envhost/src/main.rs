@@ -80,6 +80,12 @@ struct PluginArgs {
           default_value_t = plugin::DEFAULT_MEMORY_LIMIT)]
     plugin_memory: usize,
 
+    /// Files each plugin may hold open at once; past it, opening one more
+    /// fails. Lowered when many plugins would together hold more than half
+    /// of the host's descriptor limit.
+    #[arg(long, value_name = "N", default_value_t = plugin::DEFAULT_OPEN_FILES)]
+    plugin_open_files: usize,
+
     /// The file that grants plugins powers beyond the sandbox (directories,
     /// variables, programs, limits, sha256 pins) [default:
     /// <project>/env/envhost.toml; for `check`, envhost.toml next to the
@@ -101,6 +107,7 @@ impl PluginArgs {
         PluginSettings {
             cache,
             memory_limit: self.plugin_memory,
+            open_files: self.plugin_open_files,
             config_file: self.plugin_config.clone(),
         }
     }

@@ -15,7 +15,7 @@ use wasmtime::Store;
 
 use crate::grants::Grants;
 use crate::guest_io::GuestOutput;
-use crate::limits::DEFAULT_MEMORY_LIMIT;
+use crate::limits::{DEFAULT_MEMORY_LIMIT, DEFAULT_OPEN_FILES};
 use crate::load::cache::CodeCache;
 use crate::load::loader::{self, Candidate};
 use crate::sandbox::Sandbox;
@@ -42,7 +42,9 @@ impl RawPlugin {
         project: &Path,
         cache: Option<&Path>,
     ) -> Result<RawPlugin, String> {
-        let sandbox = Arc::new(Sandbox::new(DEFAULT_MEMORY_LIMIT).map_err(|e| e.to_string())?);
+        let sandbox = Arc::new(
+            Sandbox::new(DEFAULT_MEMORY_LIMIT, DEFAULT_OPEN_FILES).map_err(|e| e.to_string())?,
+        );
         let code = cache.map_or(CodeCache::Disabled, |dir| {
             CodeCache::Directory(dir.to_owned())
         });
@@ -112,7 +114,7 @@ fn instantiate(
     pre: &PluginPre<HostState>,
     grants: &Arc<Grants>,
 ) -> Result<(Store<HostState>, Plugin), String> {
-    let mut store = sandbox.new_store(GuestOutput::new(), grants)?;
+    let mut store = sandbox.new_store(GuestOutput::new(), grants);
     let plugin = pre.instantiate(&mut store).map_err(|e| e.to_string())?;
     Ok((store, plugin))
 }

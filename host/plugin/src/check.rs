@@ -19,6 +19,7 @@ use crate::environment::{PluginEnvironment, PluginParts};
 use crate::grants::config_file::ConfigFile;
 use crate::grants::{self, Grants};
 use crate::guest_io::LogSink;
+use crate::limits;
 use crate::load::cache::CacheOutcome;
 use crate::load::loader::{self, Candidate, LoadedPlugin};
 use crate::sandbox::Sandbox;
@@ -60,7 +61,8 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
             text: format!("{shown}: cannot check a file without a name\n"),
         };
     };
-    let sandbox = match Sandbox::new(settings.memory_limit) {
+    let open_files = limits::open_files_per_plugin(settings.open_files, 1);
+    let sandbox = match Sandbox::new(settings.memory_limit, open_files) {
         Ok(sandbox) => Arc::new(sandbox),
         Err(err) => {
             return CheckReport {
@@ -77,13 +79,16 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
     let (config_file, config_shown) = config_path(settings, folder, None);
     let config = ConfigFile::read(&config_file, &config_shown);
     let output_limits = OutputLimits::for_project(&project);
-    let protected = [folder.to_owned(), config_file.clone()];
+    let shielded = grants::Shielded {
+        from_any: settings.cache.directory().into_iter().collect(),
+        from_writing: vec![folder.to_owned(), config_file.clone()],
+    };
     let grants = match grants::grants_for(
         config.as_ref(),
         candidate.name.as_str(),
         &config_shown,
         &project,
-        &protected,
+        &shielded,
         output_limits.clone(),
     ) {
         Ok(granted) => granted,

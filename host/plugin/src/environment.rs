@@ -9,11 +9,16 @@
 //! state text. A plugin that describes none owns its whole section.
 //!
 //! A call that fails (trap, panic, time limit, memory limit) poisons the
-//! instance; this module drops it (and with its store every program the
-//! plugin ran), instantiates a fresh one from the kept `PluginPre` with the
-//! same grants, and says in the response that the state was lost. A screen
-//! that fails shows an error in this section only, and the next response
-//! says the state was lost. What the plugin was granted, and what it asked
+//! instance; this module drops it (and with its store every file and
+//! program the plugin held), instantiates a fresh one from the kept
+//! `PluginPre` with the same grants, and says in the response that the
+//! state was lost. A screen that fails shows an error in this section only;
+//! the plugin is not called again (not even for its screen) until the
+//! agent's next command to it, which starts a fresh instance and says the
+//! state was lost — so a plugin whose screen is slow delays the other
+//! environments' answers once, by its screen limit at most. After the
+//! host's cancellation (Ctrl-C, SIGTERM) nothing is restarted until the
+//! next command either. What the plugin was granted, and what it asked
 //! for in vain, is shown under its own screen content; the operator's
 //! time limit caps every command. This module must not know about the
 //! protocol or other environments.
@@ -137,6 +142,10 @@ impl PluginEnvironment {
     /// After a failed call: a fresh instance (a failed call leaves the old
     /// one unusable, whatever the cause) and the words for the agent.
     fn recover(&mut self) -> String {
+        if self.cancel.is_cancelled() {
+            self.instance = None;
+            return "Its state was lost; the host was interrupted, so the plugin starts afresh at its next command.".to_owned();
+        }
         match self.restart() {
             Ok(()) => "Its state was lost: the host restarted the plugin, and the next command runs in a fresh instance.".to_owned(),
             Err(again) => format!(
@@ -259,15 +268,15 @@ impl Environment for PluginEnvironment {
     fn screen(&mut self) -> Result<ScreenSection, EnvironmentError> {
         let cancel = self.cancel.clone();
         let sandbox = Arc::clone(&self.sandbox);
-        let called = match self.instance() {
-            Ok(instance) => instance.screen(&sandbox, &cancel),
-            Err(failure) => {
-                return Err(EnvironmentError::Failed(format!(
-                    "the plugin is not running and could not be restarted: {}",
-                    failure.cause
-                )));
-            }
+        // Never restarted here: a plugin that is not running waits for the
+        // agent's next command to it.
+        let Some(instance) = self.instance.as_mut() else {
+            return Err(EnvironmentError::Failed(format!(
+                "the {} plugin is not running; it starts afresh at its next command",
+                self.name
+            )));
         };
+        let called = instance.screen(&sandbox, &cancel);
         self.forward(&called.output);
         match called.result {
             Ok(section) => {
@@ -296,10 +305,12 @@ impl Environment for PluginEnvironment {
             }
             Err(failure) => {
                 let cause = failure.cause;
-                let recovery = self.recover();
+                // Dropped now (its store, files and programs with it); the
+                // next command to it starts a fresh one.
+                self.instance = None;
                 self.untold_restart = Some((
                     format!(
-                        "(Note: the {} plugin failed while drawing its screen: {cause}. {recovery})",
+                        "(Note: the {} plugin failed while drawing its screen: {cause}. Its state was lost; this command runs in a fresh instance.)",
                         self.name
                     ),
                     Incident::Restarted {
@@ -308,7 +319,7 @@ impl Environment for PluginEnvironment {
                     },
                 ));
                 Err(EnvironmentError::Failed(format!(
-                    "the plugin failed while drawing its screen: {cause}. {recovery}"
+                    "the plugin failed while drawing its screen: {cause}. Its state was lost; it starts afresh at its next command"
                 )))
             }
         }
@@ -316,8 +327,13 @@ impl Environment for PluginEnvironment {
 
     fn shutdown(&mut self) {
         let sandbox = Arc::clone(&self.sandbox);
+        let Some(limit) = sandbox.shutdown_limit() else {
+            // The plugins before it used up the time all get together.
+            self.instance = None;
+            return;
+        };
         if let Some(instance) = self.instance.as_mut() {
-            let called = instance.shutdown(&sandbox);
+            let called = instance.shutdown(&sandbox, limit);
             self.forward(&called.output);
             if let Err(failure) = called.result {
                 self.log.line(&format!(

@@ -16,7 +16,7 @@ use wasmtime::component::Instance;
 use crate::failure::{CallFailure, FailureCause, classify};
 use crate::grants::{self, Grants};
 use crate::guest_io::{CallOutput, GuestOutput};
-use crate::limits::{QUICK_CALL_LIMIT, SHUTDOWN_LIMIT};
+use crate::limits::{QUICK_CALL_LIMIT, SCREEN_LIMIT};
 use crate::sandbox::Sandbox;
 use crate::state::HostState;
 use crate::wit::latest::declaring::{CapabilitiesIndices, Power, Request};
@@ -48,9 +48,7 @@ impl LiveInstance {
         grants: &Arc<Grants>,
     ) -> Result<LiveInstance, (wasmtime::Error, CallOutput)> {
         let output = GuestOutput::new();
-        let mut store = sandbox
-            .new_store(output.clone(), grants)
-            .map_err(|why| (wasmtime::Error::msg(why), CallOutput::default()))?;
+        let mut store = sandbox.new_store(output.clone(), grants);
         let instantiated = {
             let _call = sandbox.begin_call(&mut store, QUICK_CALL_LIMIT, None);
             pre.instance_pre()
@@ -131,15 +129,15 @@ impl LiveInstance {
     }
 
     pub fn screen(&mut self, sandbox: &Sandbox, cancel: &CancelFlag) -> Called<ScreenSection> {
-        self.call(sandbox, QUICK_CALL_LIMIT, Some(cancel), |plugin, store| {
+        self.call(sandbox, SCREEN_LIMIT, Some(cancel), |plugin, store| {
             plugin
                 .envhost_environment_environment()
                 .call_get_screen(store)
         })
     }
 
-    pub fn shutdown(&mut self, sandbox: &Sandbox) -> Called<()> {
-        self.call(sandbox, SHUTDOWN_LIMIT, None, |plugin, store| {
+    pub fn shutdown(&mut self, sandbox: &Sandbox, limit: Duration) -> Called<()> {
+        self.call(sandbox, limit, None, |plugin, store| {
             plugin
                 .envhost_environment_environment()
                 .call_shutdown(store)

@@ -54,7 +54,7 @@ mod wit;
 
 pub use crate::check::{CheckReport, check_file};
 pub use crate::guest_io::{DiscardSink, LogSink, StderrSink};
-pub use crate::limits::DEFAULT_MEMORY_LIMIT;
+pub use crate::limits::{DEFAULT_MEMORY_LIMIT, DEFAULT_OPEN_FILES};
 pub use crate::load::cache::{CodeCache, content_sha256};
 pub use crate::load::{LoadReport, Plugin, Plugins, load};
 pub use crate::settings::PluginSettings;

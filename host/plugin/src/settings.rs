@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::grants::config_file;
-use crate::limits::DEFAULT_MEMORY_LIMIT;
+use crate::limits::{DEFAULT_MEMORY_LIMIT, DEFAULT_OPEN_FILES};
 use crate::load::cache::CodeCache;
 
 /// How plugins are run, from the command line.
@@ -14,6 +14,9 @@ pub struct PluginSettings {
     pub cache: CodeCache,
     /// Bytes of memory each plugin instance may use (unless granted more).
     pub memory_limit: usize,
+    /// Files each plugin may hold open at once (lowered when many plugins
+    /// would take too much of the host's descriptor limit).
+    pub open_files: usize,
     /// The grants file, when not the default (`env/envhost.toml` next to
     /// the plugins).
     pub config_file: Option<PathBuf>,
@@ -26,6 +29,7 @@ impl Default for PluginSettings {
                 .map(CodeCache::Directory)
                 .unwrap_or(CodeCache::Disabled),
             memory_limit: DEFAULT_MEMORY_LIMIT,
+            open_files: DEFAULT_OPEN_FILES,
             config_file: None,
         }
     }

@@ -17,7 +17,7 @@ use wasmtime::component::Resource;
 
 use envhost_process::{AtDeadline, Prompt, Session, SessionError, Waited};
 
-use crate::limits::{ANSWER_GRACE, QUICK_CALL_LIMIT};
+use crate::limits::{ANSWER_GRACE, MAX_SESSIONS, QUICK_CALL_LIMIT};
 use crate::state::HostState;
 use crate::wit::latest::interactive::{Ending, Error, Host, HostSession, Reply};
 use envhost_core::text;
@@ -37,9 +37,6 @@ pub const BASE_VARIABLES: [&str; 10] = [
     "TZ",
     "TMPDIR",
 ];
-
-/// Most programs one plugin instance may run at once.
-pub const MAX_SESSIONS: usize = 8;
 
 /// Most bytes of arguments, and of text typed in one call.
 const MAX_ARGUMENT_BYTES: usize = 64 * 1024;

@@ -73,6 +73,14 @@ impl CodeCache {
         Some(base.join("envhost").join("plugins"))
     }
 
+    /// The cache's folder, when there is one.
+    pub fn directory(&self) -> Option<PathBuf> {
+        match self {
+            CodeCache::Disabled => None,
+            CodeCache::Directory(dir) => Some(dir.clone()),
+        }
+    }
+
     /// The entry for these bytes under this engine, whether or not it exists.
     pub fn entry_path(&self, engine: &Engine, content_sha256: &str) -> Option<PathBuf> {
         match self {

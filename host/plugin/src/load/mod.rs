@@ -24,6 +24,7 @@ use envhost_process::OutputLimits;
 use crate::environment::{PluginEnvironment, PluginParts};
 use crate::grants::{self, config_file};
 use crate::guest_io::LogSink;
+use crate::limits;
 use crate::load::refusals::Refusal;
 use crate::sandbox::Sandbox;
 use crate::settings::{PluginSettings, config_path, plugin_dir};
@@ -149,14 +150,17 @@ pub fn load(
     report.refused = discovery.refusals;
     let notices = config_notices(config.as_ref(), &discovery.candidates, &report.refused);
     let mut planned = Vec::new();
-    let protected = [folder.clone(), config_path.clone()];
+    let shielded = grants::Shielded {
+        from_any: settings.cache.directory().into_iter().collect(),
+        from_writing: vec![folder.clone(), config_path.clone()],
+    };
     for candidate in discovery.candidates {
         match grants::grants_for(
             config.as_ref(),
             candidate.name.as_str(),
             &config_shown,
             project_dir,
-            &protected,
+            &shielded,
             output_limits.clone(),
         ) {
             Ok(granted) => planned.push((candidate, Arc::new(granted))),
@@ -168,7 +172,8 @@ pub fn load(
         }
     }
     if !planned.is_empty() {
-        match Sandbox::new(settings.memory_limit) {
+        let open_files = limits::open_files_per_plugin(settings.open_files, planned.len());
+        match Sandbox::new(settings.memory_limit, open_files) {
             Err(err) => {
                 for (candidate, _) in &planned {
                     report.refused.push(Refusal::new(

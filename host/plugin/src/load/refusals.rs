@@ -310,9 +310,7 @@ fn find_mistyped_function(
     instance_pre: &InstancePre<HostState>,
     grants: &Arc<Grants>,
 ) -> Option<(String, String)> {
-    let mut store = sandbox
-        .new_store(crate::guest_io::GuestOutput::new(), grants)
-        .ok()?;
+    let mut store = sandbox.new_store(crate::guest_io::GuestOutput::new(), grants);
     let instance = {
         let _call = sandbox.begin_call(&mut store, crate::limits::QUICK_CALL_LIMIT, None);
         instance_pre.instantiate(&mut store).ok()?

@@ -1,0 +1,351 @@
+//! A sandbox that holds against a hostile plugin, through the real binary:
+//! a plugin that sleeps inside host calls (in a command, while describing
+//! itself, drawing its screen or shutting down), blocks on a FIFO, swaps a
+//! granted folder for a symlink and forces a restart, plants symlinks that
+//! lead out, hoards open files, allocates many memories, swaps the
+//! compiled-code cache, prints terminal escape sequences, floods its help,
+//! or takes a built-in's name.
+//!
+//! The hostile plugins are the `rogue` and `saboteur` fixtures
+//! (`tests/fixtures/examples/`), and components assembled here by hand
+//! where the SDK cannot express the attack. Times are checked only with
+//! generous bounds that prove "it did not hang".
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::harness::{Host, Project, wait_until_dead};
+use crate::plugins::{host_builder, install};
+
+/// A project with the rogue plugin, `data/` (a file inside) and `ro/`
+/// inside it, a secret outside every grant, and `grants` as its grants file.
+fn rogue_project(grants: &str) -> Project {
+    let project = Project::new();
+    install(&project, &[("rogue", "rogue")]);
+    project.write("data/inside.txt", "granted text\n");
+    project.write("ro/notes.txt", "read-only text\n");
+    project.write("secret.txt", "the password is swordfish\n");
+    project.write("env/envhost.toml", grants);
+    project
+}
+
+/// A project with the saboteur plugin, granted its settings variables.
+fn saboteur_project(extra_grants: &str) -> Project {
+    let project = Project::new();
+    install(&project, &[("saboteur", "saboteur")]);
+    project.write(
+        "env/envhost.toml",
+        format!(
+            "[plugins.saboteur]\nvariables = [\"SABOTEUR_SLEEP_IN\", \"SABOTEUR_SLEEP_MS\", \"SABOTEUR_TEXT\", \"SABOTEUR_HELP\"]\n{extra_grants}"
+        ),
+    );
+    project
+}
+
+/// A host whose saboteur does `settings` (`SABOTEUR_*` variables).
+fn saboteur_host(project: &Project, settings: &[(&str, &str)]) -> Host {
+    let mut builder = host_builder(project);
+    for (name, value) in settings {
+        builder = builder.env(name, value);
+    }
+    builder.start(project.path())
+}
+
+/// Sends a command and waits at most `limit` for its answer: the test
+/// fails, instead of hanging, on a host that blocks.
+fn command_within(
+    host: &mut Host,
+    environment: &str,
+    command: &str,
+    timeout_ms: Option<u64>,
+    limit: Duration,
+) -> (crate::harness::Reply, Duration) {
+    let mut request = serde_json::json!({
+        "type": "command", "environment": environment, "command": command
+    });
+    if let Some(ms) = timeout_ms {
+        request["timeout_ms"] = ms.into();
+    }
+    let started = Instant::now();
+    host.send(&request);
+    let reply = crate::harness::Reply(host.recv_within(limit));
+    (reply, started.elapsed())
+}
+
+#[test]
+fn a_plugin_sleeping_in_a_command_is_stopped_at_the_command_timeout() {
+    let project = rogue_project("");
+    let mut host = host_builder(&project).start(project.path());
+    assert_eq!(host.command("rogue", "count").ok(), "count = 1");
+    // An hour's sleep is a WASI poll: the epoch never fires inside it.
+    let (reply, took) = command_within(
+        &mut host,
+        "rogue",
+        "sleep 3600000",
+        Some(1000),
+        Duration::from_secs(30),
+    );
+    let output = reply.failed();
+    assert!(
+        output.starts_with(
+            "The rogue plugin stopped during this command: it ran past its time limit of 1 s"
+        ),
+        "{output}"
+    );
+    assert!(took < Duration::from_secs(20), "answered after {took:?}");
+    assert_eq!(
+        host.command("rogue", "count").ok(),
+        "count = 1",
+        "a fresh instance"
+    );
+    // A short sleep is fine.
+    assert_eq!(host.command("rogue", "sleep 10").ok(), "slept 10 ms");
+    assert!(host.finish().0.success());
+}
+
+#[test]
+fn a_plugin_sleeping_while_describing_itself_is_refused_and_the_host_starts() {
+    let project = saboteur_project("");
+    let mut host = saboteur_host(&project, &[("SABOTEUR_SLEEP_IN", "describe")]);
+    let (reply, _) = command_within(
+        &mut host,
+        "bash",
+        "echo still here",
+        None,
+        Duration::from_secs(60),
+    );
+    assert_eq!(reply.ok().trim(), "still here");
+    let refused = reply.screen("refused-plugins");
+    assert!(
+        refused.contains("plugin `saboteur` (env/saboteur.wasm) was refused: it failed while describing itself: it ran past its time limit of 5 s"),
+        "{refused}"
+    );
+    assert!(host.finish().0.success());
+}
+
+#[test]
+fn a_slow_screen_delays_the_others_once_by_its_screen_limit() {
+    let project = saboteur_project("");
+    let mut host = saboteur_host(&project, &[("SABOTEUR_SLEEP_IN", "screen")]);
+    let (first, took) =
+        command_within(&mut host, "bash", "echo one", None, Duration::from_secs(60));
+    assert_eq!(first.ok().trim(), "one");
+    assert!(took < Duration::from_secs(30), "answered after {took:?}");
+    let section = first.screen("saboteur");
+    assert!(
+        section.contains("it ran past its time limit of 1 s"),
+        "{section}"
+    );
+    // Not called again until its next command: the next answers are quick.
+    let (second, took) =
+        command_within(&mut host, "bash", "echo two", None, Duration::from_secs(60));
+    assert_eq!(second.ok().trim(), "two");
+    assert!(took < Duration::from_secs(10), "answered after {took:?}");
+    assert!(
+        second.screen("saboteur").contains("not running"),
+        "{}",
+        second.0
+    );
+    // Its next command runs in a fresh instance and says what happened.
+    let (went, _) = command_within(&mut host, "saboteur", "go", None, Duration::from_secs(60));
+    assert!(
+        went.ok()
+            .starts_with("(Note: the saboteur plugin failed while drawing its screen"),
+        "{}",
+        went.0
+    );
+    assert!(host.finish().0.success());
+}
+
+#[test]
+fn sigterm_ends_the_host_while_a_plugin_sleeps_in_shutdown() {
+    let project = saboteur_project("");
+    let mut host = saboteur_host(&project, &[("SABOTEUR_SLEEP_IN", "shutdown")]);
+    let bash: i32 = host
+        .command("bash", "echo $$")
+        .ok()
+        .trim()
+        .parse()
+        .expect("bash's pid");
+    assert!(host.command("saboteur", "go").ok().contains("went: go"));
+    let started = Instant::now();
+    host.signal("TERM");
+    let status = host.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "exited after {:?}",
+        started.elapsed()
+    );
+    assert!(
+        wait_until_dead(bash, Duration::from_secs(10)),
+        "bash {bash} was left behind"
+    );
+
+    // End of input, likewise.
+    let mut host = saboteur_host(&project, &[("SABOTEUR_SLEEP_IN", "shutdown")]);
+    assert!(host.command("saboteur", "go").ok().contains("went: go"));
+    let started = Instant::now();
+    host.close_stdin();
+    assert!(host.wait_exit(Duration::from_secs(30)).success());
+    assert!(started.elapsed() < Duration::from_secs(15));
+}
+
+/// Makes a FIFO at `path`.
+fn make_fifo(path: &Path) {
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+}
+
+#[test]
+fn a_fifo_in_a_granted_directory_cannot_block_the_host() {
+    let project = rogue_project("[plugins.rogue]\nread-write = [\"data\"]\n");
+    make_fifo(&project.path().join("data/pipe"));
+    let mut host = host_builder(&project).start(project.path());
+    for command in [
+        "read /data/pipe",
+        "write /data/pipe hello",
+        "hoard /data/pipe 1",
+    ] {
+        let (reply, took) =
+            command_within(&mut host, "rogue", command, None, Duration::from_secs(30));
+        assert!(
+            took < Duration::from_secs(10),
+            "{command}: answered after {took:?}"
+        );
+        // Refused (a FIFO is no file to open), never waited on.
+        let output = reply.0["response"]["output"].as_str().unwrap_or_default();
+        assert!(
+            output.starts_with("cannot ") || output.contains("then: "),
+            "{command}: {output}"
+        );
+    }
+    assert_eq!(
+        host.command("rogue", "read /data/inside.txt").ok(),
+        "read 13 bytes: granted text\n"
+    );
+    assert!(host.finish().0.success());
+}
+
+#[test]
+fn a_granted_folder_swapped_for_a_symlink_reaches_nothing_new_after_a_restart() {
+    let project = rogue_project("[plugins.rogue]\nread-write = [\"data\"]\nread-only = [\"ro\"]\n");
+    let mut host = host_builder(&project).start(project.path());
+    assert_eq!(
+        host.command("rogue", "list /data").ok(),
+        "inside.txt",
+        "the granted folder"
+    );
+    // The agent's bash (or anyone) swaps the granted folders for symlinks
+    // to the plugin folder and to the root, then the plugin forces a
+    // restart.
+    let root = project.path();
+    std::fs::rename(root.join("data"), root.join("data.orig")).expect("move data");
+    std::os::unix::fs::symlink(root.join("env"), root.join("data")).expect("symlink data");
+    std::fs::rename(root.join("ro"), root.join("ro.orig")).expect("move ro");
+    std::os::unix::fs::symlink("/", root.join("ro")).expect("symlink ro");
+    host.command("rogue", "panic restart me").failed();
+
+    let written = host.command(
+        "rogue",
+        "write /data/envhost.toml [plugins.rogue]\nprograms = [\"sh\"]",
+    );
+    assert!(written.success(), "{}", written.0);
+    assert_eq!(
+        project.read("env/envhost.toml"),
+        "[plugins.rogue]\nread-write = [\"data\"]\nread-only = [\"ro\"]\n",
+        "the grants file is untouched"
+    );
+    assert!(
+        project
+            .read("data.orig/envhost.toml")
+            .starts_with("[plugins.rogue]"),
+        "the write went to the folder granted at load"
+    );
+    assert_eq!(host.command("rogue", "list /ro").ok(), "notes.txt");
+    host.command("rogue", "read /ro/etc/passwd").failed();
+    assert!(host.finish().0.success());
+}
+
+#[test]
+fn a_plugin_cannot_plant_symlinks_that_lead_out_of_its_folder() {
+    let project = rogue_project("[plugins.rogue]\nread-write = [\"data\"]\n");
+    let mut host = host_builder(&project).start(project.path());
+    for (target, link) in [
+        ("../secret.txt", "/data/leak"),
+        ("../../../../etc/passwd", "/data/passwd"),
+        ("sub/../../secret.txt", "/data/sneaky"),
+        ("/etc/passwd", "/data/absolute"),
+    ] {
+        let reply = host.command("rogue", &format!("symlink {target} {link}"));
+        assert!(
+            reply.failed().contains("not permitted"),
+            "{target}: {}",
+            reply.0
+        );
+        let planted = project.path().join(link.trim_start_matches('/'));
+        assert!(
+            std::fs::symlink_metadata(&planted).is_err(),
+            "{} was planted",
+            planted.display()
+        );
+    }
+    assert_eq!(
+        host.command("rogue", "symlink inside.txt /data/alias").ok(),
+        "linked /data/alias -> inside.txt"
+    );
+    assert_eq!(
+        host.command("bash", "cat data/alias").ok().trim(),
+        "granted text"
+    );
+    assert!(host.finish().0.success());
+}
+
+fn open_descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|entries| entries.count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_plugin_hoarding_open_files_leaves_the_other_environments_working() {
+    let project = rogue_project("[plugins.rogue]\nread-only = [\"ro\"]\n");
+    let mut host = host_builder(&project).start(project.path());
+    let before = open_descriptors(host.pid());
+    // Bounded by construction: at most this many opens, and by the host's
+    // own descriptor limit.
+    let (reply, _) = command_within(
+        &mut host,
+        "rogue",
+        "hoard /ro/notes.txt 30000",
+        Some(60_000),
+        Duration::from_secs(90),
+    );
+    let output = reply.ok();
+    let opened: usize = output
+        .strip_prefix("opened ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{output}"));
+    assert!(opened <= 256, "{output}");
+    assert!(output.contains("then: "), "{output}");
+    assert!(
+        open_descriptors(host.pid()) < before + 300,
+        "{} descriptors open",
+        open_descriptors(host.pid())
+    );
+    assert_eq!(host.command("bash", "echo fine").ok().trim(), "fine");
+    assert!(host.command("python", "print(6 * 7)").ok().contains("42"));
+    project.write("notes.md", "one\ntwo\n");
+    assert!(
+        host.command("editor", "view notes.md /one/ /two/")
+            .success()
+    );
+    // A restart closes everything the old instance held.
+    host.command("rogue", "panic let go").failed();
+    assert!(
+        open_descriptors(host.pid()) < before + 20,
+        "{} descriptors open after the restart (from {before})",
+        open_descriptors(host.pid())
+    );
+    assert!(host.finish().0.success());
+}
