@@ -349,3 +349,132 @@ fn a_plugin_hoarding_open_files_leaves_the_other_environments_working() {
     );
     assert!(host.finish().0.success());
 }
+
+fn leb128(out: &mut Vec<u8>, mut value: u64) {
+    loop {
+        let byte = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+fn read_leb128(bytes: &[u8], at: &mut usize) -> u64 {
+    let mut value = 0;
+    let mut shift = 0;
+    loop {
+        let byte = bytes[*at];
+        *at += 1;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return value;
+        }
+        shift += 7;
+    }
+}
+
+fn section(out: &mut Vec<u8>, id: u8, contents: &[u8]) {
+    out.push(id);
+    leb128(out, contents.len() as u64);
+    out.extend_from_slice(contents);
+}
+
+/// How many core modules a component defines at its top level (module
+/// sections, and aliases of sort core module), i.e. the index the next
+/// one gets.
+fn top_level_core_modules(component: &[u8]) -> u64 {
+    let mut modules = 0;
+    let mut at = 8;
+    while at < component.len() {
+        let id = component[at];
+        at += 1;
+        let size = read_leb128(component, &mut at) as usize;
+        let end = at + size;
+        match id {
+            1 => modules += 1,
+            6 => {
+                let mut inner = at;
+                for _ in 0..read_leb128(component, &mut inner) {
+                    let core_module = component[inner] == 0x00 && component[inner + 1] == 0x11;
+                    inner += if component[inner] == 0x00 { 2 } else { 1 };
+                    match component[inner] {
+                        0x00 | 0x01 => {
+                            inner += 1;
+                            read_leb128(component, &mut inner);
+                            let name = read_leb128(component, &mut inner) as usize;
+                            inner += name;
+                        }
+                        _ => {
+                            inner += 1;
+                            read_leb128(component, &mut inner);
+                            read_leb128(component, &mut inner);
+                        }
+                    }
+                    if core_module {
+                        modules += 1;
+                    }
+                }
+            }
+            _ => {}
+        }
+        at = end;
+    }
+    modules
+}
+
+/// `component` (a plugin) with `count` more core instances of a module
+/// whose only content is a memory of `pages` 64 KiB pages (none when 0):
+/// each instance has its own memory, all made when the plugin is
+/// instantiated. The SDK cannot build this; a component may.
+fn with_core_instances(component: &[u8], count: u64, pages: u64) -> Vec<u8> {
+    let index = top_level_core_modules(component);
+    let mut module = b"\0asm\x01\0\0\0".to_vec();
+    if pages > 0 {
+        let mut memory = vec![1, 0x00];
+        leb128(&mut memory, pages);
+        section(&mut module, 5, &memory);
+    }
+    let mut out = component.to_vec();
+    section(&mut out, 1, &module);
+    let mut instances = Vec::new();
+    leb128(&mut instances, count);
+    for _ in 0..count {
+        instances.push(0x00);
+        leb128(&mut instances, index);
+        instances.push(0);
+    }
+    section(&mut out, 2, &instances);
+    out
+}
+
+#[test]
+fn the_memory_limit_covers_all_of_a_plugins_memories_and_instances() {
+    let project = Project::new();
+    let manual = std::fs::read(crate::plugins::guest("manual")).expect("read manual");
+    // Eight memories of 40 MiB each: every one under the 64 MiB limit,
+    // 320 MiB together. Never touched, so bounded by construction.
+    project.write("env/hoarder.wasm", with_core_instances(&manual, 8, 640));
+    // More instances and memories than a plugin may have, each tiny.
+    project.write("env/swarm.wasm", with_core_instances(&manual, 300, 0));
+    project.write("env/hive.wasm", with_core_instances(&manual, 40, 1));
+    // The unmodified plugin, under the same limit.
+    project.write("env/notes.wasm", &manual);
+    let mut host = host_builder(&project)
+        .args(["--plugin-memory", "64MiB"])
+        .start(project.path());
+    let reply = host.command("notes", "kept");
+    assert_eq!(reply.ok(), "Noted (1 so far)");
+    let refused = reply.screen("refused-plugins");
+    for expected in [
+        "plugin `hoarder` (env/hoarder.wasm) was refused: it failed to start: it ran out of memory: it tried to grow its memory to",
+        "over its limit of 64 MiB",
+        "plugin `hive` (env/hive.wasm) was refused: it failed to start: it creates more linear memories than a plugin may have (32)",
+        "plugin `swarm` (env/swarm.wasm) was refused: it failed to start: it creates more core instances than a plugin may have (200)",
+    ] {
+        assert!(refused.contains(expected), "lacks {expected:?}:\n{refused}");
+    }
+    assert!(host.finish().0.success());
+}

@@ -107,9 +107,9 @@ const TABLE_ELEMENTS_LIMIT: usize = 1 << 20;
 /// and JavaScript runtimes a few dozen instances. Each memory reserves
 /// gigabytes of address space (not memory), so their number is bounded
 /// besides their summed size.
-const MAX_INSTANCES: usize = 200;
-const MAX_MEMORIES: usize = 32;
-const MAX_TABLES: usize = 200;
+pub(crate) const MAX_INSTANCES: usize = 200;
+pub(crate) const MAX_MEMORIES: usize = 32;
+pub(crate) const MAX_TABLES: usize = 200;
 
 /// Most entries a plugin's resource table may hold at once (open files,
 /// streams, pollables, directory listings, program sessions): each costs
