@@ -478,3 +478,102 @@ fn the_memory_limit_covers_all_of_a_plugins_memories_and_instances() {
     }
     assert!(host.finish().0.success());
 }
+
+/// The compiled-code cache entries of a project's host, newest last.
+fn cache_entries(project: &Project) -> Vec<std::path::PathBuf> {
+    let mut entries: Vec<_> = std::fs::read_dir(project.path().join(".plugin-cache"))
+        .expect("cache folder")
+        .map(|entry| entry.expect("entry").path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "cwasm"))
+        .collect();
+    entries.sort_by_key(|path| std::fs::metadata(path).and_then(|m| m.modified()).ok());
+    entries
+}
+
+fn sha256_of(path: &Path) -> String {
+    let output = std::process::Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .expect("run sha256sum");
+    String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .next()
+        .expect("a hash")
+        .to_owned()
+}
+
+#[test]
+fn another_plugins_code_renamed_onto_a_pinned_plugins_cache_entry_never_runs() {
+    let project = Project::new();
+    install(&project, &[("timer", "timer")]);
+    let pin = sha256_of(&project.path().join("env/timer.wasm"));
+    project.write(
+        "env/envhost.toml",
+        format!("[plugins.timer]\nsha256 = \"{pin}\"\n"),
+    );
+    let mut host = host_builder(&project).start(project.path());
+    assert_eq!(host.command("timer", "start").ok(), "Timer started");
+    assert!(host.finish().0.success());
+    let timer_entry = cache_entries(&project).pop().expect("the timer's entry");
+    // The attacker's plugin gets compiled into the same cache...
+    install(&project, &[("rogue", "rogue")]);
+    let mut host = host_builder(&project).start(project.path());
+    assert_eq!(host.command("rogue", "count").ok(), "count = 1");
+    assert!(host.finish().0.success());
+    let rogue_entry = cache_entries(&project)
+        .into_iter()
+        .find(|entry| *entry != timer_entry)
+        .expect("the rogue's entry");
+    // ...and its entry is renamed onto the pinned timer's.
+    std::fs::rename(&rogue_entry, &timer_entry).expect("swap the entries");
+    std::fs::remove_file(project.path().join("transcript.jsonl")).expect("reset transcript");
+    let mut host = host_builder(&project).start(project.path());
+    assert_eq!(
+        host.command("timer", "start").ok(),
+        "Timer started",
+        "the timer's own code runs"
+    );
+    let (status, stderr) = host.finish();
+    assert!(status.success());
+    assert!(
+        stderr.contains(
+            "its cached compiled code was not used (its authentication code does not match"
+        ),
+        "{stderr}"
+    );
+    let record = crate::plugins::transcript(&project);
+    let detail = crate::plugins::events(&record, "environment_loaded")
+        .into_iter()
+        .find(|e| e["name"] == "timer")
+        .and_then(|e| e["detail"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        detail.contains("compiled and cached (the cached code was rejected"),
+        "{detail}"
+    );
+}
+
+#[test]
+fn a_cache_entry_cut_short_under_a_running_host_does_not_crash_it() {
+    let project = Project::new();
+    install(&project, &[("rogue", "rogue")]);
+    let mut host = host_builder(&project).start(project.path());
+    assert_eq!(host.command("rogue", "count").ok(), "count = 1");
+    assert!(host.finish().0.success());
+    // A warm start loads the entry; then it is cut to nothing.
+    let mut host = host_builder(&project).start(project.path());
+    assert_eq!(host.command("rogue", "count").ok(), "count = 1");
+    for entry in cache_entries(&project) {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&entry)
+            .and_then(|file| file.set_len(0))
+            .expect("truncate the entry");
+    }
+    // Run code, restart the plugin from the loaded code, run code again.
+    assert_eq!(host.command("rogue", "count").ok(), "count = 2");
+    host.command("rogue", "panic after the cut").failed();
+    assert_eq!(host.command("rogue", "count").ok(), "count = 1");
+    assert!(host.finish().0.success());
+}

@@ -644,9 +644,10 @@ fn compiled_code_is_cached_across_starts() {
     let entries: Vec<PathBuf> = std::fs::read_dir(&cache)
         .expect("cache folder")
         .map(|e| e.expect("entry").path())
-        .filter(|path| path.is_file())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "cwasm"))
         .collect();
     assert_eq!(entries.len(), 1, "{entries:?}");
+    assert!(cache.join("key").is_file(), "the key that signs entries");
     assert!(entries[0].to_string_lossy().ends_with(".cwasm"));
 
     std::fs::remove_file(project.path().join("transcript.jsonl")).expect("reset transcript");

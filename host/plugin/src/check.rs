@@ -206,10 +206,20 @@ fn describe_loaded(loaded: &LoadedPlugin, settings: &PluginSettings, config_foun
     ));
     let compiled = match &loaded.compile {
         CacheOutcome::Hit { path } => format!("loaded from the cache ({})", path.display()),
-        CacheOutcome::Compiled { saved: Ok(path) } => {
-            format!("compiled and cached ({})", path.display())
-        }
-        CacheOutcome::Compiled { saved: Err(why) } => format!("compiled, not cached: {why}"),
+        CacheOutcome::Compiled {
+            saved: Ok(path),
+            rejected,
+        } => format!(
+            "compiled and cached ({}){}",
+            path.display(),
+            rejected
+                .as_ref()
+                .map(|why| format!("; the cached code was rejected: {why}"))
+                .unwrap_or_default()
+        ),
+        CacheOutcome::Compiled {
+            saved: Err(why), ..
+        } => format!("compiled, not cached: {why}"),
         CacheOutcome::CompiledUncached => "compiled (the cache is off)".to_owned(),
     };
     text.push_str(&format!(

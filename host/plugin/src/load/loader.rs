@@ -179,7 +179,7 @@ pub fn load(
     let remembered = match (&hashes, &identity, &grants.pin) {
         (Some(hashes), Some(identity), None) => hashes
             .lookup(path, identity)
-            .and_then(|sha256| Some((cache.load_cached(sandbox.engine(), &sha256)?, sha256))),
+            .and_then(|sha256| Some((cache.load_cached(sandbox.engine(), &sha256).ok()?, sha256))),
         _ => None,
     };
     let (compiled, sha256, size) = match (remembered, identity) {
@@ -241,15 +241,27 @@ fn read_and_compile(
         );
     }
     let compiled = cache
-        .load_or_compile(sandbox.engine(), &bytes, &sha256)
+        .load_or_compile(sandbox.engine(), &bytes, &sha256, |bytes| {
+            sandbox.engine().precompile_component(bytes)
+        })
         .map_err(|err| {
             let (problem, detail) = refusals::compile_problem(&err);
             refuse(problem).with_detail(detail)
         })?;
-    if let CacheOutcome::Compiled { saved: Err(why) } = &compiled.outcome {
-        eprintln!(
-            "envhost: plugin {name}: the compiled code was not cached ({why}); the next start compiles it again"
-        );
+    if let CacheOutcome::Compiled {
+        saved, rejected, ..
+    } = &compiled.outcome
+    {
+        if let Some(why) = rejected {
+            eprintln!(
+                "envhost: plugin {name}: its cached compiled code was not used ({why}); it was compiled again"
+            );
+        }
+        if let Err(why) = saved {
+            eprintln!(
+                "envhost: plugin {name}: the compiled code was not cached ({why}); the next start compiles it again"
+            );
+        }
     }
     Ok((compiled, sha256, bytes.len() as u64))
 }

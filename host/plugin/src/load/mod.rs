@@ -281,10 +281,19 @@ fn load_detail(loaded: &loader::LoadedPlugin, project_dir: &Path) -> String {
         .display()
         .to_string();
     let how = match &loaded.compile {
-        cache::CacheOutcome::Hit { .. } => "compiled code from the cache",
-        cache::CacheOutcome::Compiled { saved: Ok(_) } => "compiled and cached",
-        cache::CacheOutcome::Compiled { saved: Err(_) } => "compiled (not cached)",
-        cache::CacheOutcome::CompiledUncached => "compiled (cache off)",
+        cache::CacheOutcome::Hit { .. } => "compiled code from the cache".to_owned(),
+        cache::CacheOutcome::Compiled { saved, rejected } => {
+            let mut how = if saved.is_ok() {
+                "compiled and cached".to_owned()
+            } else {
+                "compiled (not cached)".to_owned()
+            };
+            if let Some(why) = rejected {
+                how.push_str(&format!(" (the cached code was rejected: {why})"));
+            }
+            how
+        }
+        cache::CacheOutcome::CompiledUncached => "compiled (cache off)".to_owned(),
     };
     let style = match loaded.description.commands.len() {
         0 => "manual style".to_owned(),
