@@ -577,3 +577,46 @@ fn a_cache_entry_cut_short_under_a_running_host_does_not_crash_it() {
     assert_eq!(host.command("rogue", "count").ok(), "count = 1");
     assert!(host.finish().0.success());
 }
+
+#[test]
+fn reviewing_a_bundle_with_check_does_not_apply_the_bundles_own_grants() {
+    // A downloaded bundle: the plugin, and a grants file granting it `sh`
+    // (and its settings), which the saboteur uses while it describes
+    // itself.
+    let bundle = saboteur_project("programs = [\"sh\"]\n");
+    let plugin = bundle.path().join("env/saboteur.wasm");
+    let pwned = bundle.path().join("pwned-by-saboteur");
+    let (ok, text) = crate::plugins::check(std::slice::from_ref(&plugin), &bundle);
+    assert!(ok, "{text}");
+    assert!(!pwned.exists(), "sh ran during the review:\n{text}");
+    assert!(
+        text.contains("nothing is granted: no grants file was given"),
+        "{text}"
+    );
+    assert!(
+        text.contains("    requested, NOT granted   run sh"),
+        "{text}"
+    );
+
+    // The reviewer may apply it on purpose; the plugin's calls are still
+    // bounded in time while it is checked.
+    let started = Instant::now();
+    let output = std::process::Command::new(crate::harness::envhost_binary())
+        .arg("check")
+        .arg("--plugin-cache")
+        .arg(bundle.path().join(".plugin-cache"))
+        .arg("--grants")
+        .arg(bundle.path().join("env/envhost.toml"))
+        .env("SABOTEUR_SLEEP_IN", "describe")
+        .arg(&plugin)
+        .output()
+        .expect("run envhost check");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(!output.status.success(), "{text}");
+    assert!(
+        text.contains("it failed while describing itself: it ran past its time limit of 5 s"),
+        "{text}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert!(pwned.exists(), "granted on purpose, sh ran");
+}

@@ -49,7 +49,9 @@ enum Command {
     /// Try the environments by hand: `ENV: command` lines, readable output.
     Repl(SessionArgs),
     /// Check plugins (.wasm files) exactly as the host would load them, and
-    /// show what they offer; exits non-zero if any would be refused.
+    /// show what they offer; exits non-zero if any would be refused. The
+    /// plugins run while they are checked, with nothing granted unless
+    /// --grants names the grants file to apply.
     Check(CheckArgs),
 }
 
@@ -58,6 +60,14 @@ struct CheckArgs {
     /// The plugin files, e.g. env/timer.wasm.
     #[arg(value_name = "FILE.wasm", required = true)]
     files: Vec<PathBuf>,
+
+    /// The grants file to check the plugins with (directories, variables,
+    /// programs, limits, sha256 pins), read as the host reads
+    /// <project>/env/envhost.toml, the project being the folder above the
+    /// plugin's. Without it nothing is granted, not even by an
+    /// envhost.toml next to the plugin: a plugin runs while it is checked.
+    #[arg(long, value_name = "FILE", alias = "plugin-config")]
+    grants: Option<PathBuf>,
 
     #[command(flatten)]
     plugins: PluginArgs,
@@ -85,18 +95,13 @@ struct PluginArgs {
     /// of the host's descriptor limit.
     #[arg(long, value_name = "N", default_value_t = plugin::DEFAULT_OPEN_FILES)]
     plugin_open_files: usize,
-
-    /// The file that grants plugins powers beyond the sandbox (directories,
-    /// variables, programs, limits, sha256 pins) [default:
-    /// <project>/env/envhost.toml; for `check`, envhost.toml next to the
-    /// plugin]. Keep it outside the project to keep it out of the agent's
-    /// reach.
-    #[arg(long, value_name = "FILE")]
-    plugin_config: Option<PathBuf>,
 }
 
 impl PluginArgs {
-    fn settings(&self) -> PluginSettings {
+    /// The settings, with `grants` as the grants file (`None`: the
+    /// default, <project>/env/envhost.toml, for a session; none at all for
+    /// `check`).
+    fn settings(&self, grants: Option<PathBuf>) -> PluginSettings {
         let cache = if self.no_plugin_cache {
             CodeCache::Disabled
         } else if let Some(dir) = &self.plugin_cache {
@@ -108,7 +113,7 @@ impl PluginArgs {
             cache,
             memory_limit: self.plugin_memory,
             open_files: self.plugin_open_files,
-            config_file: self.plugin_config.clone(),
+            config_file: grants,
         }
     }
 }
@@ -155,6 +160,13 @@ struct SessionArgs {
     /// Describe the session on stderr as it happens.
     #[arg(short, long)]
     verbose: bool,
+
+    /// The file that grants plugins powers beyond the sandbox (directories,
+    /// variables, programs, limits, sha256 pins) [default:
+    /// <project>/env/envhost.toml]. Keep it outside the project to keep it
+    /// out of the agent's reach.
+    #[arg(long, value_name = "FILE")]
+    plugin_config: Option<PathBuf>,
 
     #[command(flatten)]
     plugins: PluginArgs,
@@ -239,7 +251,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<()> {
     };
     let mut plugins = plugin::load(
         &project,
-        &args.plugins.settings(),
+        &args.plugins.settings(args.plugin_config.clone()),
         &config.output,
         &cancel,
         log,
@@ -294,7 +306,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<()> {
 /// `envhost check`: one report per file on stdout; failure if any file
 /// would be refused.
 fn run_check(args: CheckArgs) -> anyhow::Result<()> {
-    let settings = args.plugins.settings();
+    let settings = args.plugins.settings(args.grants.clone());
     let log: Arc<dyn LogSink> = Arc::new(StderrSink);
     let mut refused = 0;
     let mut stdout = io::stdout().lock();

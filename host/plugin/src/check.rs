@@ -6,10 +6,12 @@
 //! name, description, style, commands, the host imports it uses, what it
 //! asks for and what it is granted, its size and hash, how it was compiled
 //! — and the screen section the agent will first see, rendered by the same
-//! code the host uses; or the refusal. The configuration is the
-//! `envhost.toml` next to the file (or `--plugin-config`), read as the host
-//! reads `env/envhost.toml`, with the project being the folder above. It
-//! also fills the compiled-code cache, so a checked plugin starts fast.
+//! code the host uses; or the refusal. It grants the plugin nothing unless
+//! given a grants file (`--grants FILE`, read as the host reads
+//! `env/envhost.toml`, the project being the folder above the plugin's):
+//! the plugin runs while it is checked, and a bundle's own grants file is
+//! not the reviewer's. It also fills the compiled-code cache, so a checked
+//! plugin starts fast.
 //! This module renders reports; the checks are the loader's.
 
 use std::path::{Path, PathBuf};
@@ -17,7 +19,7 @@ use std::sync::Arc;
 
 use crate::environment::{PluginEnvironment, PluginParts};
 use crate::grants::config_file::ConfigFile;
-use crate::grants::{self, Grants};
+use crate::grants::{self, Grants, GrantsApplied};
 use crate::guest_io::LogSink;
 use crate::limits;
 use crate::load::cache::CacheOutcome;
@@ -77,7 +79,25 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
         .unwrap_or(Path::new("."));
     let project = folder.join("..");
     let (config_file, config_shown) = config_path(settings, folder, None);
-    let config = ConfigFile::read(&config_file, &config_shown);
+    // A plugin under review runs with no grants unless the reviewer names
+    // the file to apply: a downloaded bundle's own envhost.toml must not
+    // grant its plugin `sh` while it is being checked.
+    let (config, applied) = if settings.config_file.is_some() {
+        let config = ConfigFile::read(&config_file, &config_shown);
+        let applied = if config.is_some() {
+            GrantsApplied::Read
+        } else {
+            GrantsApplied::NotFound
+        };
+        (config, applied)
+    } else {
+        if config_file.is_file() {
+            notes.push(format!(
+                "{config_shown} was not applied: `envhost check` grants nothing unless told which grants file to apply; to check the plugin with those grants, pass --grants {config_shown}"
+            ));
+        }
+        (None, GrantsApplied::NotGiven)
+    };
     let output_limits = OutputLimits::for_project(&project);
     let shielded = grants::Shielded {
         from_any: settings.cache.directory().into_iter().collect(),
@@ -121,7 +141,7 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
             } else {
                 format!("{shown}: REFUSED (the component itself is valid)\n")
             });
-            text.push_str(&describe_loaded(&loaded, settings, config.is_some()));
+            text.push_str(&describe_loaded(&loaded, settings, applied));
             text.push_str(&screen_preview(loaded, &sandbox, &log));
         }
     }
@@ -163,7 +183,11 @@ fn placeholder(path: &Path) -> Option<Candidate> {
     })
 }
 
-fn describe_loaded(loaded: &LoadedPlugin, settings: &PluginSettings, config_found: bool) -> String {
+fn describe_loaded(
+    loaded: &LoadedPlugin,
+    settings: &PluginSettings,
+    applied: GrantsApplied,
+) -> String {
     let mut text = String::new();
     let description = &loaded.description;
     let summary = if description.summary.is_empty() {
@@ -227,7 +251,7 @@ fn describe_loaded(loaded: &LoadedPlugin, settings: &PluginSettings, config_foun
         text::duration(loaded.compile_time)
     ));
     let lines = grants::compare(&loaded.requests, &loaded.grants, settings.memory_limit);
-    text.push_str(&grants::check_lines(&lines, &loaded.grants, config_found));
+    text.push_str(&grants::check_lines(&lines, &loaded.grants, applied));
     let memory = loaded.grants.memory.unwrap_or(settings.memory_limit);
     text.push_str(&format!(
         "  sandbox:     memory up to {}; no network; files, variables and programs only as granted above\n",

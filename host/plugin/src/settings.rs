@@ -18,7 +18,7 @@ pub struct PluginSettings {
     /// would take too much of the host's descriptor limit).
     pub open_files: usize,
     /// The grants file, when not the default (`env/envhost.toml` next to
-    /// the plugins).
+    /// the plugins). `envhost check` grants nothing without one.
     pub config_file: Option<PathBuf>,
 }
 

@@ -621,10 +621,23 @@ pub fn screen_lines(lines: &[PowerLine]) -> Vec<String> {
     out
 }
 
+/// Which grants file `envhost check` applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrantsApplied {
+    /// None was given (`--grants FILE`): nothing is granted.
+    NotGiven,
+    /// The file given does not exist.
+    NotFound,
+    /// The file given was read.
+    Read,
+}
+
 /// The block `envhost check` prints.
-pub fn check_lines(lines: &[PowerLine], grants: &Grants, config_found: bool) -> String {
+pub fn check_lines(lines: &[PowerLine], grants: &Grants, applied: GrantsApplied) -> String {
     let mut text = String::new();
-    let source = if !config_found {
+    let source = if applied == GrantsApplied::NotGiven {
+        "nothing is granted: no grants file was given (--grants FILE applies one)".to_owned()
+    } else if applied == GrantsApplied::NotFound {
         format!("no {} found: nothing is granted", grants.source.file)
     } else if grants.source.entry.is_some() {
         format!("grants from {}", grants.entry_name())
