@@ -40,7 +40,8 @@ pub struct CheckReport {
 
 /// Checks one file. `log` receives what the plugin writes while starting.
 pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>) -> CheckReport {
-    let shown = path.display().to_string();
+    // The name of a downloaded file may hold anything.
+    let shown = crate::plugin_text::name(&path.to_string_lossy()).into_owned();
     let mut problems: Vec<String> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     let candidate = match loader::candidate(path) {

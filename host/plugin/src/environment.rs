@@ -31,6 +31,7 @@ use crate::grants::Grants;
 use crate::guest_io::{CallOutput, LogSink};
 use crate::instance::{LiveInstance, start_described};
 use crate::limits;
+use crate::plugin_text;
 use crate::sandbox::Sandbox;
 use crate::state::HostState;
 use crate::wit::latest::PluginPre;
@@ -236,7 +237,7 @@ impl Environment for PluginEnvironment {
                 match called.result {
                     Ok(answer) => {
                         let mut capture = OutputCapture::new(&self.output_limits, &self.name);
-                        capture.push(&answer.output);
+                        capture.push(&plugin_text::block(&answer.output));
                         let captured = capture.finish();
                         let incident = captured.incident();
                         let mut response = if answer.success {
@@ -280,7 +281,8 @@ impl Environment for PluginEnvironment {
         self.forward(&called.output);
         match called.result {
             Ok(section) => {
-                let content = cap_bytes(&section.content, SCREEN_BYTES_LIMIT);
+                let content = plugin_text::block(&cap_bytes(&section.content, SCREEN_BYTES_LIMIT))
+                    .into_owned();
                 let max_lines = usize::try_from(section.max_lines.max(1)).unwrap_or(usize::MAX);
                 if self.help.is_none() && self.powers.is_empty() {
                     return Ok(ScreenSection::with_max_lines(content, max_lines));

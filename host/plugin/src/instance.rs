@@ -17,6 +17,7 @@ use crate::failure::{CallFailure, FailureCause, classify};
 use crate::grants::{self, Grants};
 use crate::guest_io::{CallOutput, GuestOutput};
 use crate::limits::{QUICK_CALL_LIMIT, SCREEN_LIMIT};
+use crate::plugin_text;
 use crate::sandbox::Sandbox;
 use crate::state::HostState;
 use crate::wit::latest::declaring::{CapabilitiesIndices, Power, Request};
@@ -155,7 +156,9 @@ fn host_request(request: Request) -> grants::Request {
     };
     grants::Request {
         power,
-        reason: request.reason,
+        // Shown to the operator in `envhost check` and to the agent on the
+        // screen, one line each.
+        reason: plugin_text::line(&request.reason),
     }
 }
 

@@ -13,13 +13,14 @@
 //! (`scripts/check-module-cycles` holds that):
 //!
 //! ```text
-//! wit  (imports nothing of this crate)
+//! wit, plugin_text  (import nothing of this crate)
 //! limits ◄─ guest_io ◄─ state ◄─ host ◄─ sandbox ◄─ failure ◄─ instance
 //!        ◄─ environment ◄─ load (loader, cache, file_hashes, refusals) ◄─ check
 //! grants (config_file)  ◄─ state, host, load, check
 //! ```
 //!
 //! - `wit`: the generated bindings, one module per WIT version;
+//! - `plugin_text`: what a plugin says, made safe to show;
 //! - `limits`: every time and memory limit of a call, and the clock;
 //! - `guest_io`: plugins' stdout, stderr and log lines, bounded;
 //! - `state`: what a store holds;
@@ -47,6 +48,7 @@ mod host;
 mod instance;
 mod limits;
 mod load;
+mod plugin_text;
 mod sandbox;
 mod settings;
 mod state;

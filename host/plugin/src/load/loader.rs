@@ -26,6 +26,7 @@ use crate::instance::LiveInstance;
 use crate::load::cache::{CacheOutcome, CodeCache, Compiled, content_sha256};
 use crate::load::file_hashes::{FileHashes, FileIdentity};
 use crate::load::refusals::{self, CheckedDescription, Refusal};
+use crate::plugin_text;
 use crate::sandbox::Sandbox;
 use crate::state::HostState;
 use crate::wit::latest::PluginPre;
@@ -115,7 +116,8 @@ pub fn candidate(path: &Path) -> Result<Option<Candidate>, Refusal> {
             stem,
             path,
             format!(
-                "`{stem}` is not a valid environment name: the file's stem must be an identifier (a letter or `_`, then letters, digits or `_`); rename it, e.g. to {suggestion}.wasm"
+                "`{}` is not a valid environment name: the file's stem must be an identifier (a letter or `_`, then letters, digits or `_`); rename it, e.g. to {suggestion}.wasm",
+                plugin_text::name(stem)
             ),
         )
     })?;

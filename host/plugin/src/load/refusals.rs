@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use crate::failure::error_chain;
 use crate::grants::{Grants, MAX_REQUEST_TEXT, MAX_REQUESTS, Power, Request};
+use crate::plugin_text;
 use crate::sandbox::Sandbox;
 use crate::state::HostState;
 use crate::wit::latest::{
@@ -50,7 +51,9 @@ pub struct Refusal {
 impl Refusal {
     pub fn new(plugin: &str, file: &Path, problem: impl Into<String>) -> Self {
         Refusal {
-            plugin: plugin.to_owned(),
+            // A file's stem may hold anything, line breaks and escape
+            // sequences included.
+            plugin: plugin_text::name(plugin).into_owned(),
             file: file.to_owned(),
             problem: problem.into(),
             detail: None,
@@ -74,7 +77,7 @@ impl Refusal {
         let mut text = format!(
             "plugin `{}` ({}) was refused: {}",
             self.plugin,
-            shown.display(),
+            plugin_text::name(&shown.to_string_lossy()),
             self.problem
         );
         if let Some(detail) = &self.detail {
@@ -488,25 +491,35 @@ pub fn check_description(
     too_long("summary", &description.summary)?;
     let mut commands = Vec::with_capacity(description.commands.len());
     for (index, spec) in description.commands.iter().enumerate() {
-        let label = format!("command #{} (`{}`)", index + 1, spec.signature.trim());
+        let label = format!(
+            "command #{} (`{}`)",
+            index + 1,
+            plugin_text::line(spec.signature.trim())
+        );
         too_long(&format!("{label} signature"), &spec.signature)?;
         too_long(&format!("{label} description"), &spec.description)?;
         too_long(&format!("{label} example"), &spec.example)?;
         if let Some(summary) = &spec.summary {
             too_long(&format!("{label} summary"), summary)?;
         }
+        // A signature is one line of the help, as written: a line break in
+        // it would add lines (a fake section header, say) to the screen.
+        if plugin_text::has_hidden_or_break(spec.signature.trim()) {
+            return Err(format!(
+                "its {label} signature has a line break or a control character; a signature is one line of plain text, such as `add <name> [--fast]`"
+            ));
+        }
         commands.push(CommandSpec {
             signature: spec.signature.clone(),
-            description: spec.description.clone(),
-            summary: spec.summary.clone(),
-            example: spec.example.clone(),
+            description: plugin_text::block(&spec.description).into_owned(),
+            summary: spec.summary.as_deref().map(plugin_text::line),
+            example: plugin_text::block(&spec.example).into_owned(),
             simple: spec.simple,
         });
     }
     CommandHelp::new(environment, commands.clone())
         .map_err(|err| format!("its description cannot drive the help system: {err}"))?;
-    let summary = description
-        .summary
+    let summary = plugin_text::block(&description.summary)
         .lines()
         .map(str::trim)
         .find(|line| !line.is_empty())
@@ -536,7 +549,7 @@ pub fn check_requests(requests: &[Request]) -> Result<(), String> {
                 "a request in its `capabilities` export is over {MAX_REQUEST_TEXT} bytes long"
             ));
         }
-        if text.contains(['\n', '\0']) {
+        if plugin_text::has_hidden_or_break(text) {
             return Err(format!(
                 "its `capabilities` export asks for {:?}, which is not a name or a path",
                 text
