@@ -93,6 +93,7 @@ pub struct HostBuilder {
     args: Vec<String>,
     env: Vec<(String, String)>,
     env_remove: Vec<String>,
+    wrapper: Vec<String>,
 }
 
 impl HostBuilder {
@@ -120,8 +121,26 @@ impl HostBuilder {
         self
     }
 
+    /// Starts the host through this command (e.g. `unshare --pid --fork`),
+    /// which runs it with its arguments; `Host::pid` is then the wrapper's.
+    pub fn wrapped_in<I, S>(mut self, wrapper: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.wrapper = wrapper.into_iter().map(Into::into).collect();
+        self
+    }
+
     pub fn start(self, project: &Path) -> Host {
-        let mut command = Command::new(envhost_binary());
+        let mut command = match self.wrapper.split_first() {
+            Some((program, wrapper_args)) => {
+                let mut command = Command::new(program);
+                command.args(wrapper_args).arg(envhost_binary());
+                command
+            }
+            None => Command::new(envhost_binary()),
+        };
         command
             .arg("serve")
             .arg("--project")
@@ -184,6 +203,7 @@ impl Host {
             args: Vec::new(),
             env: Vec::new(),
             env_remove: Vec::new(),
+            wrapper: Vec::new(),
         }
     }
 
@@ -224,6 +244,19 @@ impl Host {
                 self.is_running()
             ),
         }
+    }
+
+    /// The next answer line as the host wrote it (to check exact bytes).
+    pub fn recv_text(&mut self) -> String {
+        self.lines
+            .recv_timeout(ANSWER_DEADLINE)
+            .unwrap_or_else(|_| panic!("no answer from envhost within {ANSWER_DEADLINE:?}"))
+    }
+
+    /// Sends one request and returns its answer as a response.
+    pub fn request(&mut self, request: &Value) -> Reply {
+        self.send(request);
+        Reply(self.recv())
     }
 
     /// Asserts that no answer arrives within `wait`.
@@ -353,6 +386,16 @@ impl Reply {
     pub fn ok(&self) -> &str {
         assert!(self.success(), "command failed: {}", self.0);
         self.output()
+    }
+
+    /// Whether the command is still running (`running` is sent only when
+    /// true, and then must be `true`).
+    pub fn running(&self) -> bool {
+        match self.0["response"].get("running") {
+            None => false,
+            Some(Value::Bool(true)) => true,
+            Some(other) => panic!("running must be absent or true, got {other}: {}", self.0),
+        }
     }
 
     /// Asserts the command failed and returns its output.

@@ -185,6 +185,152 @@ fn ids_are_echoed_on_responses_screens_and_errors() {
 }
 
 #[test]
+fn wait_input_interrupt_and_restart_are_parsed_and_bad_ones_refused() {
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    for (line, fragment) in [
+        (
+            r#"{"type":"wait"}"#,
+            "missing field \"environment\": a wait needs",
+        ),
+        (
+            r#"{"type":"wait","environment":7}"#,
+            "field \"environment\" must be a string, got a number",
+        ),
+        (
+            r#"{"type":"wait","environment":"bash","timeout_ms":-1}"#,
+            "\"timeout_ms\" must be a whole number of milliseconds from 0",
+        ),
+        (
+            r#"{"type":"wait","environment":"bash","timeout_ms":1.5}"#,
+            "got 1.5",
+        ),
+        (
+            r#"{"type":"wait","environment":"bash","text":"x"}"#,
+            "unknown field \"text\"; this message type takes: type, environment, id, timeout_ms",
+        ),
+        (
+            r#"{"type":"input","environment":"bash"}"#,
+            "missing field \"text\": an input needs \"environment\" and \"text\" strings",
+        ),
+        (
+            r#"{"type":"input","environment":"bash","text":["a"]}"#,
+            "field \"text\" must be a string, got an array",
+        ),
+        (
+            r#"{"type":"input","environment":"bash","text":"a","yield_ms":5}"#,
+            "unknown field \"yield_ms\"",
+        ),
+        (
+            r#"{"type":"interrupt"}"#,
+            "missing field \"environment\": an interrupt needs",
+        ),
+        (
+            r#"{"type":"interrupt","environment":"bash","timeout_ms":5}"#,
+            "unknown field \"timeout_ms\"; this message type takes: type, environment, id",
+        ),
+        (
+            r#"{"type":"restart","environment":"bash","force":true}"#,
+            "unknown field \"force\"",
+        ),
+        (
+            r#"{"type":"restart","environment":null}"#,
+            "field \"environment\" must be a string, got null",
+        ),
+        (
+            r#"{"type":"command","environment":"bash","command":"ls","yield_ms":0}"#,
+            "\"yield_ms\" must be a whole number of milliseconds from 1",
+        ),
+        (
+            r#"{"type":"command","environment":"bash","command":"ls","yield_ms":"10"}"#,
+            "got \"10\"",
+        ),
+        (
+            r#"{"type":"command","environment":"bash","command":"ls","yield":10}"#,
+            "unknown field \"yield\"",
+        ),
+        (
+            r#"{"type":"stop"}"#,
+            r#"expected "command", "wait", "input", "interrupt", "restart", "screen", "read_file" or "write_file""#,
+        ),
+    ] {
+        let answer = expect_error(&mut host, format!("{line}\n").as_bytes(), fragment);
+        assert!(answer.get("id").is_none());
+    }
+    // Valid requests while nothing runs: a response saying so, id echoed,
+    // and no `running` field.
+    for (kind, what) in [
+        ("wait", "to wait for"),
+        ("input", "to type into"),
+        ("interrupt", "to interrupt"),
+    ] {
+        let mut request = json!({"type": kind, "environment": "bash", "id": kind});
+        if kind == "input" {
+            request["text"] = json!("John\n");
+        }
+        let reply = host.request(&request);
+        assert_eq!(reply.kind(), "response");
+        assert_eq!(reply.0["id"], kind);
+        assert!(!reply.running());
+        let output = reply.failed();
+        assert!(
+            output.starts_with(&format!(
+                "Nothing is running in bash, so there is nothing {what}"
+            )),
+            "{output}"
+        );
+        assert!(!reply.screen("bash").is_empty());
+    }
+    for kind in ["wait", "interrupt", "restart"] {
+        let reply = host.request(&json!({"type": kind, "environment": "cobol", "id": 5}));
+        assert_eq!(reply.0["id"], 5);
+        assert!(
+            reply
+                .failed()
+                .starts_with("Unknown environment: cobol\nAvailable: ")
+        );
+    }
+    // A command with yield_ms that ends in time is an ordinary answer.
+    let reply = host.request(
+        &json!({"type":"command","environment":"bash","command":"echo quick","yield_ms":5000}),
+    );
+    assert_eq!(reply.ok(), "quick\n");
+    assert!(!reply.running());
+    assert!(reply.0["response"].get("running").is_none());
+    let (status, _) = host.finish();
+    assert!(status.success());
+}
+
+#[test]
+fn ids_beyond_64_bits_and_any_json_number_are_echoed_exactly() {
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    for id in [
+        "18446744073709551617",
+        "-18446744073709551617",
+        "340282366920938463463374607431768211457",
+        "1.50",
+        "2e3",
+        "1e400",
+        "0.30000000000000000001",
+    ] {
+        for line in [
+            format!(r#"{{"type":"screen","id":{id}}}"#),
+            format!(r#"{{"type":"command","environment":"nowhere","command":"x","id":{id}}}"#),
+            format!(r#"{{"type":"wait","environment":"bash","id":{id}}}"#),
+            format!(r#"{{"type":"bogus","id":{id}}}"#),
+        ] {
+            host.send_raw(format!("{line}\n").as_bytes());
+            let answer = host.recv_text();
+            assert!(
+                answer.contains(&format!(r#""id":{id},"#)),
+                "{line} -> {answer}"
+            );
+        }
+    }
+}
+
+#[test]
 fn a_thousand_pipelined_commands_are_answered_in_order() {
     let project = Project::new();
     let mut host = Host::start(project.path());

@@ -89,6 +89,30 @@ pub fn describe(event: &Event) -> String {
                 format!(": {}", excerpt(output))
             }
         ),
+        Event::CommandYielded {
+            environment,
+            duration_ms,
+            output_bytes,
+            output,
+            ..
+        } => format!(
+            "{environment} -> still running after {duration_ms:.1} ms, {output_bytes} bytes{}",
+            if output.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", excerpt(output))
+            }
+        ),
+        Event::WaitRequested {
+            environment,
+            timeout_ms,
+            ..
+        } => format!("{environment} <- wait (up to {timeout_ms} ms)"),
+        Event::InputTyped {
+            environment, text, ..
+        } => format!("{environment} <- input {}", excerpt(text)),
+        Event::InterruptRequested { environment, .. } => format!("{environment} <- interrupt"),
+        Event::RestartRequested { environment, .. } => format!("{environment} <- restart"),
         Event::CommandTimedOut {
             environment,
             after_ms,
@@ -107,6 +131,23 @@ pub fn describe(event: &Event) -> String {
         Event::PluginTrapped { environment, cause } => {
             format!("plugin {environment} trapped: {cause}")
         }
+        Event::FileRead {
+            path,
+            offset,
+            bytes,
+        } => format!("sent {path}: {bytes} bytes from offset {offset}"),
+        Event::FileWritten {
+            path,
+            bytes,
+            complete,
+        } => {
+            if *complete {
+                format!("wrote {path} ({bytes} bytes)")
+            } else {
+                format!("writing {path}: {bytes} bytes so far")
+            }
+        }
+        Event::FileRefused { path, reason, .. } => format!("refused file {path} ({reason})"),
         Event::ProtocolError { message } => format!("bad input: {message}"),
         Event::Error { context, message } => format!("error in {context}: {message}"),
     }

@@ -14,12 +14,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::help::CommandSpec;
+
 /// Default `max_lines` of a screen section.
 pub const DEFAULT_MAX_LINES: usize = 50;
 
 /// A persistent, stateful environment: bash, python, the editor, or a plugin.
 ///
-/// Calls are synchronous and strictly sequential. An implementation must return from
+/// Calls are synchronous and strictly sequential: the orchestrator holds
+/// the environment's own lock for each call, while other environments may
+/// be called from other threads at the same time. An implementation must return from
 /// [`handle_command`](Environment::handle_command) by the context's deadline
 /// (give or take a grace period for interrupting what it runs), and promptly
 /// once the context is cancelled.
@@ -46,6 +50,15 @@ pub trait Environment: Send {
     /// terminals, temporary files. Called once, when the host stops.
     fn shutdown(&mut self) {}
 
+    /// How to use this environment, for front ends that describe it before
+    /// any screen is shown (an MCP tool's description, the REPL's
+    /// completion): a summary and the described commands — the same
+    /// descriptions its screen's help is rendered from. Fixed for the
+    /// environment's life.
+    fn usage(&self) -> Usage {
+        Usage::default()
+    }
+
     // Commands that outlive the wait. A command whose context carries
     // `yield_after` and is still running then is left running: the
     // environment answers with the output so far and `running: true`, and
@@ -54,9 +67,12 @@ pub trait Environment: Send {
     // calls) keep the defaults: they never report a running command, so the
     // orchestrator never calls the three methods below on them.
 
-    /// The command that yielded and has not ended, if any. Must be cheap:
-    /// the orchestrator asks before every request to this environment and
-    /// for every screen.
+    /// The command that yielded and has not ended, if any: `Some` from the
+    /// answer that left it running until an answer (to `wait`, `input` or
+    /// `interrupt`) has reported its end, so that its last output is never
+    /// lost. Must be cheap: the orchestrator asks before every request to
+    /// this environment and for every screen, where it shows the command
+    /// above the environment's own section (so `screen` need not).
     fn running(&self) -> Option<RunningCommand> {
         None
     }
@@ -91,13 +107,27 @@ pub trait Environment: Send {
     }
 
     /// Ends the environment (and whatever it runs) and starts a fresh one in
-    /// the project directory; the output says what was lost.
+    /// the project directory; the output says what was lost, and an
+    /// [`Incident::Restarted`] says it for the record (without one the
+    /// orchestrator records the output). Called whether or not a command
+    /// runs.
     fn restart(&mut self, context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
         let _ = context;
         Err(EnvironmentError::Failed(
             "this environment cannot be restarted".to_owned(),
         ))
     }
+}
+
+/// How to use an environment: what [`Environment::usage`] returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// One or two sentences on what the environment takes ("Any bash
+    /// command. Use & for background jobs.").
+    pub summary: String,
+    /// Its described commands, in the order its help lists them; empty for
+    /// environments that take free text (bash, python) or own their screen.
+    pub commands: Vec<CommandSpec>,
 }
 
 /// What the default [`Environment::wait`], [`Environment::input`] and
@@ -229,8 +259,9 @@ impl CommandResponse {
         }
     }
 
-    /// A command that has not ended yet: `output` is what it produced so
-    /// far, followed by the sentence that says how to go on.
+    /// A command that has not ended yet: `output` is what it produced
+    /// since the last answer. The orchestrator ends it with the sentence
+    /// that says how to go on (the same words for every environment).
     pub fn still_running(output: impl Into<String>) -> Self {
         CommandResponse {
             output: output.into(),

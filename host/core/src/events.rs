@@ -13,6 +13,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use crate::environment::EnvironmentKind;
+use crate::request::RequestId;
 
 /// Something that happened in the host, for the record.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -62,29 +63,87 @@ pub enum Event {
     CommandReceived {
         #[serde(skip_serializing_if = "Option::is_none")]
         /// The agent's `id`, if the command had one.
-        id: Option<serde_json::Value>,
+        id: Option<RequestId>,
         /// The environment.
         environment: String,
         /// The command's text.
         command: String,
-        /// The time it may take.
-        timeout_ms: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        /// The time it may take; absent: no limit (it yields, and runs
+        /// until it ends or is interrupted).
+        timeout_ms: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        /// When it yields, if it may.
+        yield_ms: Option<u64>,
     },
-    /// A command finished.
+    /// An answer reported that a command ended (the answer to the command
+    /// itself, or to a later `wait`, `input` or `interrupt`).
     CommandFinished {
         #[serde(skip_serializing_if = "Option::is_none")]
-        /// The agent's `id`, if the command had one.
-        id: Option<serde_json::Value>,
+        /// The agent's `id` of the request answered.
+        id: Option<RequestId>,
         /// The environment.
         environment: String,
         /// Whether it succeeded.
         success: bool,
-        /// How long it took.
+        /// How long it ran, from its start.
         duration_ms: f64,
-        /// The size of its output.
+        /// The size of the output in this answer.
         output_bytes: usize,
         /// The output, cut to a readable size for the record.
         output: String,
+    },
+    /// An answer left a command running (it yielded).
+    CommandYielded {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        /// The agent's `id` of the request answered.
+        id: Option<RequestId>,
+        /// The environment.
+        environment: String,
+        /// How long it has run, from its start.
+        duration_ms: f64,
+        /// The size of the output in this answer.
+        output_bytes: usize,
+        /// The output, cut to a readable size for the record.
+        output: String,
+    },
+    /// The agent waits for a running command's output.
+    WaitRequested {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        /// The agent's `id`, if the request had one.
+        id: Option<RequestId>,
+        /// The environment.
+        environment: String,
+        /// How long it waits at most.
+        timeout_ms: u64,
+    },
+    /// The agent types into a running command.
+    InputTyped {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        /// The agent's `id`, if the request had one.
+        id: Option<RequestId>,
+        /// The environment.
+        environment: String,
+        /// How much it types.
+        bytes: usize,
+        /// What it types, cut to a readable size for the record.
+        text: String,
+    },
+    /// The agent interrupts a running command.
+    InterruptRequested {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        /// The agent's `id`, if the request had one.
+        id: Option<RequestId>,
+        /// The environment.
+        environment: String,
+    },
+    /// The agent restarts an environment.
+    RestartRequested {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        /// The agent's `id`, if the request had one.
+        id: Option<RequestId>,
+        /// The environment.
+        environment: String,
     },
     /// A command ran past its timeout.
     CommandTimedOut {
@@ -109,6 +168,33 @@ pub enum Event {
         environment: String,
         /// What happened, in a few words.
         cause: String,
+    },
+    /// A chunk of a project file was sent (`read_file`).
+    FileRead {
+        /// The path, as the request gave it.
+        path: String,
+        /// Where the chunk starts.
+        offset: u64,
+        /// The chunk's size.
+        bytes: u64,
+    },
+    /// A chunk of a project file was written (`write_file`).
+    FileWritten {
+        /// The path, as the request gave it.
+        path: String,
+        /// Bytes written so far.
+        bytes: u64,
+        /// Whether the file is now in place.
+        complete: bool,
+    },
+    /// A file request was refused.
+    FileRefused {
+        /// The path, as the request gave it.
+        path: String,
+        /// The one-word reason.
+        reason: String,
+        /// The message sent back.
+        message: String,
     },
     /// A bad input line, answered with `{"type":"error"}`.
     ProtocolError {

@@ -239,6 +239,34 @@ impl CommandHelp {
     }
 }
 
+/// The whole of an environment's usage as text, every command in its long
+/// form whether used or not: for describing an environment ahead of its
+/// screen (an MCP tool's description). `environment` names the examples'
+/// fence.
+pub fn render_usage(environment: &str, summary: &str, commands: &[CommandSpec]) -> String {
+    let mut out = summary.trim_end().to_owned();
+    if commands.is_empty() {
+        return out;
+    }
+    let help = CommandHelp {
+        environment: environment.to_owned(),
+        commands: commands.to_vec(),
+        used: HashSet::new(),
+    };
+    let mut rendered = String::from("Commands:\n");
+    for (index, spec) in commands.iter().enumerate() {
+        if index > 0 {
+            rendered.push('\n');
+        }
+        help.render_long(spec, &mut rendered);
+    }
+    if !out.is_empty() {
+        out.push_str("\n\n");
+    }
+    out.push_str(rendered.trim_end());
+    out
+}
+
 fn push_indented(out: &mut String, indent: usize, line: &str) {
     if line.is_empty() {
         out.push('\n');
@@ -278,6 +306,20 @@ pub fn split_command(text: &str) -> Routed<'_> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn usage_lists_every_command_in_its_long_form() {
+        let commands = vec![
+            CommandSpec::new("view <file>", "Shows a file.", "view a.txt"),
+            CommandSpec::new("close <id>", "Closes a view.", "close 1").simple(),
+        ];
+        let text = render_usage("editor", "Edits files.", &commands);
+        assert_eq!(
+            text,
+            "Edits files.\n\nCommands:\n  view <file>\n    Shows a file.\n    Example:\n      ```editor\n      view a.txt\n      ```\n\n  close <id>\n    Closes a view.\n    Example:\n      ```editor\n      close 1\n      ```"
+        );
+        assert_eq!(render_usage("bash", "Any command.", &[]), "Any command.");
+    }
     use super::*;
 
     fn timer() -> CommandHelp {

@@ -16,8 +16,14 @@
 //!   [`ScreenSection`], [`EnvironmentName`], [`EnvironmentError`]), and
 //!   [`LoadedEnvironment`], the form in which the crates that create
 //!   environments hand them over;
-//! - the [`Orchestrator`]: the registry, routing, screen collection and panic
-//!   containment;
+//! - the requests a front end hands the orchestrator ([`CommandRequest`],
+//!   [`ControlRequest`] to wait for, type into, interrupt a running command
+//!   or restart an environment) and the agent's exact [`RequestId`];
+//! - the [`Orchestrator`]: the registry, routing (usable from several
+//!   threads at once, one request at a time per environment), screen
+//!   collection and panic containment;
+//! - [`running`]: the words about a command that is still running (the
+//!   note that ends its answer, the busy refusal, its block on the screen);
 //! - the [`Screen`] and its truncation rule;
 //! - progressive help ([`CommandHelp`]: long help until a command is first
 //!   used, short help after) and the one rule that splits a command into
@@ -35,12 +41,13 @@
 //! use std::time::Duration;
 //! use envhost_core::{CancelFlag, CommandRequest, EventBus, Orchestrator, OrchestratorSettings};
 //!
-//! let settings = OrchestratorSettings { default_timeout: Duration::from_secs(120) };
-//! let mut orchestrator = Orchestrator::new(settings, EventBus::new(), CancelFlag::new());
+//! let settings = OrchestratorSettings::new(Duration::from_secs(120));
+//! let orchestrator = Orchestrator::new(settings, EventBus::new(), CancelFlag::new());
 //! let outcome = orchestrator.execute(&CommandRequest {
 //!     environment: "nowhere".into(),
 //!     command: "ls".into(),
 //!     timeout: None,
+//!     yield_after: None,
 //!     id: None,
 //! });
 //! assert!(!outcome.success);
@@ -53,6 +60,8 @@ mod environment;
 mod events;
 mod help;
 mod orchestrator;
+mod request;
+pub mod running;
 mod screen;
 pub mod text;
 mod transcript;
@@ -61,12 +70,15 @@ pub use crate::console::ConsoleObserver;
 pub use crate::environment::{
     CancelFlag, CommandContext, CommandResponse, DEFAULT_MAX_LINES, Environment, EnvironmentError,
     EnvironmentKind, EnvironmentName, Incident, InvalidName, LoadFailure, LoadedEnvironment,
-    RunningCommand, ScreenSection,
+    RunningCommand, ScreenSection, Usage,
 };
 pub use crate::events::{Event, EventBus, Observer, ObserverError, StampedEvent, panic_message};
-pub use crate::help::{CommandHelp, CommandSpec, HelpError, Routed, UnknownCommand, split_command};
-pub use crate::orchestrator::{
-    CommandRequest, Orchestrator, OrchestratorSettings, Outcome, RegisterError,
+pub use crate::help::{
+    CommandHelp, CommandSpec, HelpError, Routed, UnknownCommand, render_usage, split_command,
+};
+pub use crate::orchestrator::{Orchestrator, OrchestratorSettings, Outcome, RegisterError};
+pub use crate::request::{
+    CommandRequest, Control, ControlRequest, DEFAULT_INPUT_WAIT, DEFAULT_WAIT, InvalidId, RequestId,
 };
 pub use crate::screen::{NoticeSection, Screen, truncate_lines};
 pub use crate::transcript::TranscriptObserver;

@@ -1,20 +1,35 @@
-//! The orchestrator: the registry of environments, command routing, screen
+//! The orchestrator: the registry of environments, request routing, screen
 //! collection, and the events that describe both.
 //!
 //! It owns the loaded environments in display order (bash, python, editor,
-//! then plugins by name), turns a command into a response plus a fresh
+//! then plugins by name), turns a request into a response plus a fresh
 //! screen, and guarantees that nothing an environment does (an error, a
 //! panic, a failing screen) takes the host down. It must not know the wire
 //! format (that is `protocol`) nor what any environment does inside.
+//!
+//! Several front-end threads may use one orchestrator at once (an MCP
+//! client calls tools in parallel): every method takes `&self`, each
+//! environment sits behind its own lock so that requests to one
+//! environment run one at a time while other environments serve, and the
+//! event bus has its own lock. A screen taken while another request is
+//! inside an environment shows that environment's last section, marked
+//! busy, instead of waiting for it.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::environment::{
-    CancelFlag, CommandContext, CommandResponse, Environment, EnvironmentKind, EnvironmentName,
-    Incident, ScreenSection,
+    CancelFlag, CommandContext, CommandResponse, Environment, EnvironmentError, EnvironmentKind,
+    EnvironmentName, Incident, RunningCommand, ScreenSection,
 };
 use crate::events::{Event, EventBus, panic_message};
+use crate::request::{
+    CommandRequest, Control, ControlRequest, DEFAULT_INPUT_WAIT, DEFAULT_WAIT, RequestId,
+};
+use crate::running;
 use crate::screen::{NoticeSection, Screen};
 use crate::text;
 
@@ -27,26 +42,21 @@ const ERROR_SECTION_LINES: usize = 10;
 /// Display order of the built-in environments; plugins follow, by name.
 const BUILTIN_ORDER: [&str; 3] = ["bash", "python", "editor"];
 
-/// A command as the orchestrator receives it, protocol details stripped.
-#[derive(Debug, Clone)]
-pub struct CommandRequest {
-    /// The environment it is for.
-    pub environment: String,
-    /// The command's text.
-    pub command: String,
-    /// Per-command timeout; the host's default applies when absent.
-    pub timeout: Option<Duration>,
-    /// The agent's correlation id, kept for the record.
-    pub id: Option<serde_json::Value>,
-}
+/// How long a screen waits for an environment that another thread holds
+/// without a request inside (it is drawing its own screen) before it shows
+/// the environment as busy.
+const SCREEN_PATIENCE: Duration = Duration::from_millis(100);
 
-/// What the agent gets back for one command.
+/// What the agent gets back for one request.
 #[derive(Debug, Clone)]
 pub struct Outcome {
     /// The command's output.
     pub output: String,
-    /// Whether it succeeded.
+    /// Whether it succeeded (while it runs: that nothing failed yet).
     pub success: bool,
+    /// The command is still running: the agent goes on with `wait`,
+    /// `input` or `interrupt`.
+    pub running: bool,
     /// The screen after it.
     pub screen: Screen,
 }
@@ -54,14 +64,108 @@ pub struct Outcome {
 struct Slot {
     name: EnvironmentName,
     kind: EnvironmentKind,
-    environment: Box<dyn Environment>,
+    environment: Mutex<Box<dyn Environment>>,
+    view: Mutex<View>,
+}
+
+/// What other threads see of an environment while a request is inside it.
+#[derive(Default)]
+struct View {
+    /// The request inside, and since when.
+    inside: Option<(&'static str, Instant)>,
+    /// The section last shown.
+    last: Option<ScreenSection>,
+}
+
+/// A request inside an environment: holds its lock, and marks the
+/// environment busy for screens taken meanwhile until dropped.
+struct Inside<'a> {
+    slot: &'a Slot,
+    environment: MutexGuard<'a, Box<dyn Environment>>,
+}
+
+impl Slot {
+    fn enter(&self, what: &'static str) -> Inside<'_> {
+        let environment = self
+            .environment
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.view().inside = Some((what, Instant::now()));
+        Inside {
+            slot: self,
+            environment,
+        }
+    }
+
+    fn view(&self) -> MutexGuard<'_, View> {
+        self.view.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The environment for a screen, or the busy section to show instead.
+    fn for_screen(&self) -> Result<MutexGuard<'_, Box<dyn Environment>>, ScreenSection> {
+        let patience = Instant::now() + SCREEN_PATIENCE;
+        loop {
+            match self.environment.try_lock() {
+                Ok(environment) => return Ok(environment),
+                Err(TryLockError::Poisoned(poisoned)) => return Ok(poisoned.into_inner()),
+                Err(TryLockError::WouldBlock) => {}
+            }
+            let view = self.view();
+            let busy = match view.inside {
+                Some(inside) => Some(inside),
+                None if Instant::now() >= patience => Some(("screen", patience - SCREEN_PATIENCE)),
+                None => None,
+            };
+            if let Some((what, since)) = busy {
+                return Err(busy_section(view.last.as_ref(), what, since.elapsed()));
+            }
+            drop(view);
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+impl Drop for Inside<'_> {
+    fn drop(&mut self) {
+        self.slot.view().inside = None;
+    }
 }
 
 /// Settings the orchestrator applies to every command.
 #[derive(Debug, Clone)]
 pub struct OrchestratorSettings {
-    /// The time a command may take when it does not say.
+    /// The time a command may take when it does not say and does not yield.
     pub default_timeout: Duration,
+    /// Yield every command after this long unless it says otherwise
+    /// (`--yield-after`); `None`: commands yield only when they ask to.
+    pub yield_after: Option<Duration>,
+}
+
+impl OrchestratorSettings {
+    /// Commands limited to `default_timeout`, yielding only when they ask.
+    pub fn new(default_timeout: Duration) -> Self {
+        OrchestratorSettings {
+            default_timeout,
+            yield_after: None,
+        }
+    }
+
+    /// The limit of a command that gives `timeout` (or not) and yields
+    /// after `yield_after` (or not): its own `timeout` if it gives one;
+    /// otherwise none if it yields (it runs until it ends, is interrupted,
+    /// or the host stops: the agent decides with `wait`, `input` and
+    /// `interrupt`); otherwise the default timeout.
+    pub fn limit(
+        &self,
+        timeout: Option<Duration>,
+        yield_after: Option<Duration>,
+    ) -> Option<Duration> {
+        match (timeout, yield_after) {
+            (Some(timeout), _) => Some(timeout),
+            (None, Some(_)) => None,
+            (None, None) => Some(self.default_timeout),
+        }
+    }
 }
 
 /// Why an environment could not be registered.
@@ -72,16 +176,16 @@ pub enum RegisterError {
     Duplicate(String),
 }
 
-/// The registry of environments: it routes each command to its
+/// The registry of environments: it routes each request to its
 /// environment and collects the screen after it, and nothing an
 /// environment does (an error, a panic) takes it down.
 pub struct Orchestrator {
     slots: Vec<Slot>,
     notices: Vec<NoticeSection>,
-    bus: EventBus,
+    bus: Mutex<EventBus>,
     settings: OrchestratorSettings,
     cancel: CancelFlag,
-    shut_down: bool,
+    shut_down: AtomicBool,
 }
 
 impl Orchestrator {
@@ -91,10 +195,10 @@ impl Orchestrator {
         Orchestrator {
             slots: Vec::new(),
             notices: Vec::new(),
-            bus,
+            bus: Mutex::new(bus),
             settings,
             cancel,
-            shut_down: false,
+            shut_down: AtomicBool::new(false),
         }
     }
 
@@ -109,7 +213,7 @@ impl Orchestrator {
         if self.slots.iter().any(|s| s.name == name) {
             return Err(RegisterError::Duplicate(name.to_string()));
         }
-        self.bus.emit(Event::EnvironmentLoaded {
+        self.emit(Event::EnvironmentLoaded {
             name: name.to_string(),
             kind,
             detail,
@@ -117,15 +221,16 @@ impl Orchestrator {
         self.slots.push(Slot {
             name,
             kind,
-            environment,
+            environment: Mutex::new(environment),
+            view: Mutex::new(View::default()),
         });
         self.slots.sort_by_key(display_rank);
         Ok(())
     }
 
     /// Records an environment that could not be loaded.
-    pub fn record_load_failure(&mut self, name: &str, reason: &str) {
-        self.bus.emit(Event::EnvironmentFailed {
+    pub fn record_load_failure(&self, name: &str, reason: &str) {
+        self.emit(Event::EnvironmentFailed {
             name: name.to_owned(),
             reason: reason.to_owned(),
         });
@@ -141,74 +246,223 @@ impl Orchestrator {
         self.slots.iter().map(|s| s.name.as_str()).collect()
     }
 
+    /// The settings every command gets.
+    pub fn settings(&self) -> &OrchestratorSettings {
+        &self.settings
+    }
+
     /// The time a command may take when it does not say.
     pub fn default_timeout(&self) -> Duration {
         self.settings.default_timeout
     }
 
+    /// The command running in `environment` after it yielded, if any (and
+    /// if no other request is inside the environment right now: then
+    /// `None`, without waiting).
+    pub fn running(&self, environment: &str) -> Option<RunningCommand> {
+        let slot = self.slot(environment)?;
+        let guard = match slot.environment.try_lock() {
+            Ok(guard) => guard,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        self.running_in(slot, &**guard)
+    }
+
     /// Emits an event from outside (the protocol layer's bad-input errors).
-    pub fn emit(&mut self, event: Event) {
-        self.bus.emit(event);
+    pub fn emit(&self, event: Event) {
+        self.bus
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .emit(event);
     }
 
     /// Runs one command and collects the screen that follows it.
-    pub fn execute(&mut self, request: &CommandRequest) -> Outcome {
-        let timeout = request.timeout.unwrap_or(self.settings.default_timeout);
-        self.bus.emit(Event::CommandReceived {
+    ///
+    /// The command's limit is its own `timeout` if it gives one; otherwise,
+    /// if it yields (its `yield_after`, or the host's `--yield-after`), it
+    /// has none; otherwise the default timeout. A command sent to an
+    /// environment whose earlier command still runs is refused with a
+    /// response that names what runs and the ways on.
+    pub fn execute(&self, request: &CommandRequest) -> Outcome {
+        let yield_after = request.yield_after.or(self.settings.yield_after);
+        let timeout = self.settings.limit(request.timeout, yield_after);
+        self.emit(Event::CommandReceived {
             id: request.id.clone(),
             environment: request.environment.clone(),
             command: request.command.clone(),
-            timeout_ms: duration_ms(timeout),
+            timeout_ms: timeout.map(duration_ms),
+            yield_ms: yield_after.map(duration_ms),
         });
         let started = Instant::now();
-        let response = self.dispatch(request, timeout);
-        let elapsed = started.elapsed();
-        for incident in &response.incidents {
-            self.bus
-                .emit(incident_event(&request.environment, incident.clone()));
-        }
-        self.bus.emit(Event::CommandFinished {
-            id: request.id.clone(),
-            environment: request.environment.clone(),
-            success: response.success,
-            duration_ms: elapsed.as_secs_f64() * 1000.0,
-            output_bytes: response.output.len(),
-            output: excerpt(&response.output, EVENT_OUTPUT_LIMIT),
+        let response = match self.slot(&request.environment) {
+            None => self.unknown_environment(&request.environment),
+            Some(slot) => {
+                let mut inside = slot.enter("command");
+                match self.running_in(slot, &**inside.environment) {
+                    Some(running) => CommandResponse::failure(running::busy_refusal(
+                        slot.name.as_str(),
+                        &running,
+                        Instant::now(),
+                    )),
+                    None => {
+                        let context =
+                            CommandContext::new(self.settings.default_timeout, self.cancel.clone())
+                                .limited_to(timeout)
+                                .yielding_after(yield_after);
+                        let environment = &mut inside.environment;
+                        let response = self.guarded(slot, || {
+                            environment.handle_command(&request.command, &context)
+                        });
+                        self.noted(slot, &inside, response)
+                    }
+                }
+            }
+        };
+        self.record_answer(
+            request.id.as_ref(),
+            &request.environment,
+            &response,
+            started,
+        );
+        self.outcome(response)
+    }
+
+    /// Goes on with the command running in an environment (wait for it,
+    /// type into it, interrupt it), or restarts the environment, and
+    /// collects the screen that follows.
+    ///
+    /// `wait`, `input` and `interrupt` when nothing runs answer
+    /// `success: false` saying so. `wait` and `input` keep the command's
+    /// own limit; they wait [`DEFAULT_WAIT`] and [`DEFAULT_INPUT_WAIT`]
+    /// when the request does not say.
+    pub fn control(&self, request: &ControlRequest) -> Outcome {
+        let id = request.id.clone();
+        let environment = request.environment.clone();
+        self.emit(match &request.control {
+            Control::Wait { timeout } => Event::WaitRequested {
+                id,
+                environment,
+                timeout_ms: duration_ms(timeout.unwrap_or(DEFAULT_WAIT)),
+            },
+            Control::Input { text, .. } => Event::InputTyped {
+                id,
+                environment,
+                bytes: text.len(),
+                text: excerpt(text, EVENT_OUTPUT_LIMIT),
+            },
+            Control::Interrupt => Event::InterruptRequested { id, environment },
+            Control::Restart => Event::RestartRequested { id, environment },
         });
+        let Some(slot) = self.slot(&request.environment) else {
+            return self.outcome(self.unknown_environment(&request.environment));
+        };
+        let mut inside = slot.enter(request.control.name());
+        if request.control == Control::Restart {
+            let context = CommandContext::new(self.settings.default_timeout, self.cancel.clone());
+            let environment = &mut inside.environment;
+            let response = self.guarded(slot, || environment.restart(&context));
+            drop(inside);
+            self.record_restart(slot, &response);
+            return self.outcome(response);
+        }
+        let Some(running) = self.running_in(slot, &**inside.environment) else {
+            let refusal = running::nothing_running(slot.name.as_str(), request.control.name());
+            drop(inside);
+            return self.outcome(CommandResponse::failure(refusal));
+        };
+        let waiting = CommandContext::new(self.settings.default_timeout, self.cancel.clone())
+            .limited_to(None);
+        let environment = &mut inside.environment;
+        let response = self.guarded(slot, || match &request.control {
+            Control::Wait { timeout } => {
+                environment.wait(&waiting.yielding_after(Some(timeout.unwrap_or(DEFAULT_WAIT))))
+            }
+            Control::Input { text, timeout } => environment.input(
+                text,
+                &waiting.yielding_after(Some(timeout.unwrap_or(DEFAULT_INPUT_WAIT))),
+            ),
+            Control::Interrupt | Control::Restart => environment.interrupt(&waiting),
+        });
+        let response = self.noted(slot, &inside, response);
+        drop(inside);
+        self.record_answer(
+            request.id.as_ref(),
+            &request.environment,
+            &response,
+            running.started,
+        );
+        self.outcome(response)
+    }
+
+    fn slot(&self, name: &str) -> Option<&Slot> {
+        self.slots.iter().find(|s| s.name.as_str() == name)
+    }
+
+    fn outcome(&self, response: CommandResponse) -> Outcome {
         Outcome {
             output: response.output,
             success: response.success,
+            running: response.running,
             screen: self.screen(),
         }
     }
 
-    fn dispatch(&mut self, request: &CommandRequest, timeout: Duration) -> CommandResponse {
-        let Some(slot) = self
-            .slots
-            .iter_mut()
-            .find(|s| s.name.as_str() == request.environment)
-        else {
-            return self.unknown_environment(&request.environment);
-        };
-        let context = CommandContext::new(timeout, self.cancel.clone());
-        let environment = &mut slot.environment;
-        let result = catch_unwind(AssertUnwindSafe(|| {
-            environment.handle_command(&request.command, &context)
-        }));
-        let name = slot.name.to_string();
-        match result {
+    /// The environment's running command; a panic in it counts as none.
+    fn running_in(&self, slot: &Slot, environment: &dyn Environment) -> Option<RunningCommand> {
+        match catch_unwind(AssertUnwindSafe(|| environment.running())) {
+            Ok(running) => running,
+            Err(panic) => {
+                self.emit(Event::Error {
+                    context: format!("{} running", slot.name),
+                    message: format!("panicked: {}", panic_message(panic.as_ref())),
+                });
+                None
+            }
+        }
+    }
+
+    /// A response still running gets the note that says how to go on.
+    fn noted(
+        &self,
+        slot: &Slot,
+        inside: &Inside<'_>,
+        mut response: CommandResponse,
+    ) -> CommandResponse {
+        if response.running {
+            let running = self.running_in(slot, &**inside.environment);
+            if !response.output.is_empty() && !response.output.ends_with('\n') {
+                response.output.push('\n');
+            }
+            response.output.push_str(&running::still_running_note(
+                running.as_ref(),
+                Instant::now(),
+            ));
+        }
+        response
+    }
+
+    /// Calls the environment; an error or a panic becomes a failed response
+    /// (and an event), never a failure of the host.
+    fn guarded(
+        &self,
+        slot: &Slot,
+        call: impl FnOnce() -> Result<CommandResponse, EnvironmentError>,
+    ) -> CommandResponse {
+        let name = slot.name.as_str();
+        match catch_unwind(AssertUnwindSafe(call)) {
             Ok(Ok(response)) => response,
             Ok(Err(err)) => {
-                self.bus.emit(Event::Error {
-                    context: name.clone(),
+                self.emit(Event::Error {
+                    context: name.to_owned(),
                     message: err.to_string(),
                 });
                 CommandResponse::failure(format!("Environment error in {name}: {err}"))
             }
             Err(panic) => {
                 let message = panic_message(panic.as_ref());
-                self.bus.emit(Event::Error {
-                    context: name.clone(),
+                self.emit(Event::Error {
+                    context: name.to_owned(),
                     message: format!("panicked: {message}"),
                 });
                 CommandResponse::failure(format!(
@@ -216,6 +470,57 @@ impl Orchestrator {
                      The host is still running; this environment may have lost state."
                 ))
             }
+        }
+    }
+
+    /// The events of an answer about a command that started at `started`.
+    fn record_answer(
+        &self,
+        id: Option<&RequestId>,
+        environment: &str,
+        response: &CommandResponse,
+        started: Instant,
+    ) {
+        for incident in &response.incidents {
+            self.emit(incident_event(environment, incident.clone()));
+        }
+        let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let output = excerpt(&response.output, EVENT_OUTPUT_LIMIT);
+        self.emit(if response.running {
+            Event::CommandYielded {
+                id: id.cloned(),
+                environment: environment.to_owned(),
+                duration_ms,
+                output_bytes: response.output.len(),
+                output,
+            }
+        } else {
+            Event::CommandFinished {
+                id: id.cloned(),
+                environment: environment.to_owned(),
+                success: response.success,
+                duration_ms,
+                output_bytes: response.output.len(),
+                output,
+            }
+        });
+    }
+
+    /// A restart's events: the environment's own account of what was lost
+    /// when it gives one, else its answer.
+    fn record_restart(&self, slot: &Slot, response: &CommandResponse) {
+        let name = slot.name.as_str();
+        let mut recorded = false;
+        for incident in &response.incidents {
+            recorded |= matches!(incident, Incident::Restarted { .. });
+            self.emit(incident_event(name, incident.clone()));
+        }
+        if response.success && !recorded {
+            self.emit(Event::EnvironmentRestarted {
+                name: name.to_owned(),
+                reason: "the agent asked for a restart".to_owned(),
+                lost: excerpt(&response.output, EVENT_OUTPUT_LIMIT),
+            });
         }
     }
 
@@ -233,58 +538,79 @@ impl Orchestrator {
         ))
     }
 
-    /// Every environment's section, in display order, then the notices.
-    pub fn screen(&mut self) -> Screen {
+    /// Every environment's section, in display order, then the notices. An
+    /// environment with a running command shows it first; one that another
+    /// request is inside shows its last section, marked busy.
+    pub fn screen(&self) -> Screen {
         let mut screen = Screen::new();
-        let mut failures = Vec::new();
-        for slot in &mut self.slots {
-            let environment = &mut slot.environment;
-            let name = slot.name.as_str();
-            let section = match catch_unwind(AssertUnwindSafe(|| environment.screen())) {
-                Ok(Ok(section)) => section,
-                Ok(Err(err)) => {
-                    failures.push((name.to_owned(), err.to_string()));
-                    error_section(name, &err.to_string())
-                }
-                Err(panic) => {
-                    let message = format!("panic: {}", panic_message(panic.as_ref()));
-                    failures.push((name.to_owned(), message.clone()));
-                    error_section(name, &message)
-                }
-            };
-            screen.push(name, section);
+        for slot in &self.slots {
+            screen.push(slot.name.as_str(), self.section(slot));
         }
         for notice in &self.notices {
             screen.push(notice.key.clone(), notice.section.clone());
         }
-        for (name, message) in failures {
-            self.bus.emit(Event::Error {
-                context: format!("{name} screen"),
-                message,
-            });
-        }
         screen
     }
 
+    fn section(&self, slot: &Slot) -> ScreenSection {
+        let mut environment = match slot.for_screen() {
+            Ok(environment) => environment,
+            Err(busy) => return busy,
+        };
+        // The guard stays outside the unwinding closure: a panicking screen
+        // does not poison the environment's lock.
+        let section = match catch_unwind(AssertUnwindSafe(|| environment.screen())) {
+            Ok(Ok(section)) => section,
+            Ok(Err(err)) => {
+                drop(environment);
+                return self.failed_section(slot, err.to_string());
+            }
+            Err(panic) => {
+                drop(environment);
+                let message = format!("panic: {}", panic_message(panic.as_ref()));
+                return self.failed_section(slot, message);
+            }
+        };
+        let section = match self.running_in(slot, &**environment) {
+            Some(running) => with_running_block(section, &running),
+            None => section,
+        };
+        slot.view().last = Some(section.clone());
+        section
+    }
+
+    fn failed_section(&self, slot: &Slot, message: String) -> ScreenSection {
+        let name = slot.name.as_str();
+        let section = error_section(name, &message);
+        slot.view().last = Some(section.clone());
+        self.emit(Event::Error {
+            context: format!("{name} screen"),
+            message,
+        });
+        section
+    }
+
     /// Shuts every environment down, once. A failing or panicking shutdown
-    /// is recorded and the others still run.
-    pub fn shutdown(&mut self, reason: &str) {
-        if self.shut_down {
+    /// is recorded and the others still run. A request in progress in
+    /// another thread is waited for: set the cancel flag first so that it
+    /// ends promptly.
+    pub fn shutdown(&self, reason: &str) {
+        if self.shut_down.swap(true, Ordering::SeqCst) {
             return;
         }
-        self.shut_down = true;
-        self.bus.emit(Event::HostStopping {
+        self.emit(Event::HostStopping {
             reason: reason.to_owned(),
         });
-        for slot in &mut self.slots {
-            let environment = &mut slot.environment;
+        for slot in &self.slots {
+            let mut inside = slot.enter("shutdown");
+            let environment = &mut inside.environment;
             if let Err(panic) = catch_unwind(AssertUnwindSafe(|| environment.shutdown())) {
                 let message = panic_message(panic.as_ref());
                 eprintln!(
                     "envhost: shutting down {} failed: {message}",
                     slot.name.as_str()
                 );
-                self.bus.emit(Event::Error {
+                self.emit(Event::Error {
                     context: format!("{} shutdown", slot.name),
                     message,
                 });
@@ -314,6 +640,30 @@ fn error_section(name: &str, message: &str) -> ScreenSection {
         format!("[Error getting screen from {name}: {message}]"),
         ERROR_SECTION_LINES,
     )
+}
+
+/// `section` headed by the block that shows its running command; the block
+/// adds to the section's lines rather than pushing its own lines out.
+fn with_running_block(section: ScreenSection, running: &RunningCommand) -> ScreenSection {
+    let block = running::screen_block(running, Instant::now());
+    let block_lines = block.lines().count() + 1;
+    ScreenSection::with_max_lines(
+        format!("{block}\n{}", section.content),
+        section.max_lines.saturating_add(block_lines),
+    )
+}
+
+/// The section shown while another request (`what`, for `busy_for`) is
+/// inside the environment: the last one shown, under a line saying so.
+fn busy_section(last: Option<&ScreenSection>, what: &str, busy_for: Duration) -> ScreenSection {
+    let line = running::busy_line(what, busy_for, last.is_some());
+    match last {
+        Some(last) => ScreenSection::with_max_lines(
+            format!("{line}\n{}", last.content),
+            last.max_lines.saturating_add(1),
+        ),
+        None => ScreenSection::new(line),
+    }
 }
 
 fn incident_event(environment: &str, incident: Incident) -> Event {
@@ -358,7 +708,7 @@ mod tests {
     use super::*;
     use crate::environment::EnvironmentError;
     use crate::events::{Observer, ObserverError, StampedEvent};
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
 
     struct Echo {
         screens: usize,
@@ -415,16 +765,14 @@ mod tests {
     }
 
     fn orchestrator() -> (Orchestrator, Arc<Mutex<Vec<Event>>>) {
+        orchestrator_with(OrchestratorSettings::new(Duration::from_secs(7)))
+    }
+
+    fn orchestrator_with(settings: OrchestratorSettings) -> (Orchestrator, Arc<Mutex<Vec<Event>>>) {
         let events = Arc::new(Mutex::new(Vec::new()));
         let mut bus = EventBus::new();
         bus.subscribe(Box::new(Recorder(Arc::clone(&events))));
-        let mut orch = Orchestrator::new(
-            OrchestratorSettings {
-                default_timeout: Duration::from_secs(7),
-            },
-            bus,
-            CancelFlag::new(),
-        );
+        let mut orch = Orchestrator::new(settings, bus, CancelFlag::new());
         for (name, kind) in [
             ("zeta", EnvironmentKind::Plugin),
             ("python", EnvironmentKind::Builtin),
@@ -447,13 +795,14 @@ mod tests {
             environment: env.into(),
             command: command.into(),
             timeout: None,
+            yield_after: None,
             id: None,
         }
     }
 
     #[test]
     fn screen_order_is_builtins_then_plugins_by_name() {
-        let (mut orch, _) = orchestrator();
+        let (orch, _) = orchestrator();
         let outcome = orch.execute(&request("bash", "hi"));
         let names: Vec<&str> = outcome.screen.sections().map(|(n, _)| n).collect();
         assert_eq!(names, ["bash", "python", "alpha", "zeta"]);
@@ -463,7 +812,7 @@ mod tests {
 
     #[test]
     fn unknown_environment_lists_available_sorted() {
-        let (mut orch, _) = orchestrator();
+        let (orch, _) = orchestrator();
         let outcome = orch.execute(&request("ruby", "puts 1"));
         assert!(!outcome.success);
         assert_eq!(
@@ -474,7 +823,7 @@ mod tests {
 
     #[test]
     fn panics_and_errors_become_failed_responses() {
-        let (mut orch, events) = orchestrator();
+        let (orch, events) = orchestrator();
         let outcome = orch.execute(&request("alpha", "panic"));
         assert!(!outcome.success);
         assert!(outcome.output.contains("Environment error in alpha"));
@@ -494,7 +843,7 @@ mod tests {
 
     #[test]
     fn incidents_become_events_and_default_timeout_is_passed() {
-        let (mut orch, events) = orchestrator();
+        let (orch, events) = orchestrator();
         orch.execute(&request("bash", "slow"));
         let events = events.lock().unwrap();
         assert!(events.contains(&Event::CommandTimedOut {
@@ -547,5 +896,424 @@ mod tests {
     fn excerpt_respects_char_boundaries() {
         assert_eq!(excerpt("héllo", 2), "h\n[... 5 more bytes not recorded]");
         assert_eq!(excerpt("abc", 3), "abc");
+    }
+
+    /// A command that yields: "long" runs for three parts (one per answer),
+    /// "prompt" waits for a line of input; every context is recorded.
+    struct Yielder {
+        running: Option<RunningCommand>,
+        part: usize,
+        contexts: Contexts,
+        typed: Typed,
+    }
+
+    impl Yielder {
+        fn start(&mut self, command: &str, waiting: bool) {
+            self.running = Some(RunningCommand {
+                command: command.into(),
+                started: Instant::now(),
+                output_bytes: 7,
+                last_line: Some("part 1".into()),
+                waiting_for_input: waiting,
+            });
+            self.part = 1;
+        }
+        fn record(&self, context: &CommandContext) {
+            self.contexts
+                .lock()
+                .unwrap()
+                .push((context.timeout, context.yield_after));
+        }
+    }
+
+    impl Environment for Yielder {
+        fn handle_command(
+            &mut self,
+            command: &str,
+            context: &CommandContext,
+        ) -> Result<CommandResponse, EnvironmentError> {
+            self.record(context);
+            if context.yield_after.is_none() {
+                return Ok(CommandResponse::success(format!("{command} done")));
+            }
+            self.start(command, command == "prompt");
+            Ok(CommandResponse::still_running("part 1"))
+        }
+        fn screen(&mut self) -> Result<ScreenSection, EnvironmentError> {
+            Ok(ScreenSection::with_max_lines("Yielder at rest", 3))
+        }
+        fn running(&self) -> Option<RunningCommand> {
+            self.running.clone()
+        }
+        fn wait(&mut self, context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
+            self.record(context);
+            self.part += 1;
+            if self.part < 3 {
+                return Ok(CommandResponse::still_running(format!(
+                    "part {}\n",
+                    self.part
+                )));
+            }
+            self.running = None;
+            Ok(CommandResponse::success("part 3\nend\n"))
+        }
+        fn input(
+            &mut self,
+            text: &str,
+            context: &CommandContext,
+        ) -> Result<CommandResponse, EnvironmentError> {
+            self.typed.lock().unwrap().push(text.to_owned());
+            self.wait(context)
+        }
+        fn interrupt(
+            &mut self,
+            context: &CommandContext,
+        ) -> Result<CommandResponse, EnvironmentError> {
+            self.record(context);
+            self.running = None;
+            Ok(CommandResponse::failure("^C interrupted\n"))
+        }
+        fn restart(
+            &mut self,
+            context: &CommandContext,
+        ) -> Result<CommandResponse, EnvironmentError> {
+            self.record(context);
+            self.running = None;
+            Ok(CommandResponse::success(
+                "Started afresh; lost: everything.",
+            ))
+        }
+    }
+
+    /// Each context's limit and yield, as the environment saw them.
+    type Contexts = Arc<Mutex<Vec<(Option<Duration>, Option<Duration>)>>>;
+    /// What was typed into the environment.
+    type Typed = Arc<Mutex<Vec<String>>>;
+    type Events = Arc<Mutex<Vec<Event>>>;
+
+    fn with_yielder(settings: OrchestratorSettings) -> (Orchestrator, Events, Contexts, Typed) {
+        let (mut orch, events) = orchestrator_with(settings);
+        let contexts: Contexts = Arc::default();
+        let typed = Arc::new(Mutex::new(Vec::new()));
+        orch.register(
+            EnvironmentName::new("job").unwrap(),
+            EnvironmentKind::Plugin,
+            Box::new(Yielder {
+                running: None,
+                part: 0,
+                contexts: Arc::clone(&contexts),
+                typed: Arc::clone(&typed),
+            }),
+            None,
+        )
+        .unwrap();
+        (orch, events, contexts, typed)
+    }
+
+    fn yielding(env: &str, command: &str, after_ms: u64) -> CommandRequest {
+        CommandRequest {
+            yield_after: Some(Duration::from_millis(after_ms)),
+            ..request(env, command)
+        }
+    }
+
+    fn control(env: &str, control: Control) -> ControlRequest {
+        ControlRequest {
+            environment: env.into(),
+            control,
+            id: Some(RequestId::from(9_i64)),
+        }
+    }
+
+    #[test]
+    fn a_command_that_yields_has_no_limit_unless_it_gives_one() {
+        let (orch, events, contexts, _) =
+            with_yielder(OrchestratorSettings::new(Duration::from_secs(7)));
+        orch.execute(&request("job", "plain"));
+        orch.execute(&yielding("job", "long", 250));
+        orch.control(&control("job", Control::Interrupt));
+        orch.execute(&CommandRequest {
+            timeout: Some(Duration::from_secs(3)),
+            ..yielding("job", "long", 250)
+        });
+        let contexts = contexts.lock().unwrap().clone();
+        assert_eq!(
+            contexts,
+            [
+                (Some(Duration::from_secs(7)), None),
+                (None, Some(Duration::from_millis(250))),
+                (None, None),
+                (
+                    Some(Duration::from_secs(3)),
+                    Some(Duration::from_millis(250))
+                ),
+            ]
+        );
+        let received: Vec<(Option<u64>, Option<u64>)> = events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                Event::CommandReceived {
+                    timeout_ms,
+                    yield_ms,
+                    ..
+                } => Some((*timeout_ms, *yield_ms)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            received,
+            [
+                (Some(7000), None),
+                (None, Some(250)),
+                (Some(3000), Some(250))
+            ]
+        );
+    }
+
+    #[test]
+    fn yield_after_in_the_settings_makes_every_command_yield() {
+        let settings = OrchestratorSettings {
+            yield_after: Some(Duration::from_secs(2)),
+            ..OrchestratorSettings::new(Duration::from_secs(7))
+        };
+        let (orch, _, contexts, _) = with_yielder(settings);
+        let outcome = orch.execute(&request("job", "long"));
+        assert!(outcome.running);
+        orch.control(&control("job", Control::Interrupt));
+        orch.execute(&yielding("job", "long", 100));
+        let contexts = contexts.lock().unwrap().clone();
+        assert_eq!(contexts[0], (None, Some(Duration::from_secs(2))));
+        assert_eq!(contexts[2], (None, Some(Duration::from_millis(100))));
+    }
+
+    #[test]
+    fn a_running_command_is_waited_for_piece_by_piece_and_blocks_new_commands() {
+        let (orch, events, contexts, _) =
+            with_yielder(OrchestratorSettings::new(Duration::from_secs(7)));
+        let first = orch.execute(&yielding("job", "long", 100));
+        assert!(first.running && first.success);
+        assert!(
+            first
+                .output
+                .starts_with("part 1\n[envhost] The command is still running ("),
+            "{}",
+            first.output
+        );
+        assert!(first.output.contains("Go on with wait"));
+        let section = first.screen.get("job").unwrap();
+        assert!(
+            section.content.starts_with("Running for "),
+            "{}",
+            section.content
+        );
+        assert!(section.content.contains("`long`"));
+        assert!(section.content.ends_with("\nYielder at rest"));
+        assert_eq!(section.max_lines, 3 + section.content.lines().count() - 1);
+
+        let refused = orch.execute(&request("job", "ls"));
+        assert!(!refused.success && !refused.running);
+        assert!(
+            refused
+                .output
+                .starts_with("job is still running `long` (for "),
+            "{}",
+            refused.output
+        );
+        // Other environments still serve.
+        assert_eq!(orch.execute(&request("bash", "hi")).output, "hi");
+
+        let second = orch.control(&control("job", Control::Wait { timeout: None }));
+        assert!(second.running);
+        assert!(second.output.starts_with("part 2\n[envhost]"));
+        let last = orch.control(&control(
+            "job",
+            Control::Wait {
+                timeout: Some(Duration::from_millis(30)),
+            },
+        ));
+        assert!(!last.running && last.success);
+        assert_eq!(last.output, "part 3\nend\n");
+        assert_eq!(last.screen.get("job").unwrap().content, "Yielder at rest");
+        let contexts = contexts.lock().unwrap().clone();
+        assert_eq!(
+            &contexts[1..],
+            [
+                (None, Some(DEFAULT_WAIT)),
+                (None, Some(Duration::from_millis(30)))
+            ]
+        );
+
+        let nothing = orch.control(&control("job", Control::Wait { timeout: None }));
+        assert!(!nothing.success);
+        assert!(
+            nothing
+                .output
+                .starts_with("Nothing is running in job, so there is nothing to wait for")
+        );
+        let events = events.lock().unwrap();
+        let yielded = events
+            .iter()
+            .filter(|e| matches!(e, Event::CommandYielded { .. }))
+            .count();
+        assert_eq!(yielded, 2);
+        assert!(events.iter().any(|e| matches!(
+            e,
+            Event::CommandFinished { id: Some(id), success: true, .. } if id.json() == "9"
+        )));
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, Event::WaitRequested { timeout_ms: 30, .. }))
+        );
+    }
+
+    #[test]
+    fn input_interrupt_and_restart_reach_the_environment() {
+        let (orch, events, contexts, typed) =
+            with_yielder(OrchestratorSettings::new(Duration::from_secs(7)));
+        let prompt = orch.execute(&yielding("job", "prompt", 100));
+        assert!(
+            prompt
+                .output
+                .contains("It seems to be waiting for input: answer it with input.")
+        );
+        assert!(
+            prompt
+                .screen
+                .get("job")
+                .unwrap()
+                .content
+                .contains("It seems to be waiting for input")
+        );
+        let answered = orch.control(&control(
+            "job",
+            Control::Input {
+                text: "John\n".into(),
+                timeout: None,
+            },
+        ));
+        assert!(answered.running);
+        assert_eq!(typed.lock().unwrap().as_slice(), ["John\n"]);
+        assert_eq!(
+            contexts.lock().unwrap()[1],
+            (None, Some(DEFAULT_INPUT_WAIT))
+        );
+        let stopped = orch.control(&control("job", Control::Interrupt));
+        assert!(!stopped.success && !stopped.running);
+        assert_eq!(stopped.output, "^C interrupted\n");
+        for control_request in [
+            Control::Interrupt,
+            Control::Input {
+                text: "x".into(),
+                timeout: None,
+            },
+        ] {
+            let name = control_request.name();
+            let outcome = orch.control(&control("job", control_request));
+            assert!(!outcome.success, "{name}");
+            assert!(
+                outcome.output.starts_with("Nothing is running in job"),
+                "{name}"
+            );
+        }
+        orch.execute(&yielding("job", "long", 100));
+        let restarted = orch.control(&control("job", Control::Restart));
+        assert!(restarted.success);
+        assert!(orch.execute(&request("job", "x")).success);
+        let refused = orch.control(&control("bash", Control::Restart));
+        assert_eq!(
+            refused.output,
+            "Environment error in bash: this environment cannot be restarted"
+        );
+        let unknown = orch.control(&control("ruby", Control::Interrupt));
+        assert!(unknown.output.starts_with("Unknown environment: ruby"));
+        let events = events.lock().unwrap();
+        assert!(events.contains(&Event::InputTyped {
+            id: Some(RequestId::from(9_i64)),
+            environment: "job".into(),
+            bytes: 5,
+            text: "John\n".into()
+        }));
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, Event::InterruptRequested { .. }))
+        );
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, Event::RestartRequested { .. }))
+        );
+        assert!(events.iter().any(|e| matches!(
+            e,
+            Event::EnvironmentRestarted { name, lost, .. } if name == "job" && lost.contains("lost: everything")
+        )));
+    }
+
+    /// Holds its command until released, to show what other threads see.
+    struct Blocker {
+        entered: Arc<AtomicBool>,
+        release: Arc<AtomicBool>,
+    }
+
+    impl Environment for Blocker {
+        fn handle_command(
+            &mut self,
+            _: &str,
+            _: &CommandContext,
+        ) -> Result<CommandResponse, EnvironmentError> {
+            self.entered.store(true, Ordering::SeqCst);
+            while !self.release.load(Ordering::SeqCst) {
+                thread::sleep(Duration::from_millis(2));
+            }
+            Ok(CommandResponse::success("released"))
+        }
+        fn screen(&mut self) -> Result<ScreenSection, EnvironmentError> {
+            Ok(ScreenSection::new("Blocker idle"))
+        }
+    }
+
+    #[test]
+    fn other_threads_use_other_environments_while_one_is_busy() {
+        fn shareable<T: Send + Sync>(_: &T) {}
+        let (mut orch, _) = orchestrator();
+        let entered = Arc::new(AtomicBool::new(false));
+        let release = Arc::new(AtomicBool::new(false));
+        orch.register(
+            EnvironmentName::new("slow").unwrap(),
+            EnvironmentKind::Plugin,
+            Box::new(Blocker {
+                entered: Arc::clone(&entered),
+                release: Arc::clone(&release),
+            }),
+            None,
+        )
+        .unwrap();
+        shareable(&orch);
+        // The section the screen shows while the environment is busy.
+        orch.screen();
+        thread::scope(|scope| {
+            let busy = scope.spawn(|| orch.execute(&request("slow", "hold")));
+            while !entered.load(Ordering::SeqCst) {
+                thread::sleep(Duration::from_millis(1));
+            }
+            let other = orch.execute(&request("python", "meanwhile"));
+            assert_eq!(other.output, "meanwhile");
+            let section = other.screen.get("slow").unwrap();
+            assert!(
+                section
+                    .content
+                    .starts_with("[Busy: handling a command request for "),
+                "{}",
+                section.content
+            );
+            assert!(section.content.ends_with("\nBlocker idle"));
+            release.store(true, Ordering::SeqCst);
+            let done = busy.join().unwrap();
+            assert_eq!(done.output, "released");
+            assert_eq!(done.screen.get("slow").unwrap().content, "Blocker idle");
+        });
     }
 }

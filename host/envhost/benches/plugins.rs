@@ -190,9 +190,7 @@ fn calls(bytes: &[u8]) {
 fn screens(bytes: &[u8]) {
     let project = project_with(bytes, 20);
     let mut orchestrator = Orchestrator::new(
-        OrchestratorSettings {
-            default_timeout: Duration::from_secs(120),
-        },
+        OrchestratorSettings::new(Duration::from_secs(120)),
         EventBus::new(),
         CancelFlag::new(),
     );

@@ -88,7 +88,7 @@ fn parse_entry(line: &str) -> Entry {
 /// Runs the REPL until `:quit`, end of input, SIGTERM or SIGHUP. Returns
 /// the reason it stopped.
 pub fn run(
-    orchestrator: &mut Orchestrator,
+    orchestrator: &Orchestrator,
     input: Box<dyn BufRead + Send>,
     output: &mut dyn Write,
     cancel: &CancelFlag,
@@ -185,7 +185,7 @@ pub fn run(
 }
 
 fn run_command(
-    orchestrator: &mut Orchestrator,
+    orchestrator: &Orchestrator,
     output: &mut dyn Write,
     cancel: &CancelFlag,
     environment: String,
@@ -205,6 +205,7 @@ fn run_command(
         environment: environment.clone(),
         command,
         timeout: None,
+        yield_after: None,
         id: None,
     });
     let status = if outcome.success { "ok" } else { "failed" };

@@ -18,8 +18,3 @@ mod settings;
 pub use crate::builtins::builtins;
 pub use crate::editor::{EditorEnvironment, EditorSettings};
 pub use crate::settings::Settings;
-
-/// How long bash and python let a command run when its context has no limit
-/// (a command sent with `yield_ms` and no `timeout_ms`) until they learn to
-/// yield; a day is "until it ends" for any command an agent waits on.
-const LIMIT_WITHOUT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(24 * 3600);

@@ -39,7 +39,7 @@ use envhost_core::text;
 use envhost_core::truncate_lines;
 use envhost_core::{
     CancelFlag, CommandContext, CommandResponse, Environment, EnvironmentError, Incident,
-    ScreenSection,
+    ScreenSection, Usage,
 };
 use envhost_core::{CommandHelp, CommandSpec};
 use envhost_process::{OutputCapture, OutputLimits};
@@ -209,6 +209,22 @@ impl PluginEnvironment {
 }
 
 impl Environment for PluginEnvironment {
+    fn usage(&self) -> Usage {
+        match &self.help {
+            Some(help) => Usage {
+                summary: format!("The commands of the {} plugin.", self.name),
+                commands: help.commands().to_vec(),
+            },
+            None => Usage {
+                summary: format!(
+                    "The {} plugin takes free text; its screen says how to use it.",
+                    self.name
+                ),
+                commands: Vec::new(),
+            },
+        }
+    }
+
     fn handle_command(
         &mut self,
         command: &str,

@@ -6,16 +6,27 @@
 //! environments exist or what they do: it hands a parsed request on and
 //! serialises what comes back.
 //!
-//! Input, one object per line:
+//! Input, one object per line, each optionally with `"id"` (a string or a
+//! number, echoed on the answer exactly as written):
 //! - `{"type":"command","environment":"bash","command":"ls"}`, optionally
-//!   with `"id"` (a string or a number, echoed on the answer) and
-//!   `"timeout_ms"` (a positive integer).
+//!   with `"timeout_ms"` and `"yield_ms"` (positive integers: its limit, and
+//!   when to answer with the output so far and leave it running).
+//! - `{"type":"wait","environment":"bash"}` (optional `"timeout_ms"`),
+//!   `{"type":"input","environment":"bash","text":"y\n"}` (optional
+//!   `"timeout_ms"`), `{"type":"interrupt","environment":"bash"}`: go on with
+//!   a command that is still running; `{"type":"restart","environment":"bash"}`.
 //! - `{"type":"screen"}`: the current screen without running anything (so an
 //!   agent can see the environments before its first command).
+//! - `{"type":"read_file","path":P}` and
+//!   `{"type":"write_file","path":P,"content_base64":B64}`: a project file's
+//!   bytes, moved in base64 chunks that fit a line (see `files`).
 //!
 //! Output, exactly one line per non-blank input line:
-//! `{"type":"response",...}`, `{"type":"screen",...}` or
-//! `{"type":"error","message":...}`.
+//! `{"type":"response",...}` (with `"running":true` in the response only
+//! while the command still runs), `{"type":"screen",...}`,
+//! `{"type":"file",...}`, `{"type":"file_written",...}` or
+//! `{"type":"error","message":...}` (with a one-word `"reason"` when a file
+//! request is refused).
 //!
 //! Blank lines (empty or only whitespace) are skipped without an answer, as
 //! JSON Lines / NDJSON readers conventionally do, so that a stray newline
@@ -24,6 +35,8 @@
 
 #![deny(missing_docs)]
 
+mod fields;
+mod files;
 mod framing;
 mod reply;
 mod request;

@@ -2,10 +2,11 @@
 
 use std::io::{self, Write};
 
-use envhost_core::Screen;
+use envhost_core::{RequestId, Screen};
 use serde::Serialize;
 use serde::ser::SerializeMap;
-use serde_json::Value;
+
+use crate::files;
 
 /// An answer to one line.
 #[derive(Debug, Clone)]
@@ -13,27 +14,65 @@ pub enum Reply<'a> {
     /// The answer to a command.
     Response {
         /// The request's `id`, echoed.
-        id: Option<&'a Value>,
+        id: Option<&'a RequestId>,
         /// The command's output.
         output: &'a str,
         /// Whether it succeeded.
         success: bool,
+        /// The command is still running (sent only when true).
+        running: bool,
         /// The screen after it.
         screen: &'a Screen,
     },
     /// The answer to a screen request.
     Screen {
         /// The request's `id`, echoed.
-        id: Option<&'a Value>,
+        id: Option<&'a RequestId>,
         /// The screen after it.
         screen: &'a Screen,
     },
     /// The answer to a line that is not a valid request.
     Error {
         /// The request's `id`, echoed.
-        id: Option<&'a Value>,
+        id: Option<&'a RequestId>,
         /// What was wrong, and what to send instead.
         message: &'a str,
+    },
+    /// A valid file request that could not be done: an `error` line with a
+    /// one-word `reason` for programs besides the message.
+    Refused {
+        /// The request's `id`, echoed.
+        id: Option<&'a RequestId>,
+        /// What was wrong, and what to do instead.
+        message: &'a str,
+        /// One word: `not_found`, `is_directory`, `outside_project`, ...
+        reason: &'a str,
+    },
+    /// The answer to `read_file`: a chunk of the file.
+    File {
+        /// The request's `id`, echoed.
+        id: Option<&'a RequestId>,
+        /// The path, as the request gave it.
+        path: &'a str,
+        /// The file's size when the chunk was read.
+        size: u64,
+        /// Where the chunk starts.
+        offset: u64,
+        /// The chunk's bytes (sent as base64).
+        content: &'a [u8],
+        /// Whether the chunk reaches the end of the file.
+        eof: bool,
+    },
+    /// The answer to `write_file`.
+    FileWritten {
+        /// The request's `id`, echoed.
+        id: Option<&'a RequestId>,
+        /// The path, as the request gave it.
+        path: &'a str,
+        /// Bytes written so far (the file's size once complete).
+        size: u64,
+        /// Whether the file is in place (false while more chunks are expected).
+        complete: bool,
     },
 }
 
@@ -41,6 +80,9 @@ pub enum Reply<'a> {
 struct ResponseBody<'a> {
     output: &'a str,
     success: bool,
+    /// Present only while the command runs: absent means it has ended.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    running: bool,
 }
 
 /// Serialises a screen as a JSON object whose keys keep display order.
@@ -76,6 +118,7 @@ impl Serialize for Reply<'_> {
                 id,
                 output,
                 success,
+                running,
                 screen,
             } => {
                 map.serialize_entry("type", "response")?;
@@ -87,6 +130,7 @@ impl Serialize for Reply<'_> {
                     &ResponseBody {
                         output,
                         success: *success,
+                        running: *running,
                     },
                 )?;
                 map.serialize_entry("screen", &WireScreen(screen))?;
@@ -104,6 +148,50 @@ impl Serialize for Reply<'_> {
                     map.serialize_entry("id", id)?;
                 }
                 map.serialize_entry("message", message)?;
+            }
+            Reply::Refused {
+                id,
+                message,
+                reason,
+            } => {
+                map.serialize_entry("type", "error")?;
+                if let Some(id) = id {
+                    map.serialize_entry("id", id)?;
+                }
+                map.serialize_entry("message", message)?;
+                map.serialize_entry("reason", reason)?;
+            }
+            Reply::File {
+                id,
+                path,
+                size,
+                offset,
+                content,
+                eof,
+            } => {
+                map.serialize_entry("type", "file")?;
+                if let Some(id) = id {
+                    map.serialize_entry("id", id)?;
+                }
+                map.serialize_entry("path", path)?;
+                map.serialize_entry("size", size)?;
+                map.serialize_entry("offset", offset)?;
+                map.serialize_entry("content_base64", &files::encode(content))?;
+                map.serialize_entry("eof", eof)?;
+            }
+            Reply::FileWritten {
+                id,
+                path,
+                size,
+                complete,
+            } => {
+                map.serialize_entry("type", "file_written")?;
+                if let Some(id) = id {
+                    map.serialize_entry("id", id)?;
+                }
+                map.serialize_entry("path", path)?;
+                map.serialize_entry("size", size)?;
+                map.serialize_entry("complete", complete)?;
             }
         }
         map.end()
@@ -123,7 +211,6 @@ pub fn write_reply(out: &mut (impl Write + ?Sized), reply: &Reply<'_>) -> io::Re
 }
 
 #[cfg(test)]
-#[cfg(test)]
 mod tests {
     use super::*;
     use envhost_core::ScreenSection;
@@ -136,7 +223,7 @@ mod tests {
             ScreenSection::new("Working directory: /p\nLast exit code: 0"),
         );
         screen.push("alpha", ScreenSection::with_max_lines("a", 3));
-        let id = Value::from("req-1");
+        let id = RequestId::from("req-1");
         let mut out = Vec::new();
         write_reply(
             &mut out,
@@ -144,6 +231,7 @@ mod tests {
                 id: Some(&id),
                 output: "hi\n",
                 success: true,
+                running: false,
                 screen: &screen,
             },
         )
@@ -165,5 +253,77 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out, b"{\"type\":\"error\",\"message\":\"bad\"}\n");
+    }
+
+    #[test]
+    fn running_is_sent_only_when_true_and_ids_keep_their_text() {
+        let screen = Screen::new();
+        let id: Box<serde_json::value::RawValue> =
+            serde_json::from_str("18446744073709551617").unwrap();
+        let id = RequestId::from_json(&id).unwrap();
+        let mut out = Vec::new();
+        write_reply(
+            &mut out,
+            &Reply::Response {
+                id: Some(&id),
+                output: "so far\n",
+                success: true,
+                running: true,
+                screen: &screen,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"type\":\"response\",\"id\":18446744073709551617,\"response\":{\"output\":\"so far\\n\",\"success\":true,\"running\":true},\"screen\":{}}\n"
+        );
+    }
+
+    #[test]
+    fn file_answers_are_lines() {
+        let id = RequestId::from("r");
+        let mut out = Vec::new();
+        write_reply(
+            &mut out,
+            &Reply::File {
+                id: Some(&id),
+                path: "a.bin",
+                size: 2,
+                offset: 0,
+                content: &[0, 255],
+                eof: true,
+            },
+        )
+        .unwrap();
+        write_reply(
+            &mut out,
+            &Reply::FileWritten {
+                id: None,
+                path: "a.bin",
+                size: 2,
+                complete: false,
+            },
+        )
+        .unwrap();
+        write_reply(
+            &mut out,
+            &Reply::Refused {
+                id: None,
+                message: "a.bin does not exist",
+                reason: "not_found",
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            concat!(
+                r#"{"type":"file","id":"r","path":"a.bin","size":2,"offset":0,"content_base64":"AP8=","eof":true}"#,
+                "\n",
+                r#"{"type":"file_written","path":"a.bin","size":2,"complete":false}"#,
+                "\n",
+                r#"{"type":"error","message":"a.bin does not exist","reason":"not_found"}"#,
+                "\n"
+            )
+        );
     }
 }

@@ -1,41 +1,83 @@
 //! Parsing: one line into a [`Request`], with an actionable message for
 //! every kind of bad input.
 //!
-//! It must not know which environments exist.
+//! A line is first split into its fields as raw JSON text, so that the
+//! agent's `id` is kept exactly as written (an integer above 2^64 is not
+//! rounded through a float), then each field the message type takes is
+//! read and checked. It must not know which environments exist.
 
 use std::time::Duration;
 
-use serde_json::{Map, Value};
+use envhost_core::{CommandRequest, Control, ControlRequest, RequestId};
+use serde_json::Value;
+use serde_json::value::RawValue;
 
+use crate::fields::{self, Fields, check_fields, json_kind, value};
+use crate::files;
 use crate::framing::RawLine;
 
+/// The longest line read; a longer line is skipped in bounded memory and
 /// answered with an error.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
-/// Largest `timeout_ms` accepted: one day.
+/// Largest `timeout_ms` or `yield_ms` accepted: one day.
 pub const MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
 
-const KNOWN_COMMAND_FIELDS: [&str; 5] = ["type", "environment", "command", "id", "timeout_ms"];
-const KNOWN_SCREEN_FIELDS: [&str; 2] = ["type", "id"];
+/// The message types, as the errors list them.
+const TYPES: &str =
+    r#""command", "wait", "input", "interrupt", "restart", "screen", "read_file" or "write_file""#;
+
 /// A well-formed request.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
-    /// Run `command` in `environment`.
-    Command {
-        /// The agent's `id`, to echo on the answer.
-        id: Option<Value>,
-        /// The environment to run it in.
-        environment: String,
-        /// The command's text.
-        command: String,
-        /// `timeout_ms`, when given.
-        timeout: Option<Duration>,
-    },
+    /// Run a command: `{"type":"command","environment":…,"command":…}`,
+    /// optionally with `timeout_ms` and `yield_ms`.
+    Command(CommandRequest),
+    /// Go on with a running command (`wait`, `input`, `interrupt`) or
+    /// restart an environment (`restart`).
+    Control(ControlRequest),
     /// Send the current screen.
     Screen {
         /// The agent's `id`, to echo on the answer.
-        id: Option<Value>,
+        id: Option<RequestId>,
     },
+    /// Send up to `length` bytes of a project file from `offset`.
+    ReadFile {
+        /// The agent's `id`, to echo on the answer.
+        id: Option<RequestId>,
+        /// The file, as given.
+        path: String,
+        /// Where to start (0 when not given).
+        offset: u64,
+        /// How many bytes at most (the host's maximum when not given).
+        length: Option<u64>,
+    },
+    /// Write a chunk of a project file.
+    WriteFile {
+        /// The agent's `id`, to echo on the answer.
+        id: Option<RequestId>,
+        /// The file, as given.
+        path: String,
+        /// The bytes, decoded from base64.
+        content: Vec<u8>,
+        /// Continue the unfinished write of this file (rather than start it afresh).
+        append: bool,
+        /// More chunks follow (the file is put in place with the last one).
+        more: bool,
+    },
+}
+
+impl Request {
+    /// The agent's `id`, to echo on the answer.
+    pub fn id(&self) -> Option<&RequestId> {
+        match self {
+            Request::Command(command) => command.id.as_ref(),
+            Request::Control(control) => control.id.as_ref(),
+            Request::Screen { id }
+            | Request::ReadFile { id, .. }
+            | Request::WriteFile { id, .. } => id.as_ref(),
+        }
+    }
 }
 
 /// What a line turned out to be.
@@ -55,7 +97,7 @@ pub struct ProtocolError {
     /// What was wrong, and what to send instead.
     pub message: String,
     /// The `id`, when one could be read.
-    pub id: Option<Value>,
+    pub id: Option<RequestId>,
 }
 
 impl ProtocolError {
@@ -66,7 +108,7 @@ impl ProtocolError {
         }
     }
 
-    fn with_id(mut self, id: Option<Value>) -> Self {
+    fn with_id(mut self, id: Option<RequestId>) -> Self {
         self.id = id;
         self
     }
@@ -98,121 +140,218 @@ pub fn parse_line(raw: &RawLine, max_bytes: usize) -> Parsed {
     if text.trim().is_empty() {
         return Parsed::Blank;
     }
-    let value: Value = match serde_json::from_str(text) {
-        Ok(value) => value,
-        Err(err) => {
-            return Parsed::Invalid(ProtocolError::new(format!(
-                "invalid JSON: {err}. Each line must be one JSON object, e.g. {EXAMPLE}"
-            )));
+    let fields: Fields<'_> = match serde_json::from_str(text) {
+        Ok(fields) => fields,
+        // Not an object, or not JSON at all: the plain parse says which.
+        Err(_) => {
+            return Parsed::Invalid(ProtocolError::new(
+                match serde_json::from_str::<&RawValue>(text) {
+                    Err(err) => format!(
+                        "invalid JSON: {err}. Each line must be one JSON object, e.g. {EXAMPLE}"
+                    ),
+                    Ok(value) => format!(
+                        "expected a JSON object, got {}. Send e.g. {EXAMPLE}",
+                        raw_kind(value)
+                    ),
+                },
+            ));
         }
     };
-    let Value::Object(object) = value else {
-        return Parsed::Invalid(ProtocolError::new(format!(
-            "expected a JSON object, got {}. Send e.g. {EXAMPLE}",
-            json_kind(&value)
-        )));
-    };
-    match parse_object(&object) {
+    match parse_fields(&fields) {
         Ok(request) => Parsed::Request(request),
         Err(err) => Parsed::Invalid(err),
     }
 }
 
-fn parse_object(object: &Map<String, Value>) -> Result<Request, ProtocolError> {
-    let id = match object.get("id") {
+fn parse_fields(fields: &Fields<'_>) -> Result<Request, ProtocolError> {
+    let id = match fields.get("id") {
         None => None,
-        Some(value @ (Value::String(_) | Value::Number(_))) => Some(value.clone()),
-        Some(other) => {
-            return Err(ProtocolError::new(format!(
+        Some(raw) => Some(RequestId::from_json(raw).map_err(|refused| {
+            ProtocolError::new(format!(
                 "field \"id\" must be a string or a number, got {}",
-                json_kind(other)
-            )));
-        }
+                refused.0
+            ))
+        })?),
     };
     let fail = |message: String| ProtocolError::new(message).with_id(id.clone());
-    let kind = match object.get("type") {
+    let kind = match value(fields, "type").map_err(&fail)? {
         None => {
             return Err(fail(format!(
-                "missing field \"type\": expected \"command\" or \"screen\", e.g. {EXAMPLE}"
+                "missing field \"type\": expected {TYPES}, e.g. {EXAMPLE}"
             )));
         }
-        Some(Value::String(kind)) => kind.as_str(),
+        Some(Value::String(kind)) => kind,
         Some(other) => {
             return Err(fail(format!(
-                "field \"type\" must be a string (\"command\" or \"screen\"), got {}",
-                json_kind(other)
+                "field \"type\" must be a string ({TYPES}), got {}",
+                json_kind(&other)
             )));
         }
     };
-    match kind {
+    read_request(fields, &kind, id.clone()).map_err(fail)
+}
+
+/// The request of type `kind`, its fields checked.
+fn read_request(fields: &Fields<'_>, kind: &str, id: Option<RequestId>) -> Result<Request, String> {
+    let request = match kind {
         "command" => {
-            check_fields(object, &KNOWN_COMMAND_FIELDS).map_err(&fail)?;
-            let environment = required_string(object, "environment").map_err(&fail)?;
-            let command = required_string(object, "command").map_err(&fail)?;
-            let timeout = match object.get("timeout_ms") {
-                None | Some(Value::Null) => None,
-                Some(value) => Some(parse_timeout(value).map_err(&fail)?),
-            };
-            Ok(Request::Command {
+            check_fields(
+                fields,
+                &[
+                    "type",
+                    "environment",
+                    "command",
+                    "id",
+                    "timeout_ms",
+                    "yield_ms",
+                ],
+            )?;
+            Request::Command(CommandRequest {
+                environment: required_string(fields, "environment", kind)?,
+                command: required_string(fields, "command", kind)?,
+                timeout: millis(fields, "timeout_ms", 1)?,
+                yield_after: millis(fields, "yield_ms", 1)?,
                 id,
-                environment,
-                command,
-                timeout,
             })
         }
-        "screen" => {
-            check_fields(object, &KNOWN_SCREEN_FIELDS).map_err(&fail)?;
-            Ok(Request::Screen { id })
+        "wait" => {
+            check_fields(fields, &["type", "environment", "id", "timeout_ms"])?;
+            control(
+                fields,
+                kind,
+                id,
+                Control::Wait {
+                    timeout: millis(fields, "timeout_ms", 0)?,
+                },
+            )?
         }
-        other => Err(fail(format!(
-            "unknown type {other:?}: expected \"command\" or \"screen\""
-        ))),
+        "input" => {
+            check_fields(fields, &["type", "environment", "text", "id", "timeout_ms"])?;
+            control(
+                fields,
+                kind,
+                id,
+                Control::Input {
+                    text: required_string(fields, "text", kind)?,
+                    timeout: millis(fields, "timeout_ms", 0)?,
+                },
+            )?
+        }
+        "interrupt" => {
+            check_fields(fields, &["type", "environment", "id"])?;
+            control(fields, kind, id, Control::Interrupt)?
+        }
+        "restart" => {
+            check_fields(fields, &["type", "environment", "id"])?;
+            control(fields, kind, id, Control::Restart)?
+        }
+        "screen" => {
+            check_fields(fields, &["type", "id"])?;
+            Request::Screen { id }
+        }
+        "read_file" => {
+            let read = files::parse_read(fields)?;
+            Request::ReadFile {
+                id,
+                path: read.path,
+                offset: read.offset,
+                length: read.length,
+            }
+        }
+        "write_file" => {
+            let write = files::parse_write(fields)?;
+            Request::WriteFile {
+                id,
+                path: write.path,
+                content: write.content,
+                append: write.append,
+                more: write.more,
+            }
+        }
+        other => return Err(format!("unknown type {other:?}: expected {TYPES}")),
+    };
+    Ok(request)
+}
+
+fn control(
+    fields: &Fields<'_>,
+    kind: &str,
+    id: Option<RequestId>,
+    control: Control,
+) -> Result<Request, String> {
+    Ok(Request::Control(ControlRequest {
+        environment: required_string(fields, "environment", kind)?,
+        control,
+        id,
+    }))
+}
+
+/// An example line of type `kind`, for error messages.
+fn example(kind: &str) -> &'static str {
+    match kind {
+        "wait" => r#"{"type":"wait","environment":"bash","timeout_ms":10000}"#,
+        "input" => r#"{"type":"input","environment":"bash","text":"yes\n"}"#,
+        "interrupt" => r#"{"type":"interrupt","environment":"bash"}"#,
+        "restart" => r#"{"type":"restart","environment":"bash"}"#,
+        _ => EXAMPLE,
     }
 }
 
-fn check_fields(object: &Map<String, Value>, known: &[&str]) -> Result<(), String> {
-    match object.keys().find(|k| !known.contains(&k.as_str())) {
-        None => Ok(()),
-        Some(unknown) => Err(format!(
-            "unknown field {unknown:?}; this message type takes: {}",
-            known.join(", ")
-        )),
-    }
-}
-
-fn required_string(object: &Map<String, Value>, field: &str) -> Result<String, String> {
-    match object.get(field) {
-        Some(Value::String(s)) => Ok(s.clone()),
-        None => Err(format!(
+fn required_string(fields: &Fields<'_>, field: &str, kind: &str) -> Result<String, String> {
+    fields::string(fields, field, || match kind {
+        "command" => format!(
             "missing field {field:?}: a command needs \"environment\" and \"command\" strings, e.g. {EXAMPLE}"
-        )),
-        Some(other) => Err(format!(
-            "field {field:?} must be a string, got {}",
-            json_kind(other)
-        )),
-    }
+        ),
+        _ => format!(
+            "missing field {field:?}: {} {kind} needs {}, e.g. {}",
+            if kind == "input" || kind == "interrupt" {
+                "an"
+            } else {
+                "a"
+            },
+            if kind == "input" {
+                "\"environment\" and \"text\" strings"
+            } else {
+                "an \"environment\" string"
+            },
+            example(kind)
+        ),
+    })
 }
 
-fn parse_timeout(value: &Value) -> Result<Duration, String> {
+/// A field of whole milliseconds from `min` to [`MAX_TIMEOUT_MS`]; `None`
+/// when absent or null.
+fn millis(fields: &Fields<'_>, field: &str, min: u64) -> Result<Option<Duration>, String> {
+    let value = match value(fields, field) {
+        Ok(None | Some(Value::Null)) => return Ok(None),
+        Ok(Some(value)) => value.to_string(),
+        // A number too large even for a float (1e400).
+        Err(_) => fields
+            .get(field)
+            .map(|raw| raw.get().to_owned())
+            .unwrap_or_default(),
+    };
     let millis = value
-        .as_u64()
-        .filter(|ms| (1..=MAX_TIMEOUT_MS).contains(ms));
+        .parse::<u64>()
+        .ok()
+        .filter(|ms| (min..=MAX_TIMEOUT_MS).contains(ms));
     match millis {
-        Some(ms) => Ok(Duration::from_millis(ms)),
+        Some(ms) => Ok(Some(Duration::from_millis(ms))),
         None => Err(format!(
-            "field \"timeout_ms\" must be a whole number of milliseconds from 1 to {MAX_TIMEOUT_MS}, got {value}"
+            "field {field:?} must be a whole number of milliseconds from {min} to {MAX_TIMEOUT_MS}, got {value}"
         )),
     }
 }
 
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+/// The kind of a JSON value known to be valid, from its first character.
+fn raw_kind(raw: &RawValue) -> &'static str {
+    match raw.get().trim_start().as_bytes().first() {
+        Some(b'[') => "an array",
+        Some(b'"') => "a string",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'n') => "null",
+        Some(b'{') => "an object",
+        _ => "a number",
     }
 }
 
@@ -231,28 +370,104 @@ mod tests {
         }
     }
 
+    fn id(text: &str) -> RequestId {
+        let raw: Box<RawValue> = serde_json::from_str(text).unwrap();
+        RequestId::from_json(&raw).unwrap()
+    }
+
+    fn request(text: &str) -> Request {
+        match parse(text) {
+            Parsed::Request(request) => request,
+            other => panic!("expected a request for {text:?}, got {other:?}"),
+        }
+    }
+
     #[test]
     fn parses_commands_with_optional_fields() {
         let parsed = parse(
-            r#"{"type":"command","environment":"bash","command":"ls","id":7,"timeout_ms":1500}"#,
+            r#"{"type":"command","environment":"bash","command":"ls","id":7,"timeout_ms":1500,"yield_ms":250}"#,
         );
         assert_eq!(
             parsed,
-            Parsed::Request(Request::Command {
-                id: Some(Value::from(7)),
+            Parsed::Request(Request::Command(CommandRequest {
+                id: Some(RequestId::from(7_i64)),
                 environment: "bash".into(),
                 command: "ls".into(),
                 timeout: Some(Duration::from_millis(1500)),
-            })
+                yield_after: Some(Duration::from_millis(250)),
+            }))
         );
         assert_eq!(
             parse("{\"type\":\"screen\",\"id\":\"a\"}\r"),
             Parsed::Request(Request::Screen {
-                id: Some(Value::from("a"))
+                id: Some(RequestId::from("a"))
             })
         );
         assert_eq!(parse("   "), Parsed::Blank);
         assert_eq!(parse("\r"), Parsed::Blank);
+    }
+
+    #[test]
+    fn parses_wait_input_interrupt_and_restart() {
+        let control = |environment: &str, control: Control, id: Option<RequestId>| {
+            Request::Control(ControlRequest {
+                environment: environment.into(),
+                control,
+                id,
+            })
+        };
+        assert_eq!(
+            request(r#"{"type":"wait","environment":"bash"}"#),
+            control("bash", Control::Wait { timeout: None }, None)
+        );
+        assert_eq!(
+            request(r#"{"type":"wait","environment":"bash","timeout_ms":0,"id":"w"}"#),
+            control(
+                "bash",
+                Control::Wait {
+                    timeout: Some(Duration::ZERO)
+                },
+                Some(RequestId::from("w"))
+            )
+        );
+        assert_eq!(
+            request(
+                r#"{"type":"input","environment":"python","text":"John\n\u0003","timeout_ms":500}"#
+            ),
+            control(
+                "python",
+                Control::Input {
+                    text: "John\n\u{3}".into(),
+                    timeout: Some(Duration::from_millis(500))
+                },
+                None
+            )
+        );
+        assert_eq!(
+            request(r#"{"type":"interrupt","environment":"sqlite","id":3}"#),
+            control("sqlite", Control::Interrupt, Some(RequestId::from(3_i64)))
+        );
+        assert_eq!(
+            request(r#"{"type":"restart","environment":"bash"}"#),
+            control("bash", Control::Restart, None)
+        );
+    }
+
+    #[test]
+    fn ids_are_kept_exactly_as_written() {
+        for text in [
+            "18446744073709551617",
+            "-18446744073709551617",
+            "123456789012345678901234567890",
+            "1.50",
+            "1e400",
+            "0.1",
+        ] {
+            let line = format!(r#"{{"type":"screen","id":{text}}}"#);
+            assert_eq!(request(&line).id(), Some(&id(text)), "{text}");
+            let line = format!(r#"{{"type":"nope","id":{text}}}"#);
+            assert_eq!(error_of(&line).id, Some(id(text)), "{text}");
+        }
     }
 
     #[test]
@@ -276,7 +491,7 @@ mod tests {
         );
         let err = error_of(r#"{"type":"command","command":"ls","id":"x"}"#);
         assert!(err.message.starts_with("missing field \"environment\""));
-        assert_eq!(err.id, Some(Value::from("x")));
+        assert_eq!(err.id, Some(RequestId::from("x")));
         assert!(
             error_of(r#"{"type":"command","environment":"bash","command":3}"#)
                 .message
@@ -297,6 +512,58 @@ mod tests {
                 .message
                 .contains("\"id\" must be a string or a number")
         );
+        for (line, fragment) in [
+            (
+                r#"{"type":"wait"}"#,
+                "missing field \"environment\": a wait needs an \"environment\" string",
+            ),
+            (
+                r#"{"type":"input","environment":"bash"}"#,
+                "missing field \"text\": an input needs \"environment\" and \"text\" strings",
+            ),
+            (
+                r#"{"type":"input","environment":"bash","text":5}"#,
+                "field \"text\" must be a string, got a number",
+            ),
+            (
+                r#"{"type":"wait","environment":"bash","timeout_ms":-1}"#,
+                "\"timeout_ms\" must be a whole number of milliseconds from 0 to",
+            ),
+            (
+                r#"{"type":"wait","environment":"bash","timeout_ms":1e400}"#,
+                "from 0 to 86400000, got 1e400",
+            ),
+            (
+                r#"{"type":"command","environment":"bash","command":"ls","yield_ms":0}"#,
+                "\"yield_ms\" must be a whole number of milliseconds from 1 to",
+            ),
+            (
+                r#"{"type":"command","environment":"bash","command":"ls","yield_ms":"5"}"#,
+                "got \"5\"",
+            ),
+            (
+                r#"{"type":"interrupt","environment":"bash","text":"x"}"#,
+                "unknown field \"text\"; this message type takes: type, environment, id",
+            ),
+            (
+                r#"{"type":"restart","environment":"bash","timeout_ms":5}"#,
+                "unknown field \"timeout_ms\"",
+            ),
+            (
+                r#"{"type":"wait","environment":"bash","yield_ms":5}"#,
+                "unknown field \"yield_ms\"",
+            ),
+            (
+                r#"{"type":"exec"}"#,
+                r#"expected "command", "wait", "input", "interrupt", "restart", "screen", "read_file" or "write_file""#,
+            ),
+            ("true", "expected a JSON object, got a boolean"),
+            ("null", "expected a JSON object, got null"),
+            ("1e400", "expected a JSON object, got a number"),
+        ] {
+            let message = error_of(line).message;
+            assert!(message.contains(fragment), "{line}: {message}");
+        }
         let invalid = RawLine::Complete(vec![b'{', 0xff, b'}']);
         match parse_line(&invalid, 10) {
             Parsed::Invalid(err) => {
@@ -308,5 +575,69 @@ mod tests {
             Parsed::Invalid(err) => assert!(err.message.starts_with("line too long: 99 bytes")),
             other => panic!("{other:?}"),
         }
+    }
+
+    fn file_error(text: &str) -> String {
+        error_of(text).message
+    }
+
+    #[test]
+    fn file_requests_parse_with_their_defaults() {
+        assert_eq!(
+            parse(r#"{"type":"read_file","path":"a.bin","id":3}"#),
+            Parsed::Request(Request::ReadFile {
+                id: Some(RequestId::from(3_i64)),
+                path: "a.bin".into(),
+                offset: 0,
+                length: None
+            })
+        );
+        assert_eq!(
+            parse(r#"{"type":"read_file","path":"a","offset":10,"length":5}"#),
+            Parsed::Request(Request::ReadFile {
+                id: None,
+                path: "a".into(),
+                offset: 10,
+                length: Some(5)
+            })
+        );
+        assert_eq!(
+            parse(r#"{"type":"write_file","path":"a","content_base64":"AP8=","more":true}"#),
+            Parsed::Request(Request::WriteFile {
+                id: None,
+                path: "a".into(),
+                content: vec![0, 255],
+                append: false,
+                more: true
+            })
+        );
+    }
+
+    #[test]
+    fn bad_file_requests_say_what_to_send() {
+        assert!(file_error(r#"{"type":"read_file"}"#).starts_with("missing field \"path\""));
+        assert!(
+            file_error(r#"{"type":"read_file","path":"a","offset":-1}"#).contains("\"offset\"")
+        );
+        assert!(file_error(r#"{"type":"read_file","path":"a","length":0}"#).contains("from 1"));
+        assert!(
+            file_error(r#"{"type":"read_file","path":"a","size":1}"#)
+                .starts_with("unknown field \"size\"")
+        );
+        assert!(
+            file_error(r#"{"type":"write_file","path":"a"}"#)
+                .starts_with("missing field \"content_base64\"")
+        );
+        assert!(
+            file_error(r#"{"type":"write_file","path":"a","content_base64":"not base64!"}"#)
+                .contains("not standard base64")
+        );
+        assert!(
+            file_error(r#"{"type":"write_file","path":"a","content_base64":"","append":"yes"}"#)
+                .contains("true or false")
+        );
+        assert!(
+            file_error(r#"{"type":"rename_file"}"#).contains("\"read_file\" or \"write_file\"")
+        );
     }
 }

@@ -34,7 +34,7 @@ use nix::sys::signal::Signal;
 use crate::settings::Settings;
 use envhost_core::text;
 use envhost_core::{
-    CommandContext, CommandResponse, Environment, EnvironmentError, Incident, ScreenSection,
+    CommandContext, CommandResponse, Environment, EnvironmentError, Incident, ScreenSection, Usage,
 };
 use envhost_process::{CommandOutput, Escalation, Exit, OutputLimits, SecretPolicy};
 
@@ -312,6 +312,13 @@ fn describe_stop(cause: &StopCause, escalation: Escalation, kept_state: bool) ->
 }
 
 impl Environment for BashEnvironment {
+    fn usage(&self) -> Usage {
+        Usage {
+            summary: screen::HELP.to_owned(),
+            commands: Vec::new(),
+        }
+    }
+
     fn handle_command(
         &mut self,
         command: &str,

@@ -370,7 +370,9 @@ impl Shell {
                 self.pty.terminal().write_all(line.as_bytes())
             });
         let started = Instant::now();
-        let limit = context.timeout.unwrap_or(crate::LIMIT_WITHOUT_TIMEOUT);
+        let limit = context
+            .timeout
+            .unwrap_or(crate::settings::LIMIT_WITHOUT_TIMEOUT);
         let awaited = match typed {
             Ok(()) => {
                 let watch = Watch {

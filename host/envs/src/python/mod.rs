@@ -25,7 +25,7 @@ use crate::settings::Settings;
 use envhost_core::text;
 use envhost_core::{
     CancelFlag, CommandContext, CommandResponse, Environment, EnvironmentError, Incident,
-    ScreenSection,
+    ScreenSection, Usage,
 };
 use envhost_process::{
     CommandOutput, DEFAULT_LADDER, Escalation, OutputLimits, escalate, signal_group,
@@ -306,6 +306,13 @@ impl Interruption {
 }
 
 impl Environment for PythonEnvironment {
+    fn usage(&self) -> Usage {
+        Usage {
+            summary: HELP.to_owned(),
+            commands: Vec::new(),
+        }
+    }
+
     fn handle_command(
         &mut self,
         command: &str,
@@ -342,7 +349,9 @@ impl Environment for PythonEnvironment {
         };
 
         interpreter.collect_stray_output(&mut |b| run.feed(b));
-        let limit = context.timeout.unwrap_or(crate::LIMIT_WITHOUT_TIMEOUT);
+        let limit = context
+            .timeout
+            .unwrap_or(crate::settings::LIMIT_WITHOUT_TIMEOUT);
         let deadline = Instant::now() + limit;
         // If the request cannot be delivered the interpreter is gone or
         // stuck; the wait below finds out which.
