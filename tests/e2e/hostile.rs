@@ -742,3 +742,199 @@ fn names_and_signatures_cannot_add_lines_to_other_sections() {
     );
     assert!(host.finish().0.success());
 }
+
+/// A component that takes Cranelift minutes and hundreds of megabytes to
+/// compile: one function of 100,000 steps mixing 2,000 locals through a
+/// global, which no optimisation can drop. Assembled here: 1.7 MB.
+fn slow_to_compile() -> Vec<u8> {
+    const STEPS: usize = 100_000;
+    const LOCALS: u64 = 2_000;
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % LOCALS
+    };
+    let mut body = Vec::new();
+    leb128(&mut body, 1);
+    leb128(&mut body, LOCALS);
+    body.push(0x7f); // i32 locals
+    for _ in 0..STEPS {
+        // local.get a; local.get b; i32.add; global.get 0; i32.add;
+        // global.set 0; global.get 0; local.set c
+        for (opcode, operand) in [(0x20, Some(next())), (0x20, Some(next()))] {
+            body.push(opcode);
+            if let Some(operand) = operand {
+                leb128(&mut body, operand);
+            }
+        }
+        body.extend_from_slice(&[0x6a, 0x23, 0x00, 0x6a, 0x24, 0x00, 0x23, 0x00, 0x21]);
+        leb128(&mut body, next());
+    }
+    body.push(0x0b);
+    let mut module = b"\0asm\x01\0\0\0".to_vec();
+    section(&mut module, 1, b"\x01\x60\x00\x00"); // type: () -> ()
+    section(&mut module, 3, b"\x01\x00"); // one function
+    section(&mut module, 6, b"\x01\x7f\x01\x41\x00\x0b"); // mut i32 global
+    section(&mut module, 7, b"\x01\x03run\x00\x00"); // export "run"
+    let mut code = Vec::new();
+    leb128(&mut code, 1);
+    leb128(&mut code, body.len() as u64);
+    code.extend_from_slice(&body);
+    section(&mut module, 10, &code);
+    let mut component = b"\0asm\x0d\0\x01\0".to_vec();
+    section(&mut component, 1, &module);
+    section(&mut component, 2, b"\x01\x00\x00\x00"); // instantiate it
+    component
+}
+
+#[test]
+fn compiling_a_plugin_is_bounded_in_time_and_memory() {
+    let project = Project::new();
+    let manual = std::fs::read(crate::plugins::guest("manual")).expect("read manual");
+    project.write("env/notes.wasm", &manual);
+    project.write("env/slow.wasm", slow_to_compile());
+    // Bounded by construction: 2 s of CPU, 1 GiB of memory at most.
+    let started = Instant::now();
+    let mut host = host_builder(&project)
+        .args([
+            "--plugin-compile-time",
+            "2s",
+            "--plugin-compile-memory",
+            "1GiB",
+        ])
+        .start(project.path());
+    let reply = host.command("notes", "kept");
+    assert_eq!(reply.ok(), "Noted (1 so far)");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "answered after {:?}",
+        started.elapsed()
+    );
+    let refused = reply.screen("refused-plugins");
+    assert!(
+        refused.contains("plugin `slow` (env/slow.wasm) was refused: compiling it took longer than the 2 s the host allows (--plugin-compile-time)"),
+        "{refused}"
+    );
+    assert!(host.finish().0.success());
+
+    let mut host = host_builder(&project)
+        .args(["--plugin-compile-memory", "64MiB"])
+        .start(project.path());
+    let reply = host.command("notes", "kept");
+    assert_eq!(reply.ok(), "Noted (1 so far)");
+    let refused = reply.screen("refused-plugins");
+    assert!(
+        refused.contains("plugin `slow` (env/slow.wasm) was refused: compiling it needed more memory than the 64 MiB the host allows (--plugin-compile-memory)"),
+        "{refused}"
+    );
+    assert!(host.finish().0.success());
+}
+
+#[test]
+fn a_plugin_file_over_the_size_limit_is_refused_before_it_is_compiled() {
+    let project = Project::new();
+    let mut timer = std::fs::read(crate::plugins::guest("timer")).expect("read timer");
+    // A custom section of 40 MiB: the component stays valid (and quick to
+    // compile), but the host reads nothing this large.
+    let mut padding = Vec::new();
+    leb128(&mut padding, 7);
+    padding.extend_from_slice(b"padding");
+    padding.resize(padding.len() + (40 << 20), 0);
+    section(&mut timer, 0, &padding);
+    project.write("env/bloated.wasm", &timer);
+    let mut host = host_builder(&project).start(project.path());
+    let reply = host.command("bash", "echo ok");
+    assert_eq!(reply.ok().trim(), "ok");
+    let refused = reply.screen("refused-plugins");
+    assert!(
+        refused.contains("plugin `bloated` (env/bloated.wasm) was refused: the file is 40.1 MiB, over the 32 MiB the host compiles"),
+        "{refused}"
+    );
+    assert!(host.finish().0.success());
+    let output = std::process::Command::new(crate::harness::envhost_binary())
+        .arg("check")
+        .arg("--plugin-max-size")
+        .arg("64MiB")
+        .arg("--plugin-cache")
+        .arg(project.path().join(".plugin-cache"))
+        .arg(project.path().join("env/bloated.wasm"))
+        .output()
+        .expect("run envhost check");
+    assert!(output.status.success(), "a larger limit lets it load");
+}
+
+#[test]
+fn at_most_max_plugins_plugins_are_loaded() {
+    let project = Project::new();
+    let manual = std::fs::read(crate::plugins::guest("manual")).expect("read manual");
+    for index in 0..33 {
+        project.write(&format!("env/notes{index:02}.wasm"), &manual);
+    }
+    let mut host = host_builder(&project).start(project.path());
+    let reply = host.command("notes31", "the last one loaded");
+    assert_eq!(reply.ok(), "Noted (1 so far)");
+    let refused = reply.screen("refused-plugins");
+    assert!(
+        refused.contains("plugin `notes32` (env/notes32.wasm) was refused: the host loads at most 32 plugins and env/ has more; they load in name order (--max-plugins N raises the limit)"),
+        "{refused}"
+    );
+    assert!(!reply.section_names().contains(&"notes32".to_owned()));
+    assert!(host.finish().0.success());
+}
+
+#[test]
+fn names_that_read_like_a_builtins_or_another_plugins_are_refused() {
+    let project = Project::new();
+    let manual = std::fs::read(crate::plugins::guest("manual")).expect("read manual");
+    for name in [
+        "Bash",
+        "ba\u{17f}h",   // a long s
+        "pyth\u{3bf}n", // a Greek omicron
+        "EDITOR",
+        "Notes",
+        "notes",
+    ] {
+        project.write(&format!("env/{name}.wasm"), &manual);
+    }
+    let mut host = host_builder(&project).start(project.path());
+    let reply = host.command("Notes", "kept");
+    assert_eq!(reply.ok(), "Noted (1 so far)");
+    let refused = reply.screen("refused-plugins");
+    for expected in [
+        "plugin `Bash` (env/Bash.wasm) was refused: the name `Bash` reads like `bash`, a built-in environment's",
+        "plugin `ba\u{17f}h` (env/ba\u{17f}h.wasm) was refused: the name `ba\u{17f}h` reads like `bash`",
+        "plugin `pyth\u{3bf}n` (env/pyth\u{3bf}n.wasm) was refused: the name `pyth\u{3bf}n` reads like `python`",
+        "plugin `EDITOR` (env/EDITOR.wasm) was refused: the name `EDITOR` reads like `editor`",
+        "plugin `notes` (env/notes.wasm) was refused: its name reads like that of the plugin `Notes`",
+    ] {
+        assert!(refused.contains(expected), "lacks {expected:?}:\n{refused}");
+    }
+    let mut sections = reply.section_names();
+    sections.sort();
+    assert_eq!(
+        sections,
+        ["Notes", "bash", "editor", "python", "refused-plugins"],
+        "one section per name as a person reads it"
+    );
+    assert!(host.finish().0.success());
+}
+
+#[test]
+fn a_plugins_help_must_fit_under_its_screen_cap() {
+    let project = saboteur_project("");
+    let mut host = saboteur_host(&project, &[("SABOTEUR_HELP", "huge")]);
+    let reply = host.command("bash", "echo ok");
+    assert_eq!(reply.ok().trim(), "ok");
+    let refused = reply.screen("refused-plugins");
+    assert!(
+        refused.contains("plugin `saboteur` (env/saboteur.wasm) was refused: its help, as the agent first sees it, is 1.5 MiB (100 commands), over the 16 KiB a plugin's help may take on the screen"),
+        "{refused}"
+    );
+    assert!(
+        serde_json::to_string(&reply.0).expect("json").len() < 64 * 1024,
+        "the answer stays small"
+    );
+    assert!(host.finish().0.success());
+}

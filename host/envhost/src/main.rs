@@ -59,6 +59,10 @@ enum Command {
     /// Kubernetes probes): the project is readable, bash and python start
     /// and answer, and with --plugins every plugin loads. Exits 1 if not.
     Healthcheck(HealthArgs),
+    /// Compile one plugin (stdin) to machine code (stdout): what the host
+    /// runs in a separate, bounded process of its own binary.
+    #[command(name = "compile-plugin", hide = true)]
+    CompilePlugin,
 }
 
 #[derive(Args)]
@@ -129,7 +133,36 @@ struct PluginArgs {
     /// of the host's descriptor limit.
     #[arg(long, value_name = "N", default_value_t = plugin::DEFAULT_OPEN_FILES)]
     plugin_open_files: usize,
+
+    /// Most plugins loaded from env/ (in name order); the rest are refused.
+    /// Every plugin's section is in every response.
+    #[arg(long, value_name = "N", default_value_t = plugin::DEFAULT_MAX_PLUGINS)]
+    max_plugins: usize,
+
+    /// Largest plugin file compiled (e.g. 32MiB); a larger one is refused
+    /// before it is read.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size,
+          default_value = DEFAULT_MAX_PLUGIN_SIZE_TEXT)]
+    plugin_max_size: usize,
+
+    /// CPU time compiling one plugin may take (its threads together; twice
+    /// that in wall-clock time); a plugin that takes longer is refused.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration,
+          default_value = DEFAULT_COMPILE_TIME_TEXT)]
+    plugin_compile_time: Duration,
+
+    /// Memory compiling one plugin may use; a plugin that needs more is
+    /// refused.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size,
+          default_value = DEFAULT_COMPILE_MEMORY_TEXT)]
+    plugin_compile_memory: usize,
 }
+
+/// The defaults of the plugin limits, as the help shows them (a unit test
+/// holds them equal to the plugin crate's).
+const DEFAULT_MAX_PLUGIN_SIZE_TEXT: &str = "32MiB";
+const DEFAULT_COMPILE_TIME_TEXT: &str = "120s";
+const DEFAULT_COMPILE_MEMORY_TEXT: &str = "2GiB";
 
 impl PluginArgs {
     /// The settings, with `grants` as the grants file (`None`: the
@@ -143,12 +176,18 @@ impl PluginArgs {
         } else {
             PluginSettings::default().cache
         };
-        PluginSettings {
+        let mut settings = PluginSettings {
             cache,
             memory_limit: self.plugin_memory,
             open_files: self.plugin_open_files,
+            max_plugins: self.max_plugins,
+            max_size: self.plugin_max_size as u64,
             config_file: grants,
-        }
+            ..PluginSettings::default()
+        };
+        // This binary is the compiler (`compile-plugin`).
+        settings.compile_bounded(self.plugin_compile_time, self.plugin_compile_memory as u64);
+        settings
     }
 }
 
@@ -227,6 +266,7 @@ fn main() -> ExitCode {
         Command::Repl(args) => run_session(Mode::Repl, args),
         Command::Check(args) => run_check(args),
         Command::Healthcheck(args) => return run_healthcheck(args),
+        Command::CompilePlugin => return plugin::serve_compile(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -439,6 +479,22 @@ fn resolve_project(path: &Path) -> anyhow::Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_plugin_limits_shown_are_the_defaults() {
+        assert_eq!(
+            parse_size(DEFAULT_MAX_PLUGIN_SIZE_TEXT),
+            Ok(plugin::DEFAULT_MAX_PLUGIN_SIZE as usize)
+        );
+        assert_eq!(
+            parse_duration(DEFAULT_COMPILE_TIME_TEXT),
+            Ok(plugin::DEFAULT_COMPILE_TIME)
+        );
+        assert_eq!(
+            parse_size(DEFAULT_COMPILE_MEMORY_TEXT),
+            Ok(plugin::DEFAULT_COMPILE_MEMORY as usize)
+        );
+    }
 
     #[test]
     fn the_default_timeout_reads_as_two_minutes() {

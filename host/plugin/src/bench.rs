@@ -19,6 +19,7 @@ use crate::limits::{DEFAULT_MEMORY_LIMIT, DEFAULT_OPEN_FILES};
 use crate::load::cache::CodeCache;
 use crate::load::loader::{self, Candidate};
 use crate::sandbox::Sandbox;
+use crate::settings::PluginSettings;
 use crate::state::HostState;
 use crate::wit::latest::{Plugin, PluginPre};
 
@@ -45,9 +46,12 @@ impl RawPlugin {
         let sandbox = Arc::new(
             Sandbox::new(DEFAULT_MEMORY_LIMIT, DEFAULT_OPEN_FILES).map_err(|e| e.to_string())?,
         );
-        let code = cache.map_or(CodeCache::Disabled, |dir| {
-            CodeCache::Directory(dir.to_owned())
-        });
+        let settings = PluginSettings {
+            cache: cache.map_or(CodeCache::Disabled, |dir| {
+                CodeCache::Directory(dir.to_owned())
+            }),
+            ..PluginSettings::default()
+        };
         let candidate = Candidate {
             name: EnvironmentName::new(name).map_err(|e| e.to_string())?,
             path: file.to_owned(),
@@ -58,7 +62,7 @@ impl RawPlugin {
             project,
             OutputLimits::for_project(project),
         ));
-        let loaded = loader::load(&sandbox, &code, &candidate, &grants)
+        let loaded = loader::load(&sandbox, &settings, &candidate, &grants)
             .map_err(|refusal| refusal.sentence(None))?;
         let (store, plugin) = instantiate(&sandbox, &loaded.pre, &grants)?;
         Ok(RawPlugin {

@@ -126,7 +126,7 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
             )
         }
     };
-    let loaded = loader::load(&sandbox, &settings.cache, &candidate, &Arc::new(grants));
+    let loaded = loader::load(&sandbox, settings, &candidate, &Arc::new(grants));
     let mut text = String::new();
     match loaded {
         Err(refusal) => {

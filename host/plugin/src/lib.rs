@@ -56,7 +56,11 @@ mod wit;
 
 pub use crate::check::{CheckReport, check_file};
 pub use crate::guest_io::{DiscardSink, LogSink, StderrSink};
-pub use crate::limits::{DEFAULT_MEMORY_LIMIT, DEFAULT_OPEN_FILES};
+pub use crate::limits::{
+    DEFAULT_COMPILE_MEMORY, DEFAULT_COMPILE_TIME, DEFAULT_MAX_PLUGIN_SIZE, DEFAULT_MAX_PLUGINS,
+    DEFAULT_MEMORY_LIMIT, DEFAULT_OPEN_FILES,
+};
 pub use crate::load::cache::{CodeCache, content_sha256};
+pub use crate::load::compile::{COMPILE_SUBCOMMAND, serve_compile};
 pub use crate::load::{LoadReport, Plugin, Plugins, load};
 pub use crate::settings::PluginSettings;

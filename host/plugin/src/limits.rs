@@ -80,6 +80,27 @@ pub const ANSWER_GRACE: Duration = Duration::from_secs(1);
 /// runtimes tens of MiB.
 pub const DEFAULT_MEMORY_LIMIT: usize = 256 << 20;
 
+/// Default number of plugins the host loads; past it, the rest (in name
+/// order) are refused. Every plugin's screen section is in every response.
+pub const DEFAULT_MAX_PLUGINS: usize = 32;
+
+/// Default size of the largest plugin file compiled: 32 MiB (the Python
+/// and JavaScript plugins are 12-18 MB; compiling costs time and memory
+/// roughly in proportion).
+pub const DEFAULT_MAX_PLUGIN_SIZE: u64 = 32 << 20;
+
+/// Default CPU time compiling one plugin may use (its threads together;
+/// wall-clock time twice that): a Python or JavaScript plugin takes 10-30 s.
+pub const DEFAULT_COMPILE_TIME: Duration = Duration::from_secs(120);
+
+/// Default data memory compiling one plugin may use (a Python plugin needs
+/// about 350 MB).
+pub const DEFAULT_COMPILE_MEMORY: u64 = 2 << 30;
+
+/// The largest first-shown help (every command's long help) a plugin may
+/// have: the help is in every response until each command is used.
+pub const HELP_BYTES_LIMIT: usize = 16 * 1024;
+
 /// A command's time: the agent's `timeout` (or the host's default), capped
 /// by the operator's `time-limit` for the plugin; and whether the cap
 /// applied. A command without a limit (sent with `yield_ms`) gets

@@ -152,7 +152,9 @@ impl Sandbox {
     }
 }
 
-fn engine_config() -> Config {
+/// The engine's configuration; the compiler process uses the same, so that
+/// the code it makes loads here.
+pub(crate) fn engine_config() -> Config {
     let mut config = Config::new();
     config.epoch_interruption(true);
     config

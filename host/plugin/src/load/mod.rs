@@ -3,14 +3,18 @@
 //! as environments, with every refusal put in words.
 //!
 //! - `loader`: discovery and the load steps of one plugin;
+//! - `names`: which names read alike;
+//! - `compile`: compiling, bounded in time and memory;
 //! - `cache` and `file_hashes`: compiled code kept across starts;
 //! - `refusals`: why a plugin was refused, in words.
 //!
 //! It must not know the orchestrator: [`load`] returns what it loaded.
 
 pub(crate) mod cache;
+pub(crate) mod compile;
 pub(crate) mod file_hashes;
 pub(crate) mod loader;
+pub(crate) mod names;
 pub(crate) mod refusals;
 
 use std::path::{Path, PathBuf};
@@ -146,7 +150,7 @@ pub fn load(
     let folder = plugin_dir(project_dir);
     let (config_path, config_shown) = config_path(settings, &folder, Some(project_dir));
     let config = config_file::ConfigFile::read(&config_path, &config_shown);
-    let discovery = loader::discover(&folder);
+    let discovery = loader::discover(&folder, settings.max_plugins);
     report.refused = discovery.refusals;
     let notices = config_notices(config.as_ref(), &discovery.candidates, &report.refused);
     let mut planned = Vec::new();
@@ -185,7 +189,7 @@ pub fn load(
             }
             Ok(sandbox) => {
                 let sandbox = Arc::new(sandbox);
-                let results = loader::load_all(&sandbox, &settings.cache, &planned);
+                let results = loader::load_all(&sandbox, settings, &planned);
                 for result in results {
                     match result {
                         Ok(loaded) => {

@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use crate::failure::error_chain;
 use crate::grants::{Grants, MAX_REQUEST_TEXT, MAX_REQUESTS, Power, Request};
+use crate::limits::HELP_BYTES_LIMIT;
 use crate::plugin_text;
 use crate::sandbox::Sandbox;
 use crate::state::HostState;
@@ -27,6 +28,7 @@ use crate::wit::latest::{
     self, CommandResponse, Description, EXPORTED_FUNCTIONS, EXPORTED_INTERFACE,
     INTERACTIVE_INTERFACE, LOGGING_INTERFACE, ScreenSection, WORLD,
 };
+use envhost_core::text;
 use envhost_core::{CommandHelp, CommandSpec};
 
 /// At most this many described commands.
@@ -517,8 +519,19 @@ pub fn check_description(
             simple: spec.simple,
         });
     }
-    CommandHelp::new(environment, commands.clone())
+    let help = CommandHelp::new(environment, commands.clone())
         .map_err(|err| format!("its description cannot drive the help system: {err}"))?;
+    // Until each command is used, the agent sees every command's long help
+    // in every response.
+    let first_shown = help.render().len();
+    if first_shown > HELP_BYTES_LIMIT {
+        return Err(format!(
+            "its help, as the agent first sees it, is {} ({} commands), over the {} a plugin's help may take on the screen; shorten the descriptions and examples, or give commands a short `summary`",
+            text::bytes(first_shown as u64),
+            commands.len(),
+            text::bytes(HELP_BYTES_LIMIT as u64)
+        ));
+    }
     let summary = plugin_text::block(&description.summary)
         .lines()
         .map(str::trim)
