@@ -235,14 +235,13 @@ fn a_granted_folder_swapped_for_a_symlink_reaches_nothing_new_after_a_restart() 
         "inside.txt",
         "the granted folder"
     );
-    // The agent's bash (or anyone) swaps the granted folders for symlinks
-    // to the plugin folder and to the root, then the plugin forces a
-    // restart.
-    let root = project.path();
-    std::fs::rename(root.join("data"), root.join("data.orig")).expect("move data");
-    std::os::unix::fs::symlink(root.join("env"), root.join("data")).expect("symlink data");
-    std::fs::rename(root.join("ro"), root.join("ro.orig")).expect("move ro");
-    std::os::unix::fs::symlink("/", root.join("ro")).expect("symlink ro");
+    // The agent's bash swaps the granted folders for symlinks to the
+    // plugin folder and to the root, then the plugin forces a restart.
+    host.command(
+        "bash",
+        "mv data data.orig && ln -s \"$PWD/env\" data && mv ro ro.orig && ln -s / ro",
+    )
+    .ok();
     host.command("rogue", "panic restart me").failed();
 
     let written = host.command(

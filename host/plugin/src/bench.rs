@@ -8,6 +8,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use envhost_core::EnvironmentName;
 use envhost_process::OutputLimits;
@@ -15,7 +16,7 @@ use wasmtime::Store;
 
 use crate::grants::Grants;
 use crate::guest_io::GuestOutput;
-use crate::limits::{DEFAULT_MEMORY_LIMIT, DEFAULT_OPEN_FILES};
+use crate::limits::{CallBudget, DEFAULT_MEMORY_LIMIT, DEFAULT_OPEN_FILES};
 use crate::load::cache::CodeCache;
 use crate::load::loader::{self, Candidate};
 use crate::sandbox::Sandbox;
@@ -119,6 +120,8 @@ fn instantiate(
     grants: &Arc<Grants>,
 ) -> Result<(Store<HostState>, Plugin), String> {
     let mut store = sandbox.new_store(GuestOutput::new(), grants);
+    // Raw calls are not the host's: they run without its time limit.
+    *store.data_mut().budget_mut() = CallBudget::starting_now(Duration::from_secs(3600), None);
     let plugin = pre.instantiate(&mut store).map_err(|e| e.to_string())?;
     Ok((store, plugin))
 }

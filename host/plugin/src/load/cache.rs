@@ -396,7 +396,7 @@ fn cache_key(dir: &Path) -> Result<[u8; KEY_BYTES], String> {
     File::open("/dev/urandom")
         .and_then(|mut random| random.read_exact(&mut key))
         .map_err(|err| format!("no random bytes for the cache key: {err}"))?;
-    let temporary = dir.join(format!(".{KEY_FILE}.{}.tmp", std::process::id()));
+    let temporary = temporary_name(dir, KEY_FILE);
     let written = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -519,11 +519,10 @@ fn save(
     let mut mac = mac_for(key, content_sha256, engine);
     mac.update(serialized);
     let mac = mac.finalize().into_bytes();
-    let temporary = dir.join(format!(
-        ".{}.{}.tmp",
+    let temporary = temporary_name(
+        dir,
         path.file_name().and_then(|n| n.to_str()).unwrap_or("entry"),
-        std::process::id()
-    ));
+    );
     let written = fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -541,6 +540,15 @@ fn save(
         return Err(format!("cannot write {}: {err}", path.display()));
     }
     Ok(path.to_owned())
+}
+
+/// A name in `dir` for writing `name` before it is put in place: unique to
+/// this process and this write (plugins load on several threads at once).
+fn temporary_name(dir: &Path, name: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let write = WRITES.fetch_add(1, Ordering::Relaxed);
+    dir.join(format!(".{name}.{}.{write}.tmp", std::process::id()))
 }
 
 /// Hex SHA-256 of a plugin's bytes: its identity in the cache (and what an
