@@ -299,6 +299,56 @@ fn a_plugin_cannot_plant_symlinks_that_lead_out_of_its_folder() {
     assert!(host.finish().0.success());
 }
 
+#[test]
+fn no_grant_reaches_the_compiled_code_cache_and_no_writable_one_the_plugin_folder() {
+    // The tests keep the cache in the project (`.plugin-cache`): a
+    // read-only grant of the whole project would let the plugin read (and
+    // a writable one replace) machine code the host runs.
+    let project = rogue_project("[plugins.rogue]\nread-only = [\".\"]\n");
+    let mut host = host_builder(&project).start(project.path());
+    let screen = host.screen();
+    let refused = screen.screen("refused-plugins");
+    assert!(
+        refused.contains("plugin `rogue` (env/rogue.wasm) was refused")
+            && refused.contains("the compiled-code cache: a plugin that could read or change compiled code could run code it was not reviewed for"),
+        "{refused}"
+    );
+    host.command("rogue", "list /.plugin-cache").failed();
+    assert!(host.finish().0.success());
+
+    // With the cache elsewhere, the read-only grant of the project holds,
+    // but a writable one is refused: it holds the plugins and the grants.
+    let elsewhere = Project::new();
+    let start = |project: &Project| {
+        Host::builder()
+            .arg("--plugin-cache")
+            .arg(elsewhere.path().to_str().expect("utf-8 path"))
+            .start(project.path())
+    };
+    let mut host = start(&project);
+    assert!(
+        host.command("rogue", "list /").ok().contains("secret.txt"),
+        "the read-only grant of the project applies"
+    );
+    assert!(host.finish().0.success());
+    project.write(
+        "env/envhost.toml",
+        "[plugins.rogue]\nread-write = [\".\"]\n",
+    );
+    let mut host = start(&project);
+    let screen = host.screen();
+    let refused = screen.screen("refused-plugins");
+    assert!(
+        refused.contains(
+            "a plugin that may write there could change its own grants or replace plugins"
+        ),
+        "{refused}"
+    );
+    host.command("rogue", "write /env/envhost.toml granted")
+        .failed();
+    assert!(host.finish().0.success());
+}
+
 fn open_descriptors(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|entries| entries.count())
