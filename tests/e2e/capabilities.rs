@@ -186,7 +186,7 @@ fn variables_and_programs_are_only_those_granted() {
 }
 
 /// Processes below `pid` whose command name is `name`.
-fn descendants_named(pid: u32, name: &str) -> Vec<i32> {
+pub(crate) fn descendants_named(pid: u32, name: &str) -> Vec<i32> {
     let mut table = Vec::new();
     for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
         let Some(child) = entry

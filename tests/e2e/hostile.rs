@@ -300,6 +300,40 @@ fn a_plugin_cannot_plant_symlinks_that_lead_out_of_its_folder() {
 }
 
 #[test]
+fn a_plugin_holds_at_most_eight_programs_and_a_restart_ends_them() {
+    let project = rogue_project("[plugins.rogue]\nprograms = [\"sh\"]\n");
+    let mut host = host_builder(&project).start(project.path());
+    let reply = host.command("rogue", "pty-hoard 50 sh");
+    assert!(
+        reply.ok().starts_with(
+            "started 8 (holding 8); then: this plugin already runs 8 programs, the most it may"
+        ),
+        "{}",
+        reply.0
+    );
+    assert_eq!(
+        crate::capabilities::descendants_named(host.pid(), "sh").len(),
+        8,
+        "one shell per session"
+    );
+    host.command("rogue", "panic let go").failed();
+    let ended = Instant::now();
+    while !crate::capabilities::descendants_named(host.pid(), "sh").is_empty() {
+        assert!(
+            ended.elapsed() < Duration::from_secs(30),
+            "the sessions outlived the restart"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        host.command("rogue", "pty-hoard 1 sh")
+            .ok()
+            .starts_with("started 1")
+    );
+    assert!(host.finish().0.success());
+}
+
+#[test]
 fn no_grant_reaches_the_compiled_code_cache_and_no_writable_one_the_plugin_folder() {
     // The tests keep the cache in the project (`.plugin-cache`): a
     // read-only grant of the whole project would let the plugin read (and
@@ -359,6 +393,10 @@ fn open_descriptors(pid: u32) -> usize {
 fn a_plugin_hoarding_open_files_leaves_the_other_environments_working() {
     let project = rogue_project("[plugins.rogue]\nread-only = [\"ro\"]\n");
     let mut host = host_builder(&project).start(project.path());
+    // The other environments first: their terminals and pipes are open
+    // before the count starts.
+    assert_eq!(host.command("bash", "echo fine").ok().trim(), "fine");
+    assert!(host.command("python", "print(6 * 7)").ok().contains("42"));
     let before = open_descriptors(host.pid());
     // Bounded by construction: at most this many opens, and by the host's
     // own descriptor limit.
