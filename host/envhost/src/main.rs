@@ -24,6 +24,7 @@ use envhost_plugin::{self as plugin, CodeCache, DiscardSink, LogSink, PluginSett
 use envhost_process::{DEFAULT_CAP_BYTES, SecretPolicy, install_reaper, terminate_descendants};
 use envhost_protocol::DEFAULT_MAX_LINE_BYTES;
 
+mod distribution;
 mod healthcheck;
 mod repl;
 mod serve;
@@ -63,6 +64,8 @@ enum Command {
     /// runs in a separate, bounded process of its own binary.
     #[command(name = "compile-plugin", hide = true)]
     CompilePlugin,
+    #[command(flatten)]
+    Distribution(distribution::Command),
 }
 
 #[derive(Args)]
@@ -111,8 +114,9 @@ struct CheckArgs {
     plugins: PluginArgs,
 }
 
+/// How plugins are run and checked.
 #[derive(Args)]
-struct PluginArgs {
+pub(crate) struct PluginArgs {
     /// Where compiled plugin code is kept between starts (default:
     /// $XDG_CACHE_HOME/envhost/plugins or ~/.cache/envhost/plugins).
     #[arg(long, value_name = "DIR", conflicts_with = "no_plugin_cache")]
@@ -168,7 +172,7 @@ impl PluginArgs {
     /// The settings, with `grants` as the grants file (`None`: the
     /// default, <project>/env/envhost.toml, for a session; none at all for
     /// `check`).
-    fn settings(&self, grants: Option<PathBuf>) -> PluginSettings {
+    pub(crate) fn settings(&self, grants: Option<PathBuf>) -> PluginSettings {
         let cache = if self.no_plugin_cache {
             CodeCache::Disabled
         } else if let Some(dir) = &self.plugin_cache {
@@ -265,6 +269,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => run_session(Mode::Serve, args),
         Command::Repl(args) => run_session(Mode::Repl, args),
         Command::Check(args) => run_check(args),
+        Command::Distribution(command) => distribution::run(command),
         Command::Healthcheck(args) => return run_healthcheck(args),
         Command::CompilePlugin => return plugin::serve_compile(),
     };
@@ -463,7 +468,7 @@ fn register(
     orchestrator.register(name, kind, environment, detail)
 }
 
-fn resolve_project(path: &Path) -> anyhow::Result<PathBuf> {
+pub(crate) fn resolve_project(path: &Path) -> anyhow::Result<PathBuf> {
     let resolved = path
         .canonicalize()
         .with_context(|| format!("the project directory {} cannot be used", path.display()))?;

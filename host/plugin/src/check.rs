@@ -10,8 +10,10 @@
 //! given a grants file (`--grants FILE`, read as the host reads
 //! `env/envhost.toml`, the project being the folder above the plugin's):
 //! the plugin runs while it is checked, and a bundle's own grants file is
-//! not the reviewer's. It also fills the compiled-code cache, so a checked
-//! plugin starts fast.
+//! not the reviewer's. (`envhost add` checks a fetched file with the
+//! project's own grants file, the operator's, which would apply to it at
+//! the next start anyway.) It also fills the compiled-code cache, so a
+//! checked plugin starts fast.
 //! This module renders reports; the checks are the loader's.
 
 use std::path::{Path, PathBuf};
@@ -36,6 +38,8 @@ pub struct CheckReport {
     pub ok: bool,
     /// The report, for stdout.
     pub text: String,
+    /// The WIT world the component targets, when it loaded.
+    pub world: Option<String>,
 }
 
 /// Checks one file. `log` receives what the plugin writes while starting.
@@ -62,17 +66,8 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
         return CheckReport {
             ok: false,
             text: format!("{shown}: cannot check a file without a name\n"),
+            world: None,
         };
-    };
-    let open_files = limits::open_files_per_plugin(settings.open_files, 1);
-    let sandbox = match Sandbox::new(settings.memory_limit, open_files) {
-        Ok(sandbox) => Arc::new(sandbox),
-        Err(err) => {
-            return CheckReport {
-                ok: false,
-                text: format!("{shown}: cannot check: {err}\n"),
-            };
-        }
     };
     let folder = path
         .parent()
@@ -84,13 +79,7 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
     // the file to apply: a downloaded bundle's own envhost.toml must not
     // grant its plugin `sh` while it is being checked.
     let (config, applied) = if settings.config_file.is_some() {
-        let config = ConfigFile::read(&config_file, &config_shown);
-        let applied = if config.is_some() {
-            GrantsApplied::Read
-        } else {
-            GrantsApplied::NotFound
-        };
-        (config, applied)
+        read_grants(&config_file, &config_shown)
     } else {
         if config_file.is_file() {
             notes.push(format!(
@@ -99,7 +88,118 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
         }
         (None, GrantsApplied::NotGiven)
     };
-    let output_limits = OutputLimits::for_project(&project);
+    let place = Place {
+        folder: folder.to_owned(),
+        project,
+        config_file,
+        config_shown,
+        config,
+        applied,
+    };
+    check_candidate(&candidate, &place, problems, notes, false, settings, log)
+}
+
+/// The grants file, read, and whether it was found.
+fn read_grants(config_file: &Path, config_shown: &str) -> (Option<ConfigFile>, GrantsApplied) {
+    let config = ConfigFile::read(config_file, config_shown);
+    let applied = if config.is_some() {
+        GrantsApplied::Read
+    } else {
+        GrantsApplied::NotFound
+    };
+    (config, applied)
+}
+
+/// Checks a file that is not in `env/` yet — one `envhost add` fetched —
+/// as the plugin `name` of the project at `project`: with the grants the
+/// project's grants file gives `name`, exactly as start-up would check
+/// `env/NAME.wasm`, except for the entry's `sha256` pin, which is what
+/// `add` is about to write.
+pub fn check_as(
+    path: &Path,
+    name: &str,
+    project: &Path,
+    settings: &PluginSettings,
+    log: Arc<dyn LogSink>,
+) -> CheckReport {
+    let Ok(name) = EnvironmentName::new(name) else {
+        return CheckReport {
+            ok: false,
+            text: format!(
+                "{name:?} is not an environment name: a letter or `_`, then letters, digits or `_`\n"
+            ),
+            world: None,
+        };
+    };
+    let folder = crate::settings::plugin_dir(project);
+    let (config_file, config_shown) = config_path(settings, &folder, Some(project));
+    let (config, applied) = read_grants(&config_file, &config_shown);
+    let place = Place {
+        folder,
+        project: project.to_owned(),
+        config_file,
+        config_shown,
+        config,
+        applied,
+    };
+    let candidate = Candidate {
+        name,
+        path: path.to_owned(),
+    };
+    check_candidate(
+        &candidate,
+        &place,
+        Vec::new(),
+        Vec::new(),
+        true,
+        settings,
+        log,
+    )
+}
+
+/// Where a checked plugin is taken to live.
+struct Place {
+    /// Its `env/` folder (protected from read-write grants).
+    folder: PathBuf,
+    project: PathBuf,
+    config_file: PathBuf,
+    config_shown: String,
+    /// The grants file applied (`None`: nothing is granted), and why.
+    config: Option<ConfigFile>,
+    applied: GrantsApplied,
+}
+
+fn check_candidate(
+    candidate: &Candidate,
+    place: &Place,
+    mut problems: Vec<String>,
+    notes: Vec<String>,
+    ignore_pin: bool,
+    settings: &PluginSettings,
+    log: Arc<dyn LogSink>,
+) -> CheckReport {
+    let path = &candidate.path;
+    let shown = crate::plugin_text::name(&path.to_string_lossy()).into_owned();
+    let open_files = limits::open_files_per_plugin(settings.open_files, 1);
+    let sandbox = match Sandbox::new(settings.memory_limit, open_files) {
+        Ok(sandbox) => Arc::new(sandbox),
+        Err(err) => {
+            return CheckReport {
+                ok: false,
+                text: format!("{shown}: cannot check: {err}\n"),
+                world: None,
+            };
+        }
+    };
+    let Place {
+        folder,
+        project,
+        config_file,
+        config_shown,
+        config,
+        applied,
+    } = place;
+    let output_limits = OutputLimits::for_project(project);
     let shielded = grants::Shielded {
         from_any: settings.cache.directory().into_iter().collect(),
         from_writing: vec![folder.to_owned(), config_file.clone()],
@@ -107,8 +207,8 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
     let grants = match grants::grants_for(
         config.as_ref(),
         candidate.name.as_str(),
-        &config_shown,
-        &project,
+        config_shown,
+        project,
         &shielded,
         output_limits.clone(),
     ) {
@@ -120,20 +220,26 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
             );
             Grants::none(
                 candidate.name.as_str(),
-                &config_shown,
-                &project,
+                config_shown,
+                project,
                 output_limits,
             )
         }
     };
-    let loaded = loader::load(&sandbox, settings, &candidate, &Arc::new(grants));
+    let mut grants = grants;
+    if ignore_pin {
+        grants.pin = None;
+    }
+    let loaded = loader::load(&sandbox, settings, candidate, &Arc::new(grants));
     let mut text = String::new();
+    let mut world = None;
     match loaded {
         Err(refusal) => {
             problems.push(refusal.sentence(None));
             text.push_str(&format!("{shown}: REFUSED\n"));
         }
         Ok(loaded) => {
+            world = Some(crate::wit::latest::WORLD.to_owned());
             text.push_str(&if problems.is_empty() {
                 format!(
                     "{shown}: OK, loads as the environment `{}`\n",
@@ -142,7 +248,7 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
             } else {
                 format!("{shown}: REFUSED (the component itself is valid)\n")
             });
-            text.push_str(&describe_loaded(&loaded, settings, applied));
+            text.push_str(&describe_loaded(&loaded, settings, *applied));
             text.push_str(&screen_preview(loaded, &sandbox, &log));
         }
     }
@@ -155,6 +261,7 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
     CheckReport {
         ok: problems.is_empty(),
         text,
+        world,
     }
 }
 
