@@ -17,6 +17,7 @@ use crate::failure::{CallFailure, FailureCause, classify};
 use crate::grants::{self, Grants};
 use crate::guest_io::{CallOutput, GuestOutput};
 use crate::limits::{QUICK_CALL_LIMIT, SCREEN_LIMIT};
+use crate::live_call::LiveCall;
 use crate::plugin_text;
 use crate::sandbox::Sandbox;
 use crate::state::HostState;
@@ -113,6 +114,12 @@ impl LiveInstance {
                 .envhost_environment_environment()
                 .call_describe(store)
         })
+    }
+
+    /// Sets (or clears) the command that may outlive the agent's wait,
+    /// for the host calls it makes.
+    pub(crate) fn set_live_call(&mut self, call: Option<Arc<LiveCall>>) {
+        self.store.data_mut().set_live_call(call);
     }
 
     pub fn handle_command(

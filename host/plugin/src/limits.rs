@@ -104,7 +104,8 @@ pub const HELP_BYTES_LIMIT: usize = 16 * 1024;
 /// A command's time: the agent's `timeout` (or the host's default), capped
 /// by the operator's `time-limit` for the plugin; and whether the cap
 /// applied. A command without a limit (sent with `yield_ms`) gets
-/// [`CALL_LIMIT_WITHOUT_TIMEOUT`]: a WebAssembly call never yields.
+/// [`CALL_LIMIT_WITHOUT_TIMEOUT`] for its own WebAssembly work, which never
+/// yields; its waits on programs do not count against it.
 pub(crate) fn command_limit(
     timeout: Option<Duration>,
     granted: Option<Duration>,
@@ -246,6 +247,14 @@ impl CallBudget {
     pub(crate) fn spend(&mut self, grace: Duration) {
         self.spent = true;
         self.deadline = Instant::now() + grace;
+    }
+
+    /// A host call waited `waited` on a program that may take as long as it
+    /// takes: that time does not count against the call's own work.
+    pub(crate) fn extend(&mut self, waited: Duration) {
+        if let Some(later) = self.deadline.checked_add(waited) {
+            self.deadline = later;
+        }
     }
 
     /// The host's cancellation arrived while a host call waited, and the

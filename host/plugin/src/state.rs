@@ -14,6 +14,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use crate::grants::Grants;
 use crate::guest_io::GuestOutput;
 use crate::limits::{CallBudget, OpenFiles, PluginLimiter, RESOURCE_TABLE_LIMIT};
+use crate::live_call::LiveCall;
 
 /// Everything a plugin's store holds. Dropping it (a trap, a restart,
 /// shutdown) drops its resource table, and with it every file and program
@@ -28,6 +29,8 @@ pub struct HostState {
     grants: Arc<Grants>,
     /// Program sessions alive in `table`.
     sessions: usize,
+    /// The command in progress, when it may outlive the agent's wait.
+    live_call: Option<Arc<LiveCall>>,
 }
 
 impl HostState {
@@ -51,6 +54,7 @@ impl HostState {
             budget: CallBudget::default(),
             grants,
             sessions: 0,
+            live_call: None,
         }
     }
 
@@ -95,6 +99,16 @@ impl HostState {
     /// The limiter wasmtime consults on every grow.
     pub(crate) fn limiter(&mut self) -> &mut PluginLimiter {
         &mut self.limiter
+    }
+
+    /// The command in progress, when it may outlive the agent's wait.
+    pub(crate) fn live_call(&self) -> Option<Arc<LiveCall>> {
+        self.live_call.clone()
+    }
+
+    /// Sets (or clears) the command that may outlive the agent's wait.
+    pub(crate) fn set_live_call(&mut self, call: Option<Arc<LiveCall>>) {
+        self.live_call = call;
     }
 }
 
