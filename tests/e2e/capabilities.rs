@@ -15,7 +15,7 @@
 use std::time::Duration;
 
 use crate::harness::{Host, Project, process_alive, wait_until_dead};
-use crate::plugins::{check, events, host_builder, install, start, transcript};
+use crate::plugins::{check, check_with_grants, events, host_builder, install, start, transcript};
 
 /// The rogue fixture's project: `data/` and `ro/` inside the project, a
 /// secret outside every grant, and symlinks in `data/` that lead out.
@@ -186,7 +186,7 @@ fn variables_and_programs_are_only_those_granted() {
 }
 
 /// Processes below `pid` whose command name is `name`.
-fn descendants_named(pid: u32, name: &str) -> Vec<i32> {
+pub(crate) fn descendants_named(pid: u32, name: &str) -> Vec<i32> {
     let mut table = Vec::new();
     for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
         let Some(child) = entry
@@ -410,7 +410,11 @@ fn requests_and_grants_are_shown_on_screen_and_in_check() {
     // A plugin with no grants and no requests shows nothing of the kind.
     assert!(host.finish().0.success());
 
-    let (ok, text) = check(&[project.path().join("env/rogue.wasm")], &project);
+    let (ok, text) = check_with_grants(
+        &[project.path().join("env/rogue.wasm")],
+        &project,
+        Some(&project.path().join("env/envhost.toml")),
+    );
     assert!(ok, "{text}");
     for fragment in [
         "  powers:      grants from [plugins.rogue] in ",
@@ -467,13 +471,21 @@ fn a_pin_mismatch_refuses_the_plugin_showing_both_hashes() {
         "{stderr}"
     );
 
-    let (ok, text) = check(&[project.path().join("env/rogue.wasm")], &project);
+    let (ok, text) = check_with_grants(
+        &[project.path().join("env/rogue.wasm")],
+        &project,
+        Some(&project.path().join("env/envhost.toml")),
+    );
     assert!(!ok);
     assert!(
         text.contains("its content does not match the pin"),
         "{text}"
     );
-    let (ok, text) = check(&[project.path().join("env/timer.wasm")], &project);
+    let (ok, text) = check_with_grants(
+        &[project.path().join("env/timer.wasm")],
+        &project,
+        Some(&project.path().join("env/envhost.toml")),
+    );
     assert!(ok, "{text}");
     assert!(
         text.contains(&format!("  pin:         sha256 {actual} (line 5 of ")),
@@ -514,7 +526,11 @@ fn config_errors_name_file_line_and_key_and_refuse_the_plugins_they_concern() {
     assert!(stderr.contains("[plugins.tmer] grants powers"), "{stderr}");
 
     // `envhost check` says the same.
-    let (ok, text) = check(&[project.path().join("env/rogue.wasm")], &project);
+    let (ok, text) = check_with_grants(
+        &[project.path().join("env/rogue.wasm")],
+        &project,
+        Some(&project.path().join("env/envhost.toml")),
+    );
     assert!(!ok);
     assert!(
         text.contains("`reed-only`: unknown field `reed-only`"),
@@ -749,35 +765,51 @@ fn the_gdb_plugin_debugs_a_program() {
 }
 
 #[test]
-fn check_uses_the_config_next_to_the_plugin_or_the_one_given() {
+fn check_grants_only_what_the_grants_file_it_is_given_grants() {
     let project = Project::new();
     install(&project, &[("rogue", "rogue")]);
     let plugin = project.path().join("env/rogue.wasm");
     let (ok, text) = check(std::slice::from_ref(&plugin), &project);
     assert!(ok, "{text}");
-    assert!(text.contains("no "), "{text}");
     assert!(
-        text.contains("envhost.toml found: nothing is granted"),
+        text.contains("  powers:      nothing is granted: no grants file was given (--grants FILE applies one)"),
         "{text}"
     );
 
+    // A grants file next to the plugin (a downloaded bundle's own) is not
+    // applied, and the report says so.
+    project.write("env/envhost.toml", "[plugins.rogue]\nprograms = [\"sh\"]\n");
+    let (ok, text) = check(std::slice::from_ref(&plugin), &project);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("    requested, NOT granted   run sh"),
+        "{text}"
+    );
+    assert!(
+        text.contains("envhost.toml was not applied: `envhost check` grants nothing unless told which grants file to apply; to check the plugin with those grants, pass --grants "),
+        "{text}"
+    );
+
+    // The grants file given is applied, wherever it is.
     let elsewhere = project.write(
         "operator/grants.toml",
         "[plugins.rogue]\nprograms = [\"sh\"]\n",
     );
-    let output = std::process::Command::new(crate::harness::envhost_binary())
-        .arg("check")
-        .arg("--plugin-cache")
-        .arg(project.path().join(".plugin-cache"))
-        .arg("--plugin-config")
-        .arg(&elsewhere)
-        .arg(&plugin)
-        .output()
-        .expect("run envhost check");
-    let text = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{text}");
+    let (ok, text) = check_with_grants(std::slice::from_ref(&plugin), &project, Some(&elsewhere));
+    assert!(ok, "{text}");
     assert!(
         text.contains("    requested, granted       run sh (/"),
+        "{text}"
+    );
+    // So is a missing one, as nothing.
+    let (ok, text) = check_with_grants(
+        std::slice::from_ref(&plugin),
+        &project,
+        Some(&project.path().join("operator/absent.toml")),
+    );
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("absent.toml found: nothing is granted"),
         "{text}"
     );
 }

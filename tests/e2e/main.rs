@@ -14,6 +14,7 @@ mod editor;
 mod editor_integrity;
 mod files;
 mod harness;
+mod hostile;
 mod plugins;
 mod polyglot;
 mod protocol;

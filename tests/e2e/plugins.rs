@@ -644,9 +644,10 @@ fn compiled_code_is_cached_across_starts() {
     let entries: Vec<PathBuf> = std::fs::read_dir(&cache)
         .expect("cache folder")
         .map(|e| e.expect("entry").path())
-        .filter(|path| path.is_file())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "cwasm"))
         .collect();
     assert_eq!(entries.len(), 1, "{entries:?}");
+    assert!(cache.join("key").is_file(), "the key that signs entries");
     assert!(entries[0].to_string_lossy().ends_with(".cwasm"));
 
     std::fs::remove_file(project.path().join("transcript.jsonl")).expect("reset transcript");
@@ -704,14 +705,26 @@ fn a_replaced_plugin_never_runs_stale_cached_code() {
     assert!(host.finish().0.success());
 }
 
+/// `envhost check` on `files`, with nothing granted.
 pub(crate) fn check(files: &[PathBuf], project: &Project) -> (bool, String) {
-    let output = Command::new(envhost_binary())
+    check_with_grants(files, project, None)
+}
+
+/// `envhost check` on `files`, with `grants` (`--grants FILE`) if given.
+pub(crate) fn check_with_grants(
+    files: &[PathBuf],
+    project: &Project,
+    grants: Option<&Path>,
+) -> (bool, String) {
+    let mut command = Command::new(envhost_binary());
+    command
         .arg("check")
         .arg("--plugin-cache")
-        .arg(project.path().join(".plugin-cache"))
-        .args(files)
-        .output()
-        .expect("run envhost check");
+        .arg(project.path().join(".plugin-cache"));
+    if let Some(grants) = grants {
+        command.arg("--grants").arg(grants);
+    }
+    let output = command.args(files).output().expect("run envhost check");
     (
         output.status.success(),
         String::from_utf8_lossy(&output.stdout).into_owned()

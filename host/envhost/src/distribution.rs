@@ -78,6 +78,11 @@ pub struct ProjectArgs {
     #[arg(long, value_name = "DIR", default_value = ".")]
     project: PathBuf,
 
+    /// The grants file, where pins are written and whose grants a fetched
+    /// plugin is checked with [default: <project>/env/envhost.toml].
+    #[arg(long, value_name = "FILE")]
+    plugin_config: Option<PathBuf>,
+
     #[command(flatten)]
     plugins: PluginArgs,
 }
@@ -227,7 +232,7 @@ impl Project {
             lock_path: env.join(registry::LOCK_FILE_NAME),
             env,
             dir,
-            settings: args.plugins.settings(),
+            settings: args.plugins.settings(args.plugin_config.clone()),
         })
     }
 

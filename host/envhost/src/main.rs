@@ -59,12 +59,18 @@ enum Command {
     /// Try the environments by hand: `ENV: command` lines, readable output.
     Repl(SessionArgs),
     /// Check plugins (.wasm files) exactly as the host would load them, and
-    /// show what they offer; exits non-zero if any would be refused.
+    /// show what they offer; exits non-zero if any would be refused. The
+    /// plugins run while they are checked, with nothing granted unless
+    /// --grants names the grants file to apply.
     Check(CheckArgs),
     /// Check that a session can be served here (for Docker HEALTHCHECK and
     /// Kubernetes probes): the project is readable, bash and python start
     /// and answer, and with --plugins every plugin loads. Exits 1 if not.
     Healthcheck(HealthArgs),
+    /// Compile one plugin (stdin) to machine code (stdout): what the host
+    /// runs in a separate, bounded process of its own binary.
+    #[command(name = "compile-plugin", hide = true)]
+    CompilePlugin,
     #[command(flatten)]
     Distribution(distribution::Command),
 }
@@ -89,6 +95,10 @@ struct HealthArgs {
     #[arg(long)]
     plugins: bool,
 
+    /// The grants file, as for `serve` [default: <project>/env/envhost.toml].
+    #[arg(long, value_name = "FILE")]
+    plugin_config: Option<PathBuf>,
+
     #[command(flatten)]
     plugin_args: PluginArgs,
 }
@@ -98,6 +108,14 @@ struct CheckArgs {
     /// The plugin files, e.g. env/timer.wasm.
     #[arg(value_name = "FILE.wasm", required = true)]
     files: Vec<PathBuf>,
+
+    /// The grants file to check the plugins with (directories, variables,
+    /// programs, limits, sha256 pins), read as the host reads
+    /// <project>/env/envhost.toml, the project being the folder above the
+    /// plugin's. Without it nothing is granted, not even by an
+    /// envhost.toml next to the plugin: a plugin runs while it is checked.
+    #[arg(long, value_name = "FILE", alias = "plugin-config")]
+    grants: Option<PathBuf>,
 
     #[command(flatten)]
     plugins: PluginArgs,
@@ -121,17 +139,47 @@ pub(crate) struct PluginArgs {
           default_value_t = plugin::DEFAULT_MEMORY_LIMIT)]
     plugin_memory: usize,
 
-    /// The file that grants plugins powers beyond the sandbox (directories,
-    /// variables, programs, limits, sha256 pins) [default:
-    /// <project>/env/envhost.toml; for `check`, envhost.toml next to the
-    /// plugin]. Keep it outside the project to keep it out of the agent's
-    /// reach.
-    #[arg(long, value_name = "FILE")]
-    plugin_config: Option<PathBuf>,
+    /// Files each plugin may hold open at once; past it, opening one more
+    /// fails. Lowered when many plugins would together hold more than half
+    /// of the host's descriptor limit.
+    #[arg(long, value_name = "N", default_value_t = plugin::DEFAULT_OPEN_FILES)]
+    plugin_open_files: usize,
+
+    /// Most plugins loaded from env/ (in name order); the rest are refused.
+    /// Every plugin's section is in every response.
+    #[arg(long, value_name = "N", default_value_t = plugin::DEFAULT_MAX_PLUGINS)]
+    max_plugins: usize,
+
+    /// Largest plugin file compiled (e.g. 32MiB); a larger one is refused
+    /// before it is read.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size,
+          default_value = DEFAULT_MAX_PLUGIN_SIZE_TEXT)]
+    plugin_max_size: usize,
+
+    /// CPU time compiling one plugin may take (its threads together; twice
+    /// that in wall-clock time); a plugin that takes longer is refused.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration,
+          default_value = DEFAULT_COMPILE_TIME_TEXT)]
+    plugin_compile_time: Duration,
+
+    /// Memory compiling one plugin may use; a plugin that needs more is
+    /// refused.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size,
+          default_value = DEFAULT_COMPILE_MEMORY_TEXT)]
+    plugin_compile_memory: usize,
 }
 
+/// The defaults of the plugin limits, as the help shows them (a unit test
+/// holds them equal to the plugin crate's).
+const DEFAULT_MAX_PLUGIN_SIZE_TEXT: &str = "32MiB";
+const DEFAULT_COMPILE_TIME_TEXT: &str = "120s";
+const DEFAULT_COMPILE_MEMORY_TEXT: &str = "2GiB";
+
 impl PluginArgs {
-    pub(crate) fn settings(&self) -> PluginSettings {
+    /// The settings, with `grants` as the grants file (`None`: the
+    /// default, <project>/env/envhost.toml, for a session; none at all for
+    /// `check`).
+    pub(crate) fn settings(&self, grants: Option<PathBuf>) -> PluginSettings {
         let cache = if self.no_plugin_cache {
             CodeCache::Disabled
         } else if let Some(dir) = &self.plugin_cache {
@@ -139,11 +187,18 @@ impl PluginArgs {
         } else {
             PluginSettings::default().cache
         };
-        PluginSettings {
+        let mut settings = PluginSettings {
             cache,
             memory_limit: self.plugin_memory,
-            config_file: self.plugin_config.clone(),
-        }
+            open_files: self.plugin_open_files,
+            max_plugins: self.max_plugins,
+            max_size: self.plugin_max_size as u64,
+            config_file: grants,
+            ..PluginSettings::default()
+        };
+        // This binary is the compiler (`compile-plugin`).
+        settings.compile_bounded(self.plugin_compile_time, self.plugin_compile_memory as u64);
+        settings
     }
 }
 
@@ -211,6 +266,13 @@ struct SessionArgs {
     #[arg(short, long)]
     verbose: bool,
 
+    /// The file that grants plugins powers beyond the sandbox (directories,
+    /// variables, programs, limits, sha256 pins) [default:
+    /// <project>/env/envhost.toml]. Keep it outside the project to keep it
+    /// out of the agent's reach.
+    #[arg(long, value_name = "FILE")]
+    plugin_config: Option<PathBuf>,
+
     #[command(flatten)]
     plugins: PluginArgs,
 }
@@ -233,6 +295,7 @@ fn main() -> ExitCode {
         Command::Check(args) => run_check(args).map(|()| ExitCode::SUCCESS),
         Command::Distribution(command) => distribution::run(command).map(|()| ExitCode::SUCCESS),
         Command::Healthcheck(args) => return run_healthcheck(args),
+        Command::CompilePlugin => return plugin::serve_compile(),
     };
     match result {
         Ok(code) => code,
@@ -307,7 +370,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
     };
     let mut plugins = plugin::load(
         &project,
-        &args.plugins.settings(),
+        &args.plugins.settings(args.plugin_config.clone()),
         &config.output,
         &cancel,
         log,
@@ -384,7 +447,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
 /// `envhost check`: one report per file on stdout; failure if any file
 /// would be refused.
 fn run_check(args: CheckArgs) -> anyhow::Result<()> {
-    let settings = args.plugins.settings();
+    let settings = args.plugins.settings(args.grants.clone());
     let log: Arc<dyn LogSink> = Arc::new(StderrSink);
     let mut refused = 0;
     let mut stdout = io::stdout().lock();
@@ -424,7 +487,9 @@ fn run_healthcheck(args: HealthArgs) -> ExitCode {
     let checks = healthcheck::Checks {
         settings,
         timeout: args.timeout,
-        plugins: args.plugins.then(|| args.plugin_args.settings()),
+        plugins: args
+            .plugins
+            .then(|| args.plugin_args.settings(args.plugin_config.clone())),
     };
     match healthcheck::run(checks, &mut stdout) {
         Ok(true) => ExitCode::SUCCESS,
@@ -466,6 +531,22 @@ pub(crate) fn resolve_project(path: &Path) -> anyhow::Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_plugin_limits_shown_are_the_defaults() {
+        assert_eq!(
+            parse_size(DEFAULT_MAX_PLUGIN_SIZE_TEXT),
+            Ok(plugin::DEFAULT_MAX_PLUGIN_SIZE as usize)
+        );
+        assert_eq!(
+            parse_duration(DEFAULT_COMPILE_TIME_TEXT),
+            Ok(plugin::DEFAULT_COMPILE_TIME)
+        );
+        assert_eq!(
+            parse_size(DEFAULT_COMPILE_MEMORY_TEXT),
+            Ok(plugin::DEFAULT_COMPILE_MEMORY as usize)
+        );
+    }
 
     #[test]
     fn the_default_timeout_reads_as_two_minutes() {

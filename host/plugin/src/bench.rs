@@ -8,6 +8,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use envhost_core::EnvironmentName;
 use envhost_process::OutputLimits;
@@ -15,10 +16,11 @@ use wasmtime::Store;
 
 use crate::grants::Grants;
 use crate::guest_io::GuestOutput;
-use crate::limits::DEFAULT_MEMORY_LIMIT;
+use crate::limits::{CallBudget, DEFAULT_MEMORY_LIMIT, DEFAULT_OPEN_FILES};
 use crate::load::cache::CodeCache;
 use crate::load::loader::{self, Candidate};
 use crate::sandbox::Sandbox;
+use crate::settings::PluginSettings;
 use crate::state::HostState;
 use crate::wit::latest::{Plugin, PluginPre};
 
@@ -42,10 +44,15 @@ impl RawPlugin {
         project: &Path,
         cache: Option<&Path>,
     ) -> Result<RawPlugin, String> {
-        let sandbox = Arc::new(Sandbox::new(DEFAULT_MEMORY_LIMIT).map_err(|e| e.to_string())?);
-        let code = cache.map_or(CodeCache::Disabled, |dir| {
-            CodeCache::Directory(dir.to_owned())
-        });
+        let sandbox = Arc::new(
+            Sandbox::new(DEFAULT_MEMORY_LIMIT, DEFAULT_OPEN_FILES).map_err(|e| e.to_string())?,
+        );
+        let settings = PluginSettings {
+            cache: cache.map_or(CodeCache::Disabled, |dir| {
+                CodeCache::Directory(dir.to_owned())
+            }),
+            ..PluginSettings::default()
+        };
         let candidate = Candidate {
             name: EnvironmentName::new(name).map_err(|e| e.to_string())?,
             path: file.to_owned(),
@@ -56,7 +63,7 @@ impl RawPlugin {
             project,
             OutputLimits::for_project(project),
         ));
-        let loaded = loader::load(&sandbox, &code, &candidate, &grants)
+        let loaded = loader::load(&sandbox, &settings, &candidate, &grants)
             .map_err(|refusal| refusal.sentence(None))?;
         let (store, plugin) = instantiate(&sandbox, &loaded.pre, &grants)?;
         Ok(RawPlugin {
@@ -112,7 +119,9 @@ fn instantiate(
     pre: &PluginPre<HostState>,
     grants: &Arc<Grants>,
 ) -> Result<(Store<HostState>, Plugin), String> {
-    let mut store = sandbox.new_store(GuestOutput::new(), grants)?;
+    let mut store = sandbox.new_store(GuestOutput::new(), grants);
+    // Raw calls are not the host's: they run without its time limit.
+    *store.data_mut().budget_mut() = CallBudget::starting_now(Duration::from_secs(3600), None);
     let plugin = pre.instantiate(&mut store).map_err(|e| e.to_string())?;
     Ok((store, plugin))
 }

@@ -6,10 +6,14 @@
 //! name, description, style, commands, the host imports it uses, what it
 //! asks for and what it is granted, its size and hash, how it was compiled
 //! — and the screen section the agent will first see, rendered by the same
-//! code the host uses; or the refusal. The configuration is the
-//! `envhost.toml` next to the file (or `--plugin-config`), read as the host
-//! reads `env/envhost.toml`, with the project being the folder above. It
-//! also fills the compiled-code cache, so a checked plugin starts fast.
+//! code the host uses; or the refusal. It grants the plugin nothing unless
+//! given a grants file (`--grants FILE`, read as the host reads
+//! `env/envhost.toml`, the project being the folder above the plugin's):
+//! the plugin runs while it is checked, and a bundle's own grants file is
+//! not the reviewer's. (`envhost add` checks a fetched file with the
+//! project's own grants file, the operator's, which would apply to it at
+//! the next start anyway.) It also fills the compiled-code cache, so a
+//! checked plugin starts fast.
 //! This module renders reports; the checks are the loader's.
 
 use std::path::{Path, PathBuf};
@@ -17,8 +21,9 @@ use std::sync::Arc;
 
 use crate::environment::{PluginEnvironment, PluginParts};
 use crate::grants::config_file::ConfigFile;
-use crate::grants::{self, Grants};
+use crate::grants::{self, Grants, GrantsApplied};
 use crate::guest_io::LogSink;
+use crate::limits;
 use crate::load::cache::CacheOutcome;
 use crate::load::loader::{self, Candidate, LoadedPlugin};
 use crate::sandbox::Sandbox;
@@ -39,7 +44,8 @@ pub struct CheckReport {
 
 /// Checks one file. `log` receives what the plugin writes while starting.
 pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>) -> CheckReport {
-    let shown = path.display().to_string();
+    // The name of a downloaded file may hold anything.
+    let shown = crate::plugin_text::name(&path.to_string_lossy()).into_owned();
     let mut problems: Vec<String> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     let candidate = match loader::candidate(path) {
@@ -69,13 +75,39 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
         .unwrap_or(Path::new("."));
     let project = folder.join("..");
     let (config_file, config_shown) = config_path(settings, folder, None);
+    // A plugin under review runs with no grants unless the reviewer names
+    // the file to apply: a downloaded bundle's own envhost.toml must not
+    // grant its plugin `sh` while it is being checked.
+    let (config, applied) = if settings.config_file.is_some() {
+        read_grants(&config_file, &config_shown)
+    } else {
+        if config_file.is_file() {
+            notes.push(format!(
+                "{config_shown} was not applied: `envhost check` grants nothing unless told which grants file to apply; to check the plugin with those grants, pass --grants {config_shown}"
+            ));
+        }
+        (None, GrantsApplied::NotGiven)
+    };
     let place = Place {
         folder: folder.to_owned(),
         project,
         config_file,
         config_shown,
+        config,
+        applied,
     };
     check_candidate(&candidate, &place, problems, notes, false, settings, log)
+}
+
+/// The grants file, read, and whether it was found.
+fn read_grants(config_file: &Path, config_shown: &str) -> (Option<ConfigFile>, GrantsApplied) {
+    let config = ConfigFile::read(config_file, config_shown);
+    let applied = if config.is_some() {
+        GrantsApplied::Read
+    } else {
+        GrantsApplied::NotFound
+    };
+    (config, applied)
 }
 
 /// Checks a file that is not in `env/` yet — one `envhost add` fetched —
@@ -101,11 +133,14 @@ pub fn check_as(
     };
     let folder = crate::settings::plugin_dir(project);
     let (config_file, config_shown) = config_path(settings, &folder, Some(project));
+    let (config, applied) = read_grants(&config_file, &config_shown);
     let place = Place {
         folder,
         project: project.to_owned(),
         config_file,
         config_shown,
+        config,
+        applied,
     };
     let candidate = Candidate {
         name,
@@ -129,6 +164,9 @@ struct Place {
     project: PathBuf,
     config_file: PathBuf,
     config_shown: String,
+    /// The grants file applied (`None`: nothing is granted), and why.
+    config: Option<ConfigFile>,
+    applied: GrantsApplied,
 }
 
 fn check_candidate(
@@ -141,8 +179,9 @@ fn check_candidate(
     log: Arc<dyn LogSink>,
 ) -> CheckReport {
     let path = &candidate.path;
-    let shown = path.display().to_string();
-    let sandbox = match Sandbox::new(settings.memory_limit) {
+    let shown = crate::plugin_text::name(&path.to_string_lossy()).into_owned();
+    let open_files = limits::open_files_per_plugin(settings.open_files, 1);
+    let sandbox = match Sandbox::new(settings.memory_limit, open_files) {
         Ok(sandbox) => Arc::new(sandbox),
         Err(err) => {
             return CheckReport {
@@ -157,16 +196,20 @@ fn check_candidate(
         project,
         config_file,
         config_shown,
+        config,
+        applied,
     } = place;
-    let config = ConfigFile::read(config_file, config_shown);
     let output_limits = OutputLimits::for_project(project);
-    let protected = [folder.to_owned(), config_file.clone()];
+    let shielded = grants::Shielded {
+        from_any: settings.cache.directory().into_iter().collect(),
+        from_writing: vec![folder.to_owned(), config_file.clone()],
+    };
     let grants = match grants::grants_for(
         config.as_ref(),
         candidate.name.as_str(),
         config_shown,
         project,
-        &protected,
+        &shielded,
         output_limits.clone(),
     ) {
         Ok(granted) => granted,
@@ -187,7 +230,7 @@ fn check_candidate(
     if ignore_pin {
         grants.pin = None;
     }
-    let loaded = loader::load(&sandbox, &settings.cache, candidate, &Arc::new(grants));
+    let loaded = loader::load(&sandbox, settings, candidate, &Arc::new(grants));
     let mut text = String::new();
     let mut world = None;
     match loaded {
@@ -205,7 +248,7 @@ fn check_candidate(
             } else {
                 format!("{shown}: REFUSED (the component itself is valid)\n")
             });
-            text.push_str(&describe_loaded(&loaded, settings, config.is_some()));
+            text.push_str(&describe_loaded(&loaded, settings, *applied));
             text.push_str(&screen_preview(loaded, &sandbox, &log));
         }
     }
@@ -248,7 +291,11 @@ fn placeholder(path: &Path) -> Option<Candidate> {
     })
 }
 
-fn describe_loaded(loaded: &LoadedPlugin, settings: &PluginSettings, config_found: bool) -> String {
+fn describe_loaded(
+    loaded: &LoadedPlugin,
+    settings: &PluginSettings,
+    applied: GrantsApplied,
+) -> String {
     let mut text = String::new();
     let description = &loaded.description;
     let summary = if description.summary.is_empty() {
@@ -291,10 +338,20 @@ fn describe_loaded(loaded: &LoadedPlugin, settings: &PluginSettings, config_foun
     ));
     let compiled = match &loaded.compile {
         CacheOutcome::Hit { path } => format!("loaded from the cache ({})", path.display()),
-        CacheOutcome::Compiled { saved: Ok(path) } => {
-            format!("compiled and cached ({})", path.display())
-        }
-        CacheOutcome::Compiled { saved: Err(why) } => format!("compiled, not cached: {why}"),
+        CacheOutcome::Compiled {
+            saved: Ok(path),
+            rejected,
+        } => format!(
+            "compiled and cached ({}){}",
+            path.display(),
+            rejected
+                .as_ref()
+                .map(|why| format!("; the cached code was rejected: {why}"))
+                .unwrap_or_default()
+        ),
+        CacheOutcome::Compiled {
+            saved: Err(why), ..
+        } => format!("compiled, not cached: {why}"),
         CacheOutcome::CompiledUncached => "compiled (the cache is off)".to_owned(),
     };
     text.push_str(&format!(
@@ -302,7 +359,7 @@ fn describe_loaded(loaded: &LoadedPlugin, settings: &PluginSettings, config_foun
         text::duration(loaded.compile_time)
     ));
     let lines = grants::compare(&loaded.requests, &loaded.grants, settings.memory_limit);
-    text.push_str(&grants::check_lines(&lines, &loaded.grants, config_found));
+    text.push_str(&grants::check_lines(&lines, &loaded.grants, applied));
     let memory = loaded.grants.memory.unwrap_or(settings.memory_limit);
     text.push_str(&format!(
         "  sandbox:     memory up to {}; no network; files, variables and programs only as granted above\n",

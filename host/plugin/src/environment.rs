@@ -9,11 +9,16 @@
 //! state text. A plugin that describes none owns its whole section.
 //!
 //! A call that fails (trap, panic, time limit, memory limit) poisons the
-//! instance; this module drops it (and with its store every program the
-//! plugin ran), instantiates a fresh one from the kept `PluginPre` with the
-//! same grants, and says in the response that the state was lost. A screen
-//! that fails shows an error in this section only, and the next response
-//! says the state was lost. What the plugin was granted, and what it asked
+//! instance; this module drops it (and with its store every file and
+//! program the plugin held), instantiates a fresh one from the kept
+//! `PluginPre` with the same grants, and says in the response that the
+//! state was lost. A screen that fails shows an error in this section only;
+//! the plugin is not called again (not even for its screen) until the
+//! agent's next command to it, which starts a fresh instance and says the
+//! state was lost — so a plugin whose screen is slow delays the other
+//! environments' answers once, by its screen limit at most. After the
+//! host's cancellation (Ctrl-C, SIGTERM) nothing is restarted until the
+//! next command either. What the plugin was granted, and what it asked
 //! for in vain, is shown under its own screen content; the operator's
 //! time limit caps every command. A command that may yield, to a plugin
 //! granted programs, runs on a thread of its own (`yielding`) and is left
@@ -29,6 +34,7 @@ use crate::grants::Grants;
 use crate::guest_io::{CallOutput, LogSink};
 use crate::instance::{Called, LiveInstance, start_described};
 use crate::limits;
+use crate::plugin_text;
 use crate::sandbox::Sandbox;
 use crate::state::HostState;
 use crate::wit::latest::{CommandResponse as WitResponse, PluginPre};
@@ -152,6 +158,10 @@ impl PluginEnvironment {
     /// After a failed call: a fresh instance (a failed call leaves the old
     /// one unusable, whatever the cause) and the words for the agent.
     fn recover(&mut self) -> String {
+        if self.cancel.is_cancelled() {
+            self.instance = None;
+            return "Its state was lost; the host was interrupted, so the plugin starts afresh at its next command.".to_owned();
+        }
         match self.restart() {
             Ok(()) => "Its state was lost: the host restarted the plugin, and the next command runs in a fresh instance.".to_owned(),
             Err(again) => format!(
@@ -223,7 +233,7 @@ impl PluginEnvironment {
         match called.result {
             Ok(answer) => {
                 let mut capture = OutputCapture::new(&self.output_limits, &self.name);
-                capture.push(&answer.output);
+                capture.push(&plugin_text::block(&answer.output));
                 let captured = capture.finish();
                 let incident = captured.incident();
                 let mut response = if answer.success {
@@ -294,7 +304,9 @@ impl PluginEnvironment {
         };
         let (limit, capped) = (*limit, *capped);
         match how(yielded) {
-            Progress::Running(output) => CommandResponse::still_running(output),
+            Progress::Running(output) => {
+                CommandResponse::still_running(plugin_text::block(&output).into_owned())
+            }
             Progress::Ended(ended) => {
                 let EndedCall {
                     instance,
@@ -466,19 +478,20 @@ impl PluginEnvironment {
     fn draw_screen(&mut self) -> Result<ScreenSection, EnvironmentError> {
         let cancel = self.cancel.clone();
         let sandbox = Arc::clone(&self.sandbox);
-        let called = match self.instance() {
-            Ok(instance) => instance.screen(&sandbox, &cancel),
-            Err(failure) => {
-                return Err(EnvironmentError::Failed(format!(
-                    "the plugin is not running and could not be restarted: {}",
-                    failure.cause
-                )));
-            }
+        // Never restarted here: a plugin that is not running waits for the
+        // agent's next command to it.
+        let Some(instance) = self.instance.as_mut() else {
+            return Err(EnvironmentError::Failed(format!(
+                "the {} plugin is not running; it starts afresh at its next command",
+                self.name
+            )));
         };
+        let called = instance.screen(&sandbox, &cancel);
         self.forward(&called.output);
         match called.result {
             Ok(section) => {
-                let content = cap_bytes(&section.content, SCREEN_BYTES_LIMIT);
+                let content = plugin_text::block(&cap_bytes(&section.content, SCREEN_BYTES_LIMIT))
+                    .into_owned();
                 let max_lines = usize::try_from(section.max_lines.max(1)).unwrap_or(usize::MAX);
                 if self.help.is_none() && self.powers.is_empty() {
                     return Ok(ScreenSection::with_max_lines(content, max_lines));
@@ -503,10 +516,12 @@ impl PluginEnvironment {
             }
             Err(failure) => {
                 let cause = failure.cause;
-                let recovery = self.recover();
+                // Dropped now (its store, files and programs with it); the
+                // next command to it starts a fresh one.
+                self.instance = None;
                 self.untold_restart = Some((
                     format!(
-                        "(Note: the {} plugin failed while drawing its screen: {cause}. {recovery})",
+                        "(Note: the {} plugin failed while drawing its screen: {cause}. Its state was lost; this command runs in a fresh instance.)",
                         self.name
                     ),
                     Incident::Restarted {
@@ -515,7 +530,7 @@ impl PluginEnvironment {
                     },
                 ));
                 Err(EnvironmentError::Failed(format!(
-                    "the plugin failed while drawing its screen: {cause}. {recovery}"
+                    "the plugin failed while drawing its screen: {cause}. Its state was lost; it starts afresh at its next command"
                 )))
             }
         }
@@ -523,8 +538,13 @@ impl PluginEnvironment {
 
     fn shut_down(&mut self) {
         let sandbox = Arc::clone(&self.sandbox);
+        let Some(limit) = sandbox.shutdown_limit() else {
+            // The plugins before it used up the time all get together.
+            self.instance = None;
+            return;
+        };
         if let Some(instance) = self.instance.as_mut() {
-            let called = instance.shutdown(&sandbox);
+            let called = instance.shutdown(&sandbox, limit);
             self.forward(&called.output);
             if let Err(failure) = called.result {
                 self.log.line(&format!(

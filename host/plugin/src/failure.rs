@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use wasmtime::{Trap, WasmBacktrace};
 
-use crate::limits::{Interrupted, MemoryLimitExceeded, TableLimitExceeded};
+use crate::limits::{self, Interrupted, MemoryLimitExceeded, TableLimitExceeded};
 use envhost_core::text;
 
 /// What went wrong in a call.
@@ -37,6 +37,8 @@ pub enum FailureCause {
     StackOverflow,
     /// Any other trap, with wasmtime's description.
     Trap { trap: String },
+    /// It creates more instances, memories or tables than a plugin may.
+    TooMany { what: &'static str, limit: usize },
     /// Not a trap: the call could not be made or completed.
     Other { message: String },
 }
@@ -68,6 +70,7 @@ impl FailureCause {
             FailureCause::Uncaught { message, .. } => format!("uncaught exception: {message}"),
             FailureCause::StackOverflow => "stack overflow".to_owned(),
             FailureCause::Trap { trap } => format!("trap: {trap}"),
+            FailureCause::TooMany { what, .. } => format!("too many {what}"),
             FailureCause::Other { message } => message.clone(),
         }
     }
@@ -97,6 +100,9 @@ impl fmt::Display for FailureCause {
                 "it overflowed its call stack (endless or too deep recursion)"
             ),
             FailureCause::Trap { trap } => write!(f, "it trapped: {trap}"),
+            FailureCause::TooMany { what, limit } => {
+                write!(f, "it creates more {what} than a plugin may have ({limit})")
+            }
             FailureCause::Other { message } => write!(f, "the call failed: {message}"),
         }
     }
@@ -119,6 +125,8 @@ pub fn classify(error: &wasmtime::Error, stderr: &str) -> CallFailure {
         FailureCause::Trap {
             trap: table.to_string(),
         }
+    } else if let Some((what, limit)) = count_limit(error) {
+        FailureCause::TooMany { what, limit }
     } else if let Some(trap) = error.downcast_ref::<Trap>() {
         if *trap == Trap::MemoryOutOfBounds && is_deep_recursion(error) {
             FailureCause::StackOverflow
@@ -135,6 +143,26 @@ pub fn classify(error: &wasmtime::Error, stderr: &str) -> CallFailure {
         detail,
         stderr: stderr.to_owned(),
     }
+}
+
+/// wasmtime's refusal to create one more instance, memory or table than
+/// the store's limiter allows (`resource limit exceeded: memory count too
+/// high at 33`).
+fn count_limit(error: &wasmtime::Error) -> Option<(&'static str, usize)> {
+    error.chain().find_map(|cause| {
+        let text = cause.to_string();
+        let what = text
+            .strip_prefix("resource limit exceeded: ")?
+            .split(" count too high")
+            .next()?
+            .to_owned();
+        match what.as_str() {
+            "instance" => Some(("core instances", limits::MAX_INSTANCES)),
+            "memory" => Some(("linear memories", limits::MAX_MEMORIES)),
+            "table" => Some(("tables", limits::MAX_TABLES)),
+            _ => None,
+        }
+    })
 }
 
 fn classify_trap(trap: Trap, stderr: &str) -> FailureCause {

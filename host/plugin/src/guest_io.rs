@@ -3,11 +3,13 @@
 //! name. Never to the host's stdout, which is the protocol channel.
 //!
 //! This module owns the WASI output streams given to plugins and the
-//! per-call bound ([`PER_CALL_LIMIT`]); past it, output is dropped and
+//! per-call bound ([`PER_CALL_LIMIT`]), and hands the text over made safe
+//! to show (`plugin_text`); past it, output is dropped and
 //! counted (a write never fails, so a chatty plugin does not trap on a full
 //! pipe). It must not decide what a call's failure means; it only keeps the
 //! text (`instance` reads the stderr of a trapped call to name a panic).
 
+use std::borrow::Cow;
 use std::fmt;
 use std::io::Write;
 use std::pin::Pin;
@@ -17,6 +19,8 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
+
+use crate::plugin_text;
 
 /// Bytes of stdout + stderr + log text kept per call.
 pub const PER_CALL_LIMIT: usize = 64 * 1024;
@@ -210,11 +214,21 @@ impl GuestOutput {
         self.lock().push_log(level, message);
     }
 
-    /// What was said since the last take, and a fresh budget.
+    /// What was said since the last take, made safe to show
+    /// (`plugin_text`), and a fresh budget.
     pub fn take(&self) -> CallOutput {
-        let mut collected = self.lock();
-        collected.kept = 0;
-        std::mem::take(&mut collected.output)
+        let mut output = {
+            let mut collected = self.lock();
+            collected.kept = 0;
+            std::mem::take(&mut collected.output)
+        };
+        for said in &mut output.said {
+            let (Said::Stdout(text) | Said::Stderr(text) | Said::Log(_, text)) = said;
+            if let Cow::Owned(shown) = plugin_text::block(text) {
+                *text = shown;
+            }
+        }
+        output
     }
 }
 

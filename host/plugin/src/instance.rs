@@ -16,8 +16,9 @@ use wasmtime::component::Instance;
 use crate::failure::{CallFailure, FailureCause, classify};
 use crate::grants::{self, Grants};
 use crate::guest_io::{CallOutput, GuestOutput};
-use crate::limits::{QUICK_CALL_LIMIT, SHUTDOWN_LIMIT};
+use crate::limits::{QUICK_CALL_LIMIT, SCREEN_LIMIT};
 use crate::live_call::LiveCall;
+use crate::plugin_text;
 use crate::sandbox::Sandbox;
 use crate::state::HostState;
 use crate::wit::latest::declaring::{CapabilitiesIndices, Power, Request};
@@ -49,9 +50,7 @@ impl LiveInstance {
         grants: &Arc<Grants>,
     ) -> Result<LiveInstance, (wasmtime::Error, CallOutput)> {
         let output = GuestOutput::new();
-        let mut store = sandbox
-            .new_store(output.clone(), grants)
-            .map_err(|why| (wasmtime::Error::msg(why), CallOutput::default()))?;
+        let mut store = sandbox.new_store(output.clone(), grants);
         let instantiated = {
             let _call = sandbox.begin_call(&mut store, QUICK_CALL_LIMIT, None);
             pre.instance_pre()
@@ -138,15 +137,15 @@ impl LiveInstance {
     }
 
     pub fn screen(&mut self, sandbox: &Sandbox, cancel: &CancelFlag) -> Called<ScreenSection> {
-        self.call(sandbox, QUICK_CALL_LIMIT, Some(cancel), |plugin, store| {
+        self.call(sandbox, SCREEN_LIMIT, Some(cancel), |plugin, store| {
             plugin
                 .envhost_environment_environment()
                 .call_get_screen(store)
         })
     }
 
-    pub fn shutdown(&mut self, sandbox: &Sandbox) -> Called<()> {
-        self.call(sandbox, SHUTDOWN_LIMIT, None, |plugin, store| {
+    pub fn shutdown(&mut self, sandbox: &Sandbox, limit: Duration) -> Called<()> {
+        self.call(sandbox, limit, None, |plugin, store| {
             plugin
                 .envhost_environment_environment()
                 .call_shutdown(store)
@@ -164,7 +163,9 @@ fn host_request(request: Request) -> grants::Request {
     };
     grants::Request {
         power,
-        reason: request.reason,
+        // Shown to the operator in `envhost check` and to the agent on the
+        // screen, one line each.
+        reason: plugin_text::line(&request.reason),
     }
 }
 

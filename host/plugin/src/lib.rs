@@ -13,7 +13,7 @@
 //! (`scripts/check-module-cycles` holds that):
 //!
 //! ```text
-//! wit  (imports nothing of this crate)
+//! wit, plugin_text  (import nothing of this crate)
 //! limits ◄─ guest_io ◄─ live_call ◄─ state ◄─ host ◄─ sandbox ◄─ failure
 //!        ◄─ instance ◄─ yielding ◄─ environment
 //!        ◄─ load (loader, cache, file_hashes, refusals) ◄─ check
@@ -21,6 +21,7 @@
 //! ```
 //!
 //! - `wit`: the generated bindings, one module per WIT version;
+//! - `plugin_text`: what a plugin says, made safe to show;
 //! - `limits`: every time and memory limit of a call, and the clock;
 //! - `guest_io`: plugins' stdout, stderr and log lines, bounded;
 //! - `live_call`: a command that may outlive the agent's wait, as the host
@@ -53,6 +54,7 @@ mod instance;
 mod limits;
 mod live_call;
 mod load;
+mod plugin_text;
 mod sandbox;
 mod settings;
 mod state;
@@ -63,7 +65,11 @@ pub use crate::check::{CheckReport, check_as, check_file};
 pub use crate::grants::config_file::Verify;
 pub use crate::grants::pins::{GrantsFile, PinnedEntry, VerifyChange, grants_file, with_pin};
 pub use crate::guest_io::{DiscardSink, LogSink, StderrSink};
-pub use crate::limits::DEFAULT_MEMORY_LIMIT;
+pub use crate::limits::{
+    DEFAULT_COMPILE_MEMORY, DEFAULT_COMPILE_TIME, DEFAULT_MAX_PLUGIN_SIZE, DEFAULT_MAX_PLUGINS,
+    DEFAULT_MEMORY_LIMIT, DEFAULT_OPEN_FILES,
+};
 pub use crate::load::cache::{CodeCache, content_sha256};
+pub use crate::load::compile::{COMPILE_SUBCOMMAND, serve_compile};
 pub use crate::load::{LoadReport, Plugin, Plugins, load};
 pub use crate::settings::PluginSettings;

@@ -1,42 +1,105 @@
-//! Every limit a plugin call runs under, in one place: how long a call may
-//! take (the command's timeout, [`QUICK_CALL_LIMIT`], [`SHUTDOWN_LIMIT`],
-//! [`ANSWER_GRACE`]), how much memory and how many table elements an
-//! instance may use, and the clock that enforces the time limits.
+//! Every limit a plugin runs under, in one place: how long a call may take
+//! ([`QUICK_CALL_LIMIT`], [`SCREEN_LIMIT`], [`SHUTDOWN_LIMIT`] and
+//! [`SHUTDOWN_TOTAL`], [`ANSWER_GRACE`], the command's timeout), how much
+//! memory, how many tables, instances, resources and open files a plugin
+//! may hold, and the clock that enforces the time limits.
 //!
-//! The clock is one thread that advances the engine's epoch every [`TICK`]
-//! while a plugin call runs. wasmtime checks the epoch at function entries
-//! and loop back-edges; each advance runs the store's deadline callback
-//! ([`CallBudget::on_tick`]), which decides whether the call has run out of
-//! time or the host was interrupted. Between calls the thread lingers a
-//! moment (so a burst of calls does not pay a wake-up each) and then parks,
-//! so an idle host does not wake up a hundred times a second.
+//! # How a time limit holds, even inside a host call
+//!
+//! A plugin call runs synchronously on the thread that makes it. Two kinds
+//! of time pass in it:
+//!
+//! - the plugin's own code: wasmtime checks the engine's epoch at function
+//!   entries and loop back-edges, and one clock thread ([`EpochTicker`])
+//!   advances it every [`TICK`] while a call runs; each advance runs the
+//!   store's deadline callback ([`CallBudget::on_tick`]), which stops the
+//!   call when its time is up or the host was interrupted;
+//! - host calls (WASI and envhost's imports), where the epoch never fires.
+//!   Every one of them is bounded by construction. The WASI 0.2 calls that
+//!   wait for an event are `wasi:io/poll`'s `poll` and `pollable.block`
+//!   (`sleep`, and waiting for any stream or socket) and the streams'
+//!   `blocking-*` operations. The first two are replaced by the host's own
+//!   (`host::poll`), which wait at most until the call's deadline and watch
+//!   the host's cancellation ([`wait_within`]). The streams a plugin can
+//!   hold never make a blocking operation wait: stdin is closed, stdout and
+//!   stderr are captured in memory, sockets are denied, and file streams
+//!   only exist for regular files, because files are opened non-blocking
+//!   and anything else (a FIFO, a device, a socket) is refused at `open`
+//!   (`host::files`) — a FIFO in a granted directory would otherwise block
+//!   the `open` itself until a writer came. The `interactive` import's
+//!   waits take the call's deadline too. What is left is single
+//!   file-system calls on the project's disk.
+//!
+//! Why this and not the alternatives wasmtime 48 offers. Async calls
+//! (`call_async` with `UpdateDeadline::Yield` / fuel) can drop a call at
+//! its deadline, but dropping the future does not stop the system call it
+//! waits in: wasmtime-wasi runs blocking file operations either on the
+//! calling thread (which then blocks the executor just the same) or on
+//! tokio's blocking pool (where a thread stuck opening a FIFO stays stuck,
+//! one more per attempt). Running each call on a worker thread that the
+//! host abandons has the same leak and adds a thread hand-off to every call
+//! (tens of microseconds against the 1-2 µs a call costs). Both still need
+//! the blocking calls themselves made bounded, and once they are, the
+//! synchronous call is bounded too — at no cost per call.
 //!
 //! This module must not know what a plugin is asked to do, nor what the
 //! agent is told when a limit is reached (that is `failure`).
 
-use std::sync::Arc;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::{self, JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 use envhost_core::{CancelFlag, text};
 use wasmtime::{Engine, ResourceLimiter, UpdateDeadline};
 
-/// Time a plugin gets to instantiate, describe itself or draw its screen.
-/// These must be quick; commands get the command's timeout.
+/// Time a plugin gets to instantiate, describe itself or say what it asks
+/// for. These must be quick; commands get the command's timeout.
 pub const QUICK_CALL_LIMIT: Duration = Duration::from_secs(5);
 
-/// Time a plugin gets to shut down: the host is stopping, and every
-/// plugin's shutdown runs in turn.
+/// Time a plugin gets to draw its screen section. Every response waits for
+/// every screen, so it is short: a slow plugin delays the others' answers
+/// by this much at most, once (a plugin whose screen failed is not called
+/// again until its next command).
+pub const SCREEN_LIMIT: Duration = Duration::from_secs(1);
+
+/// Time one plugin gets to shut down.
 pub const SHUTDOWN_LIMIT: Duration = Duration::from_secs(1);
+
+/// Time all plugins together get to shut down, so that a host with many
+/// slow plugins still stops within seconds of SIGTERM or end of input.
+pub const SHUTDOWN_TOTAL: Duration = Duration::from_secs(3);
 
 /// Time a plugin gets to answer after a wait used up its command's time
 /// (the program was interrupted; the plugin reports that).
 pub const ANSWER_GRACE: Duration = Duration::from_secs(1);
 
-/// Default memory a plugin instance may use: 256 MiB. Rust plugins use a
-/// few MiB; Python and JavaScript runtimes tens of MiB.
+/// Default memory a plugin instance may use, all its memories and tables
+/// together: 256 MiB. Rust plugins use a few MiB; Python and JavaScript
+/// runtimes tens of MiB.
 pub const DEFAULT_MEMORY_LIMIT: usize = 256 << 20;
+
+/// Default number of plugins the host loads; past it, the rest (in name
+/// order) are refused. Every plugin's screen section is in every response.
+pub const DEFAULT_MAX_PLUGINS: usize = 32;
+
+/// Default size of the largest plugin file compiled: 32 MiB (the Python
+/// and JavaScript plugins are 12-18 MB; compiling costs time and memory
+/// roughly in proportion).
+pub const DEFAULT_MAX_PLUGIN_SIZE: u64 = 32 << 20;
+
+/// Default CPU time compiling one plugin may use (its threads together;
+/// wall-clock time twice that): a Python or JavaScript plugin takes 10-30 s.
+pub const DEFAULT_COMPILE_TIME: Duration = Duration::from_secs(120);
+
+/// Default data memory compiling one plugin may use (a Python plugin needs
+/// about 350 MB).
+pub const DEFAULT_COMPILE_MEMORY: u64 = 2 << 30;
+
+/// The largest first-shown help (every command's long help) a plugin may
+/// have: the help is in every response until each command is used.
+pub const HELP_BYTES_LIMIT: usize = 16 * 1024;
 
 /// A command's time: the agent's `timeout` (or the host's default), capped
 /// by the operator's `time-limit` for the plugin; and whether the cap
@@ -57,13 +120,82 @@ pub(crate) fn command_limit(
 /// The time a plugin command may take when its context sets no limit.
 const CALL_LIMIT_WITHOUT_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Elements a plugin's tables may hold (function references, resources).
+/// Elements all of a plugin's tables may hold together (function
+/// references, resources): at 8-16 bytes each, 16 MiB at most.
 const TABLE_ELEMENTS_LIMIT: usize = 1 << 20;
 
-/// The time a call may take, checked on every epoch tick.
-#[derive(Default)]
+/// Most core instances, linear memories and tables one plugin instance may
+/// create. A Rust plugin has 3-4 instances and 1-2 memories; the Python
+/// and JavaScript runtimes a few dozen instances. Each memory reserves
+/// gigabytes of address space (not memory), so their number is bounded
+/// besides their summed size.
+pub(crate) const MAX_INSTANCES: usize = 200;
+pub(crate) const MAX_MEMORIES: usize = 32;
+pub(crate) const MAX_TABLES: usize = 200;
+
+/// Most entries a plugin's resource table may hold at once (open files,
+/// streams, pollables, directory listings, program sessions): each costs
+/// the host memory outside the plugin's own limit. Past it, the call that
+/// would add one fails and the plugin is restarted.
+pub const RESOURCE_TABLE_LIMIT: usize = 4096;
+
+/// Default number of files and directories one plugin may hold open.
+pub const DEFAULT_OPEN_FILES: usize = 256;
+
+/// Most programs one plugin instance may run at once (`interactive`).
+pub const MAX_SESSIONS: usize = 8;
+
+/// File descriptors a program session holds in the host (the terminal's
+/// two sides and the child's handle), counted against the open-file budget.
+const DESCRIPTORS_PER_SESSION: usize = 3;
+
+/// Most files each plugin may hold open: `configured`, lowered so that
+/// `plugins` plugins, each with every program session it may run, hold at
+/// most half of the host's descriptor limit together. The other half stays
+/// for bash, python, the editor and the host itself.
+pub fn open_files_per_plugin(configured: usize, plugins: usize) -> usize {
+    let soft_limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map(|(soft, _)| usize::try_from(soft).unwrap_or(usize::MAX))
+        .unwrap_or(1024);
+    let share = (soft_limit / 2) / plugins.max(1);
+    configured
+        .min(share.saturating_sub(MAX_SESSIONS * DESCRIPTORS_PER_SESSION))
+        .max(1)
+}
+
+/// Files and directories a plugin instance holds open, by weak handles:
+/// one is closed once the plugin dropped its descriptor and every stream
+/// made from it.
+pub(crate) struct OpenFiles {
+    limit: usize,
+    held: Vec<Weak<std::fs::File>>,
+}
+
+impl OpenFiles {
+    pub(crate) fn new(limit: usize) -> Self {
+        OpenFiles {
+            limit,
+            held: Vec::new(),
+        }
+    }
+
+    /// Whether one more may be opened.
+    pub(crate) fn has_room(&mut self) -> bool {
+        if self.held.len() >= self.limit {
+            self.held.retain(|file| file.strong_count() > 0);
+        }
+        self.held.len() < self.limit
+    }
+
+    pub(crate) fn hold(&mut self, file: &Arc<std::fs::File>) {
+        self.held.push(Arc::downgrade(file));
+    }
+}
+
+/// The time a call may take, checked on every epoch tick and by every host
+/// call that waits.
 pub(crate) struct CallBudget {
-    deadline: Option<Instant>,
+    deadline: Instant,
     limit: Duration,
     cancel: Option<CancelFlag>,
     /// A host call (an interactive wait) used up the call's time.
@@ -72,12 +204,22 @@ pub(crate) struct CallBudget {
     timed_out: bool,
 }
 
+impl Default for CallBudget {
+    /// Outside any call: no time at all.
+    fn default() -> Self {
+        CallBudget::starting_now(Duration::ZERO, None)
+    }
+}
+
 impl CallBudget {
     /// The budget of a call that may run `limit` from now, and stops early
     /// when `cancel` is set.
     pub(crate) fn starting_now(limit: Duration, cancel: Option<&CancelFlag>) -> Self {
+        let now = Instant::now();
         CallBudget {
-            deadline: Instant::now().checked_add(limit),
+            deadline: now
+                .checked_add(limit)
+                .unwrap_or(now + CALL_LIMIT_WITHOUT_TIMEOUT),
             limit,
             cancel: cancel.cloned(),
             spent: false,
@@ -87,7 +229,7 @@ impl CallBudget {
 
     /// When the call must end.
     pub(crate) fn deadline(&self) -> Option<Instant> {
-        self.deadline
+        Some(self.deadline)
     }
 
     /// The host's cancellation the call watches, if it still does.
@@ -104,14 +246,14 @@ impl CallBudget {
     /// the plugin gets `grace` to return, and later waits fail at once.
     pub(crate) fn spend(&mut self, grace: Duration) {
         self.spent = true;
-        self.deadline = Instant::now().checked_add(grace);
+        self.deadline = Instant::now() + grace;
     }
 
     /// A host call waited `waited` on a program that may take as long as it
     /// takes: that time does not count against the call's own work.
     pub(crate) fn extend(&mut self, waited: Duration) {
-        if let Some(deadline) = self.deadline {
-            self.deadline = deadline.checked_add(waited).or(Some(deadline));
+        if let Some(later) = self.deadline.checked_add(waited) {
+            self.deadline = later;
         }
     }
 
@@ -133,18 +275,66 @@ impl CallBudget {
         self.timed_out
     }
 
+    /// Whether the call may go on: its time is left and the host was not
+    /// interrupted.
+    fn check(&self) -> Result<(), Interrupted> {
+        if self.cancel.as_ref().is_some_and(CancelFlag::is_cancelled) {
+            return Err(Interrupted::Cancelled);
+        }
+        if Instant::now() >= self.deadline {
+            return Err(Interrupted::TimedOut { limit: self.limit });
+        }
+        Ok(())
+    }
+
     /// Whether the call goes on after one more tick of the clock.
     pub(crate) fn on_tick(&self) -> wasmtime::Result<UpdateDeadline> {
-        if self.cancel.as_ref().is_some_and(CancelFlag::is_cancelled) {
-            return Err(Interrupted::Cancelled.into());
-        }
-        match self.deadline {
-            Some(deadline) if Instant::now() >= deadline => {
-                Err(Interrupted::TimedOut { limit: self.limit }.into())
-            }
-            _ => Ok(UpdateDeadline::Continue(1)),
+        self.check()?;
+        Ok(UpdateDeadline::Continue(1))
+    }
+
+    /// What a host call needs to wait within this budget, detached from
+    /// the store (whose table the wait borrows).
+    pub(crate) fn watch(&self) -> BudgetWatch {
+        BudgetWatch {
+            deadline: self.deadline,
+            limit: self.limit,
+            cancel: self.cancel.clone(),
         }
     }
+}
+
+/// A call's deadline and cancellation, for a host call that waits.
+pub(crate) struct BudgetWatch {
+    deadline: Instant,
+    limit: Duration,
+    cancel: Option<CancelFlag>,
+}
+
+/// Runs a host call's wait (`future`, on wasmtime-wasi's runtime, as its
+/// own synchronous calls do) until it completes, the call's deadline passes
+/// or the host is interrupted; then the wait is dropped and the call stops
+/// with [`Interrupted`]. The cancellation is checked every [`TICK`].
+pub(crate) fn wait_within<F: Future>(
+    watch: BudgetWatch,
+    future: F,
+) -> Result<F::Output, Interrupted> {
+    wasmtime_wasi::runtime::in_tokio(async move {
+        let mut future = std::pin::pin!(future);
+        loop {
+            if watch.cancel.as_ref().is_some_and(CancelFlag::is_cancelled) {
+                return Err(Interrupted::Cancelled);
+            }
+            let now = Instant::now();
+            if now >= watch.deadline {
+                return Err(Interrupted::TimedOut { limit: watch.limit });
+            }
+            let slice = (watch.deadline - now).min(TICK);
+            if let Ok(output) = tokio::time::timeout(slice, future.as_mut()).await {
+                return Ok(output);
+            }
+        }
+    })
 }
 
 /// Why the host stopped a running call.
@@ -156,69 +346,136 @@ pub enum Interrupted {
     Cancelled,
 }
 
-/// A grow past the plugin's memory limit; it traps the call.
+/// A grow past the plugin's memory limit (all its memories together); it
+/// traps the call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "the plugin tried to grow its memory to {} bytes, over its limit of {}",
+    "the plugin tried to grow its memory to {} bytes in all, over its limit of {}",
     desired,
     limit
 )]
 pub struct MemoryLimitExceeded {
+    /// The bytes all its memories would have held together.
     pub desired: usize,
     pub limit: usize,
 }
 
-/// A table grow past [`TABLE_ELEMENTS_LIMIT`].
+/// A table grow past [`TABLE_ELEMENTS_LIMIT`] (all tables together).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the plugin tried to grow a table to {desired} elements, over the limit of {limit}")]
+#[error(
+    "the plugin tried to grow its tables to {desired} elements in all, over the limit of {limit}"
+)]
 pub struct TableLimitExceeded {
     pub desired: usize,
     pub limit: usize,
 }
 
-/// Enforces an instance's memory and table limits on every grow.
-pub(crate) struct MemoryLimiter {
+/// Enforces a plugin instance's limits on everything it allocates: the
+/// bytes of all its linear memories together, the elements of all its
+/// tables together, and how many instances, memories and tables it has.
+pub(crate) struct PluginLimiter {
     memory_limit: usize,
+    /// Bytes of every memory of the store, as last allowed to grow.
+    memory_total: usize,
+    /// The last allowed grow, undone if the grow then failed.
+    memory_pending: usize,
+    table_total: usize,
+    table_pending: usize,
 }
 
-impl MemoryLimiter {
-    /// A limiter that lets memory grow to `memory_limit` bytes.
+impl PluginLimiter {
+    /// A limiter that lets the memories grow to `memory_limit` bytes in all.
     pub(crate) fn new(memory_limit: usize) -> Self {
-        MemoryLimiter { memory_limit }
+        PluginLimiter {
+            memory_limit,
+            memory_total: 0,
+            memory_pending: 0,
+            table_total: 0,
+            table_pending: 0,
+        }
     }
 }
 
-impl ResourceLimiter for MemoryLimiter {
+impl ResourceLimiter for PluginLimiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.memory_limit {
+        // `current` is part of the total already (0 for a new memory).
+        let grow = desired.saturating_sub(current);
+        let total = self.memory_total.saturating_add(grow);
+        if total > self.memory_limit {
             return Err(MemoryLimitExceeded {
-                desired,
+                desired: total,
                 limit: self.memory_limit,
             }
             .into());
         }
+        self.memory_total = total;
+        self.memory_pending = grow;
         Ok(true)
+    }
+
+    fn memory_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.memory_total -= std::mem::take(&mut self.memory_pending);
+        Ok(())
     }
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > TABLE_ELEMENTS_LIMIT {
+        let grow = desired.saturating_sub(current);
+        let total = self.table_total.saturating_add(grow);
+        if total > TABLE_ELEMENTS_LIMIT {
             return Err(TableLimitExceeded {
-                desired,
+                desired: total,
                 limit: TABLE_ELEMENTS_LIMIT,
             }
             .into());
         }
+        self.table_total = total;
+        self.table_pending = grow;
         Ok(true)
+    }
+
+    fn table_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.table_total -= std::mem::take(&mut self.table_pending);
+        Ok(())
+    }
+
+    fn instances(&self) -> usize {
+        MAX_INSTANCES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
+    }
+}
+
+/// The time left for plugins to shut down: [`SHUTDOWN_TOTAL`] from the
+/// first shutdown, at most [`SHUTDOWN_LIMIT`] each.
+#[derive(Default)]
+pub(crate) struct ShutdownClock {
+    started: Mutex<Option<Instant>>,
+}
+
+impl ShutdownClock {
+    /// The limit for the next plugin's shutdown; `None` once the total is
+    /// spent (the plugin is then dropped without being asked).
+    pub(crate) fn next_limit(&self) -> Option<Duration> {
+        let mut started = self.started.lock().unwrap_or_else(|p| p.into_inner());
+        let started = *started.get_or_insert_with(Instant::now);
+        let left = SHUTDOWN_TOTAL.checked_sub(started.elapsed())?;
+        (!left.is_zero()).then(|| left.min(SHUTDOWN_LIMIT))
     }
 }
 
@@ -370,5 +627,68 @@ mod tests {
         assert_eq!(*store.data(), 3, "three ticks, then the interrupt");
         assert_eq!(ticker.shared.active_calls.load(Ordering::SeqCst), 0);
         drop(ticker); // joins the thread: a hang here fails the run
+    }
+
+    #[test]
+    fn memories_count_together_against_the_limit() {
+        let mut limiter = PluginLimiter::new(100);
+        assert!(limiter.memory_growing(0, 60, None).unwrap());
+        // A second memory: 60 + 50 is over 100, though each is under it.
+        let over = limiter.memory_growing(0, 50, None).unwrap_err();
+        let over = over.downcast_ref::<MemoryLimitExceeded>().unwrap();
+        assert_eq!((over.desired, over.limit), (110, 100));
+        assert!(limiter.memory_growing(0, 30, None).unwrap());
+        // A grow that then fails is not counted.
+        assert!(limiter.memory_growing(30, 35, None).unwrap());
+        limiter
+            .memory_grow_failed(wasmtime::Error::msg("mmap"))
+            .unwrap();
+        assert_eq!(limiter.memory_total, 90);
+        assert!(limiter.memory_growing(30, 40, None).unwrap());
+        assert!(limiter.memory_growing(60, 61, None).is_err());
+    }
+
+    #[test]
+    fn waits_end_at_the_deadline_or_the_cancellation() {
+        let budget = CallBudget::starting_now(Duration::from_millis(50), None);
+        let started = Instant::now();
+        let waited = wait_within(budget.watch(), std::future::pending::<()>());
+        assert_eq!(
+            waited,
+            Err(Interrupted::TimedOut {
+                limit: Duration::from_millis(50)
+            })
+        );
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let cancel = CancelFlag::new();
+        cancel.cancel();
+        let budget = CallBudget::starting_now(Duration::from_secs(60), Some(&cancel));
+        assert_eq!(
+            wait_within(budget.watch(), std::future::pending::<()>()),
+            Err(Interrupted::Cancelled)
+        );
+        let budget = CallBudget::starting_now(Duration::from_secs(60), None);
+        assert_eq!(wait_within(budget.watch(), async { 7 }), Ok(7));
+    }
+
+    #[test]
+    fn shutdowns_share_one_total() {
+        let clock = ShutdownClock::default();
+        assert_eq!(clock.next_limit(), Some(SHUTDOWN_LIMIT));
+        *clock.started.lock().unwrap() = Some(Instant::now() - SHUTDOWN_TOTAL);
+        assert_eq!(clock.next_limit(), None);
+    }
+
+    #[test]
+    fn open_files_are_counted_until_dropped() {
+        let mut files = OpenFiles::new(2);
+        let a = Arc::new(tempfile::tempfile().unwrap());
+        let b = Arc::new(tempfile::tempfile().unwrap());
+        files.hold(&a);
+        assert!(files.has_room());
+        files.hold(&b);
+        assert!(!files.has_room());
+        drop(a);
+        assert!(files.has_room(), "a dropped file frees its place");
     }
 }

@@ -4,18 +4,20 @@
 //!
 //! Defaults, all enforced here: no filesystem (no preopened directory), no
 //! network (TCP, UDP and name lookup denied), no environment variables, no
-//! arguments, no processes (WASI 0.2 has none), stdout/stderr captured in
-//! bounded memory (`guest_io`), memory bounded by a resource limiter that
-//! traps on the first grow past the limit, and every call bounded in time by
-//! epoch interruption (`limits`) with the host's cancellation watched on every
-//! tick. Clocks and random numbers work.
+//! arguments, no processes (WASI 0.2 has none), stdin closed,
+//! stdout/stderr captured in bounded memory (`guest_io`), memory, tables,
+//! instances, resources and open files bounded (`limits`), and every call
+//! bounded in time (`limits`): by epoch interruption in the plugin's code,
+//! and in host calls by the host's own versions of the WASI calls that can
+//! wait (`host`). Clocks and random numbers work.
 //!
 //! A plugin's [`Grants`] open exactly what the operator granted, per store:
-//! each granted directory as a WASI preopen (read-only or read-write, at
-//! `/` + its path in the project), the granted variables as its WASI
-//! environment, a different memory limit, and the programs the
-//! `interactive` import may start (checked there). Nothing else is linked
-//! or opened. This module must not know about the agent, help or screens.
+//! each granted directory's handle (opened once, at load) as a WASI
+//! preopen (read-only or read-write, at `/` + its path in the project),
+//! the granted variables as its WASI environment, a different memory
+//! limit, and the programs the `interactive` import may start (checked
+//! there). Nothing else is linked or opened. This module must not know
+//! about the agent, help or screens.
 
 use std::fmt;
 use std::sync::Arc;
@@ -24,11 +26,11 @@ use std::time::Duration;
 use envhost_core::CancelFlag;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine, Store};
-use wasmtime_wasi::{FsPerms, WasiCtx};
+use wasmtime_wasi::WasiCtx;
 
 use crate::grants::Grants;
 use crate::guest_io::GuestOutput;
-use crate::limits::{ActiveCall, CallBudget, EpochTicker, MemoryLimiter};
+use crate::limits::{ActiveCall, CallBudget, EpochTicker, ShutdownClock};
 use crate::state::HostState;
 use crate::wit::latest;
 
@@ -47,6 +49,8 @@ pub struct Sandbox {
     linker: Linker<HostState>,
     ticker: EpochTicker,
     memory_limit: usize,
+    open_files: usize,
+    shutdown: ShutdownClock,
 }
 
 impl fmt::Debug for Sandbox {
@@ -58,12 +62,16 @@ impl fmt::Debug for Sandbox {
 }
 
 impl Sandbox {
-    pub fn new(memory_limit: usize) -> Result<Self, SandboxError> {
+    /// The sandbox for plugins with `memory_limit` bytes each (unless
+    /// granted another), and at most `open_files` files open each.
+    pub fn new(memory_limit: usize, open_files: usize) -> Result<Self, SandboxError> {
         let engine =
             Engine::new(&engine_config()).map_err(|e| SandboxError::Engine(e.to_string()))?;
         let mut linker = Linker::<HostState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .map_err(|e| SandboxError::Engine(format!("linking WASI: {e}")))?;
+        crate::host::replace_wasi_calls(&mut linker)
+            .map_err(|e| SandboxError::Engine(format!("linking the host's WASI calls: {e}")))?;
         latest::logging::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |state| state)
             .map_err(|e| SandboxError::Engine(format!("linking the logging import: {e}")))?;
         latest::interactive::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |state| {
@@ -76,6 +84,8 @@ impl Sandbox {
             linker,
             ticker,
             memory_limit,
+            open_files,
+            shutdown: ShutdownClock::default(),
         })
     }
 
@@ -92,13 +102,8 @@ impl Sandbox {
     }
 
     /// A fresh store for one plugin instance, its output going to `output`,
-    /// with what `grants` opens. Fails when a granted directory cannot be
-    /// opened (removed since the host started).
-    pub fn new_store(
-        &self,
-        output: GuestOutput,
-        grants: &Arc<Grants>,
-    ) -> Result<Store<HostState>, String> {
+    /// with what `grants` opens.
+    pub fn new_store(&self, output: GuestOutput, grants: &Arc<Grants>) -> Store<HostState> {
         let mut wasi = WasiCtx::builder();
         wasi.stdout(output.stdout())
             .stderr(output.stderr())
@@ -108,26 +113,15 @@ impl Sandbox {
             // Calls are synchronous: file operations run on the calling
             // thread rather than hopping to a blocking pool.
             .allow_blocking_current_thread(true);
-        for dir in &grants.directories {
-            let perms = if dir.writable {
-                FsPerms::ReadWrite
-            } else {
-                FsPerms::ReadOnly
-            };
-            wasi.preopened_dir(&dir.host_path, &dir.guest_path, perms)
-                .map_err(|err| {
-                    format!(
-                        "its granted directory {} cannot be opened: {err}",
-                        dir.relative
-                    )
-                })?;
-        }
+        // Granted directories are not preopened here by path: `host::files`
+        // hands out the handles opened at load.
         for (name, value) in grants.variable_values() {
             wasi.env(name, value);
         }
         let state = HostState::new(
             wasi.build(),
-            MemoryLimiter::new(grants.memory.unwrap_or(self.memory_limit)),
+            grants.memory.unwrap_or(self.memory_limit),
+            self.open_files,
             output,
             Arc::clone(grants),
         );
@@ -135,7 +129,13 @@ impl Sandbox {
         store.limiter(|state| state.limiter());
         store.epoch_deadline_callback(|cx| cx.data().budget().on_tick());
         store.set_epoch_deadline(1);
-        Ok(store)
+        store
+    }
+
+    /// The time the next plugin may take to shut down (see
+    /// [`ShutdownClock`]).
+    pub(crate) fn shutdown_limit(&self) -> Option<Duration> {
+        self.shutdown.next_limit()
     }
 
     /// Arms a store for one call: `limit` from now, watching `cancel`. The
@@ -152,7 +152,9 @@ impl Sandbox {
     }
 }
 
-fn engine_config() -> Config {
+/// The engine's configuration; the compiler process uses the same, so that
+/// the code it makes loads here.
+pub(crate) fn engine_config() -> Config {
     let mut config = Config::new();
     config.epoch_interruption(true);
     config

@@ -4,18 +4,31 @@
 use std::path::{Path, PathBuf};
 
 use crate::grants::config_file;
-use crate::limits::DEFAULT_MEMORY_LIMIT;
+use crate::limits::{
+    DEFAULT_MAX_PLUGIN_SIZE, DEFAULT_MAX_PLUGINS, DEFAULT_MEMORY_LIMIT, DEFAULT_OPEN_FILES,
+};
 use crate::load::cache::CodeCache;
+use crate::load::compile::Compiler;
 
 /// How plugins are run, from the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PluginSettings {
     /// Where compiled plugin code is kept between starts.
     pub cache: CodeCache,
+    /// How plugins are compiled (bounded, in a copy of the binary, for
+    /// `envhost`).
+    pub compiler: Compiler,
     /// Bytes of memory each plugin instance may use (unless granted more).
     pub memory_limit: usize,
+    /// Files each plugin may hold open at once (lowered when many plugins
+    /// would take too much of the host's descriptor limit).
+    pub open_files: usize,
+    /// Most plugins loaded; the rest are refused.
+    pub max_plugins: usize,
+    /// Largest plugin file compiled, in bytes.
+    pub max_size: u64,
     /// The grants file, when not the default (`env/envhost.toml` next to
-    /// the plugins).
+    /// the plugins). `envhost check` grants nothing without one.
     pub config_file: Option<PathBuf>,
 }
 
@@ -25,9 +38,25 @@ impl Default for PluginSettings {
             cache: CodeCache::default_directory()
                 .map(CodeCache::Directory)
                 .unwrap_or(CodeCache::Disabled),
+            compiler: Compiler::InProcess,
             memory_limit: DEFAULT_MEMORY_LIMIT,
+            open_files: DEFAULT_OPEN_FILES,
+            max_plugins: DEFAULT_MAX_PLUGINS,
+            max_size: DEFAULT_MAX_PLUGIN_SIZE,
             config_file: None,
         }
+    }
+}
+
+impl PluginSettings {
+    /// Compiling in a copy of this very binary (`/proc/self/exe`, which
+    /// must be the `envhost` binary), bounded by `cpu_time` and `memory`.
+    pub fn compile_bounded(&mut self, cpu_time: std::time::Duration, memory: u64) {
+        self.compiler = Compiler::Bounded {
+            program: PathBuf::from("/proc/self/exe"),
+            cpu_time,
+            memory,
+        };
     }
 }
 

@@ -1,6 +1,7 @@
-//! What a plugin's store holds: its WASI context opened as far as granted,
-//! its resource table (and with it the program sessions it started), its
-//! output, its limits and the budget of the call in progress.
+//! What a plugin's store holds: its WASI context (opened as far as granted),
+//! its resource table (and with it the files it opened and the program
+//! sessions it started), its output, its limits and the budget of the call
+//! in progress.
 //!
 //! The host-side implementations of the WIT interfaces (`host`) and the
 //! sandbox work on this state; it must not know the interfaces itself.
@@ -12,16 +13,17 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::grants::Grants;
 use crate::guest_io::GuestOutput;
-use crate::limits::{CallBudget, MemoryLimiter};
+use crate::limits::{CallBudget, OpenFiles, PluginLimiter, RESOURCE_TABLE_LIMIT};
 use crate::live_call::LiveCall;
 
 /// Everything a plugin's store holds. Dropping it (a trap, a restart,
-/// shutdown) drops its resource table, and with it every program session
-/// the plugin still had.
+/// shutdown) drops its resource table, and with it every file and program
+/// session the plugin still had.
 pub struct HostState {
     wasi: WasiCtx,
     table: ResourceTable,
-    limiter: MemoryLimiter,
+    limiter: PluginLimiter,
+    open_files: OpenFiles,
     output: GuestOutput,
     budget: CallBudget,
     grants: Arc<Grants>,
@@ -32,6 +34,30 @@ pub struct HostState {
 }
 
 impl HostState {
+    /// The state of a fresh store: `memory_limit` bytes in all, at most
+    /// `open_files` files open at once.
+    pub(crate) fn new(
+        wasi: WasiCtx,
+        memory_limit: usize,
+        open_files: usize,
+        output: GuestOutput,
+        grants: Arc<Grants>,
+    ) -> Self {
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(RESOURCE_TABLE_LIMIT);
+        HostState {
+            wasi,
+            table,
+            limiter: PluginLimiter::new(memory_limit),
+            open_files: OpenFiles::new(open_files),
+            output,
+            budget: CallBudget::default(),
+            grants,
+            sessions: 0,
+            live_call: None,
+        }
+    }
+
     pub fn output(&self) -> &GuestOutput {
         &self.output
     }
@@ -42,6 +68,10 @@ impl HostState {
 
     pub(crate) fn table(&mut self) -> &mut ResourceTable {
         &mut self.table
+    }
+
+    pub(crate) fn open_files(&mut self) -> &mut OpenFiles {
+        &mut self.open_files
     }
 
     pub(crate) fn session_count(&self) -> usize {
@@ -66,6 +96,11 @@ impl HostState {
         &mut self.budget
     }
 
+    /// The limiter wasmtime consults on every grow.
+    pub(crate) fn limiter(&mut self) -> &mut PluginLimiter {
+        &mut self.limiter
+    }
+
     /// The command in progress, when it may outlive the agent's wait.
     pub(crate) fn live_call(&self) -> Option<Arc<LiveCall>> {
         self.live_call.clone()
@@ -83,31 +118,5 @@ impl WasiView for HostState {
             ctx: &mut self.wasi,
             table: &mut self.table,
         }
-    }
-}
-
-impl HostState {
-    /// The state of a fresh store.
-    pub(crate) fn new(
-        wasi: WasiCtx,
-        limiter: MemoryLimiter,
-        output: GuestOutput,
-        grants: Arc<Grants>,
-    ) -> Self {
-        HostState {
-            wasi,
-            table: ResourceTable::new(),
-            limiter,
-            output,
-            budget: CallBudget::default(),
-            grants,
-            sessions: 0,
-            live_call: None,
-        }
-    }
-
-    /// The limiter wasmtime consults on every grow.
-    pub(crate) fn limiter(&mut self) -> &mut MemoryLimiter {
-        &mut self.limiter
     }
 }

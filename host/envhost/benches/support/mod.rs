@@ -28,8 +28,7 @@ pub fn hosted_plugins(
         cache: cache.map_or(envhost_plugin::CodeCache::Disabled, |dir| {
             envhost_plugin::CodeCache::Directory(dir.to_owned())
         }),
-        memory_limit: envhost_plugin::DEFAULT_MEMORY_LIMIT,
-        config_file: None,
+        ..envhost_plugin::PluginSettings::default()
     };
     let mut plugins = envhost_plugin::load(
         project,

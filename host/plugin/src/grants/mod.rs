@@ -4,9 +4,13 @@
 //!
 //! The operator's entry in `env/envhost.toml` (`config_file`) is checked
 //! against the disk here: every granted directory must exist inside the
-//! project (symlinks leading out are refused, so the preopen can never
-//! reach outside), and is shown to the plugin under `/` plus its relative
-//! path (`data` is `/data`, `.` is `/`). Programs are resolved on the
+//! project (symlinks leading out are refused), is opened once, beneath the
+//! project's own handle, and that handle is what every instance of the
+//! plugin gets (so a folder later replaced by a symlink reaches nothing
+//! new), and is shown to the plugin under `/` plus its relative path
+//! (`data` is `/data`, `.` is `/`). No grant may hold the compiled-code
+//! cache, and no writable one the plugin folder or the grants file
+//! ([`Shielded`]). Programs are resolved on the
 //! host's `PATH` when the plugin starts one, so a program installed later
 //! works without a restart. This module decides what is granted and words
 //! it; the sandbox enforces it and `interactive` runs the programs.
@@ -17,6 +21,7 @@ pub(crate) mod pins;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::grants::config_file::{ConfigError, ConfigFile, Located, Location, PluginEntry};
@@ -33,11 +38,42 @@ pub const MAX_REQUEST_TEXT: usize = 4 * 1024;
 pub struct DirectoryGrant {
     /// As the operator wrote it, normalised (`data`, `.`).
     pub relative: String,
-    /// The directory on the host (canonical).
+    /// The directory on the host (canonical, when the grants were read).
     pub host_path: PathBuf,
+    /// The directory itself, opened then.
+    pub handle: DirHandle,
     /// Where the plugin sees it: `/` + `relative` (`.` is `/`).
     pub guest_path: String,
     pub writable: bool,
+}
+
+/// A granted directory, opened (beneath the project) when the grants were
+/// resolved; equal only to itself.
+#[derive(Debug, Clone)]
+pub struct DirHandle(Arc<std::fs::File>);
+
+impl DirHandle {
+    /// A new descriptor for the same directory, for one plugin instance.
+    pub fn duplicate(&self) -> std::io::Result<std::fs::File> {
+        self.0.try_clone()
+    }
+}
+
+impl PartialEq for DirHandle {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for DirHandle {}
+
+/// Paths no grant may hold: `from_any` (the compiled-code cache, whose
+/// entries the host runs as machine code) by any grant, `from_writing`
+/// (the plugin folder, the grants file) by a writable one.
+#[derive(Debug, Clone, Default)]
+pub struct Shielded {
+    pub from_any: Vec<PathBuf>,
+    pub from_writing: Vec<PathBuf>,
 }
 
 /// Where a plugin's grants came from, for messages.
@@ -92,16 +128,15 @@ impl Grants {
     }
 
     /// Checks an entry against the project: directories must exist inside
-    /// it, and none that can be written may hold a `protected` path (the
-    /// plugin folder, the grants file: a plugin must not rewrite its own
-    /// grants or replace itself). Errors name the file, line, plugin and
-    /// key.
+    /// it, none may hold a `shielded` path (a plugin must not rewrite its
+    /// own grants, replace itself or reach compiled code). Errors name the
+    /// file, line, plugin and key.
     pub fn resolve(
         plugin: &str,
         config_file: &str,
         entry: &PluginEntry,
         project_dir: &Path,
-        protected: &[PathBuf],
+        shielded: &Shielded,
         output: OutputLimits,
     ) -> Result<Self, ConfigError> {
         let mut grants = Grants::none(plugin, config_file, project_dir, output);
@@ -116,6 +151,16 @@ impl Grants {
                 project_dir.display()
             ),
         })?;
+        let project_handle = std::fs::File::open(&project).map_err(|err| ConfigError {
+            file: config_file.to_owned(),
+            at: entry.at,
+            plugin: Some(plugin.to_owned()),
+            key: None,
+            message: format!(
+                "the project directory {} cannot be opened: {err}",
+                project.display()
+            ),
+        })?;
         for (key, list, writable) in [
             ("read-only", &entry.read_only, false),
             ("read-write", &entry.read_write, true),
@@ -128,7 +173,8 @@ impl Grants {
                     key: Some(key.to_owned()),
                     message,
                 };
-                let granted = resolve_directory(&project, &dir.value, writable).map_err(error)?;
+                let granted = resolve_directory(&project, &project_handle, &dir.value, writable)
+                    .map_err(error)?;
                 // Checked on the merged grant: read-only here and
                 // read-write elsewhere is read-write.
                 let merged_writable = writable
@@ -136,7 +182,7 @@ impl Grants {
                         .directories
                         .iter()
                         .any(|d| d.guest_path == granted.guest_path && d.writable);
-                refuse_protected(&granted, merged_writable, protected).map_err(error)?;
+                refuse_shielded(&granted, merged_writable, shielded).map_err(error)?;
                 match grants
                     .directories
                     .iter_mut()
@@ -211,7 +257,7 @@ pub fn grants_for(
     plugin: &str,
     shown_file: &str,
     project_dir: &Path,
-    protected: &[PathBuf],
+    shielded: &Shielded,
     output: OutputLimits,
 ) -> Result<Grants, String> {
     let Some(config) = config else {
@@ -228,7 +274,7 @@ pub fn grants_for(
             "its entry in the plugin configuration is invalid: {error}"
         )),
         Some(Ok(entry)) => {
-            Grants::resolve(plugin, &config.shown, entry, project_dir, protected, output).map_err(
+            Grants::resolve(plugin, &config.shown, entry, project_dir, shielded, output).map_err(
                 |error| format!("its entry in the plugin configuration is invalid: {error}"),
             )
         }
@@ -284,6 +330,7 @@ fn quoted(items: &[String]) -> String {
 
 fn resolve_directory(
     project: &Path,
+    project_handle: &std::fs::File,
     relative: &str,
     writable: bool,
 ) -> Result<DirectoryGrant, String> {
@@ -311,6 +358,15 @@ fn resolve_directory(
     if !canonical.is_dir() {
         return Err(format!("{relative:?} is not a directory"));
     }
+    // Opened beneath the project's handle: whatever happened to the path
+    // since it was resolved, the handle cannot be outside the project.
+    let beneath = if normalised.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        normalised.as_path()
+    };
+    let handle = cap_primitives::fs::open_dir(project_handle, beneath)
+        .map_err(|err| format!("{relative:?} cannot be opened inside the project: {err}"))?;
     let shown = normalised.to_string_lossy().into_owned();
     let (relative, guest_path) = if shown.is_empty() {
         (".".to_owned(), "/".to_owned())
@@ -320,29 +376,38 @@ fn resolve_directory(
     Ok(DirectoryGrant {
         relative,
         host_path: canonical,
+        handle: DirHandle(Arc::new(handle)),
         guest_path,
         writable,
     })
 }
 
-/// A writable grant holding a protected path is refused.
-fn refuse_protected(
+/// A grant holding a shielded path is refused.
+fn refuse_shielded(
     granted: &DirectoryGrant,
     writable: bool,
-    protected: &[PathBuf],
+    shielded: &Shielded,
 ) -> Result<(), String> {
+    let holds = |path: &PathBuf| {
+        let path = path.canonicalize().unwrap_or_else(|_| path.clone());
+        path.starts_with(&granted.host_path).then_some(path)
+    };
+    if let Some(path) = shielded.from_any.iter().find_map(holds) {
+        return Err(format!(
+            "{:?} holds {}, the compiled-code cache: a plugin that could read or change compiled code could run code it was not reviewed for; grant a directory that does not contain it, or move the cache (--plugin-cache DIR)",
+            granted.relative,
+            path.display()
+        ));
+    }
     if !writable {
         return Ok(());
     }
-    for path in protected {
-        let path = path.canonicalize().unwrap_or_else(|_| path.clone());
-        if path.starts_with(&granted.host_path) {
-            return Err(format!(
-                "{:?} holds {}: a plugin that may write there could change its own grants or replace plugins; grant a directory that does not contain it",
-                granted.relative,
-                path.display()
-            ));
-        }
+    if let Some(path) = shielded.from_writing.iter().find_map(holds) {
+        return Err(format!(
+            "{:?} holds {}: a plugin that may write there could change its own grants or replace plugins; grant a directory that does not contain it",
+            granted.relative,
+            path.display()
+        ));
     }
     Ok(())
 }
@@ -557,10 +622,23 @@ pub fn screen_lines(lines: &[PowerLine]) -> Vec<String> {
     out
 }
 
+/// Which grants file `envhost check` applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrantsApplied {
+    /// None was given (`--grants FILE`): nothing is granted.
+    NotGiven,
+    /// The file given does not exist.
+    NotFound,
+    /// The file given was read.
+    Read,
+}
+
 /// The block `envhost check` prints.
-pub fn check_lines(lines: &[PowerLine], grants: &Grants, config_found: bool) -> String {
+pub fn check_lines(lines: &[PowerLine], grants: &Grants, applied: GrantsApplied) -> String {
     let mut text = String::new();
-    let source = if !config_found {
+    let source = if applied == GrantsApplied::NotGiven {
+        "nothing is granted: no grants file was given (--grants FILE applies one)".to_owned()
+    } else if applied == GrantsApplied::NotFound {
         format!("no {} found: nothing is granted", grants.source.file)
     } else if grants.source.entry.is_some() {
         format!("grants from {}", grants.entry_name())
@@ -614,6 +692,10 @@ mod tests {
     use crate::grants::config_file::ConfigFile;
 
     fn grants_for(project: &Path, text: &str) -> Result<Grants, ConfigError> {
+        grants_with_cache(project, text, Path::new("/nonexistent/envhost-cache"))
+    }
+
+    fn grants_with_cache(project: &Path, text: &str, cache: &Path) -> Result<Grants, ConfigError> {
         let file = ConfigFile::parse(&project.join("env/envhost.toml"), "env/envhost.toml", text);
         let entry = file.entries["p"].clone()?;
         Grants::resolve(
@@ -621,7 +703,10 @@ mod tests {
             "env/envhost.toml",
             &entry,
             project,
-            &[project.join("env"), project.join("env/envhost.toml")],
+            &Shielded {
+                from_any: vec![cache.to_owned()],
+                from_writing: vec![project.join("env"), project.join("env/envhost.toml")],
+            },
             OutputLimits::for_project(project),
         )
     }
@@ -660,6 +745,15 @@ mod tests {
         let own = grants_for(project, "[plugins.p]\nread-write = [\".\"]\n").unwrap_err();
         assert!(own.message.contains("could change its own grants"), "{own}");
         assert!(grants_for(project, "[plugins.p]\nread-only = [\".\"]\n").is_ok());
+        // No grant, not even a read-only one, may hold the code cache
+        // (whether or not the host has created it yet).
+        let cache = grants_with_cache(
+            project,
+            "[plugins.p]\nread-only = [\"data\"]\n",
+            &project.join("data/sub/cache"),
+        )
+        .unwrap_err();
+        assert!(cache.message.contains("the compiled-code cache"), "{cache}");
         assert!(
             missing.message.contains("does not exist in the project"),
             "{missing}"

@@ -20,7 +20,7 @@ use wasmtime::component::Resource;
 
 use envhost_process::{AtDeadline, Prompt, Session, SessionError, Waited};
 
-use crate::limits::{ANSWER_GRACE, QUICK_CALL_LIMIT};
+use crate::limits::{ANSWER_GRACE, MAX_SESSIONS, QUICK_CALL_LIMIT};
 use crate::state::HostState;
 use crate::wit::latest::interactive::{Ending, Error, Host, HostSession, Reply};
 use envhost_core::text;
@@ -40,9 +40,6 @@ pub const BASE_VARIABLES: [&str; 10] = [
     "TZ",
     "TMPDIR",
 ];
-
-/// Most programs one plugin instance may run at once.
-pub const MAX_SESSIONS: usize = 8;
 
 /// How long a wait of a command without a limit may last: as long as the
 /// program runs (the agent interrupts it), written as a year.

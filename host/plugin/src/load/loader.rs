@@ -3,9 +3,11 @@
 //!
 //! Discovery: every `*.wasm` in `env/`, names starting with
 //! `_` skipped, the file's stem is the environment's name and must be an
-//! identifier, and a built-in's name (bash, python, editor) is refused.
-//! Loading runs the whole type-check — the operator's pin first, then
-//! compile, link against the host's imports, instantiate with the plugin's
+//! identifier; a name that reads like a built-in's (bash, python, editor)
+//! or like an earlier plugin's is refused (`names`), and so is every
+//! plugin past the most the host loads. Loading runs the whole type-check
+//! — the file's size, the operator's pin first, then compile (bounded:
+//! `compile`), link against the host's imports, instantiate with the plugin's
 //! grants (signature mismatches only show there), call `describe` and the
 //! optional `capabilities` export and check them — so that `envhost check`
 //! and start-up give the same verdict. Plugins load in parallel (compiling is the slow part).
@@ -24,21 +26,17 @@ use crate::grants::{Grants, Request};
 use crate::guest_io::CallOutput;
 use crate::instance::LiveInstance;
 use crate::load::cache::{CacheOutcome, CodeCache, Compiled, content_sha256};
+use crate::load::compile::{self, CompileError};
 use crate::load::file_hashes::{FileHashes, FileIdentity};
+use crate::load::names;
 use crate::load::refusals::{self, CheckedDescription, Refusal};
+use crate::plugin_text;
 use crate::sandbox::Sandbox;
+use crate::settings::PluginSettings;
 use crate::state::HostState;
 use crate::wit::latest::PluginPre;
 use envhost_core::EnvironmentName;
 use envhost_core::text;
-
-/// The names of the built-in environments: a plugin may not take them,
-/// whether or not the built-in is available on this machine.
-pub const RESERVED_NAMES: [&str; 3] = ["bash", "python", "editor"];
-
-/// Largest plugin file read (the Python and JavaScript runtimes are
-/// 12-18 MB).
-pub const MAX_PLUGIN_BYTES: u64 = 512 << 20;
 
 /// A file that looks like a plugin and has a usable name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,9 +53,9 @@ pub struct Discovery {
     pub refusals: Vec<Refusal>,
 }
 
-/// Lists the plugins in `env_dir`, in name order. A missing folder is an
-/// empty list.
-pub fn discover(env_dir: &Path) -> Discovery {
+/// Lists the plugins in `env_dir`, in name order, at most `max_plugins` of
+/// them. A missing folder is an empty list.
+pub fn discover(env_dir: &Path, max_plugins: usize) -> Discovery {
     let mut discovery = Discovery::default();
     let entries = match fs::read_dir(env_dir) {
         Ok(entries) => entries,
@@ -77,12 +75,40 @@ pub fn discover(env_dir: &Path) -> Discovery {
         .filter(|path| path.extension().is_some_and(|ext| ext == "wasm"))
         .collect();
     paths.sort();
+    let mut keys: Vec<(String, String)> = Vec::new();
     for path in paths {
-        match candidate(&path) {
-            Ok(Some(found)) => discovery.candidates.push(found),
-            Ok(None) => {}
-            Err(refusal) => discovery.refusals.push(refusal),
+        let found = match candidate(&path) {
+            Ok(Some(found)) => found,
+            Ok(None) => continue,
+            Err(refusal) => {
+                discovery.refusals.push(refusal);
+                continue;
+            }
+        };
+        let name = found.name.as_str();
+        let key = names::look_alike_key(name);
+        if let Some((_, earlier)) = keys.iter().find(|(other, _)| *other == key) {
+            discovery.refusals.push(Refusal::new(
+                name,
+                &path,
+                format!(
+                    "its name reads like that of the plugin `{earlier}`, and their screen sections would look alike; rename one of them"
+                ),
+            ));
+            continue;
         }
+        if discovery.candidates.len() >= max_plugins {
+            discovery.refusals.push(Refusal::new(
+                name,
+                &path,
+                format!(
+                    "the host loads at most {max_plugins} plugins and env/ has more; they load in name order (--max-plugins N raises the limit)"
+                ),
+            ));
+            continue;
+        }
+        keys.push((key, name.to_owned()));
+        discovery.candidates.push(found);
     }
     discovery
 }
@@ -115,19 +141,23 @@ pub fn candidate(path: &Path) -> Result<Option<Candidate>, Refusal> {
             stem,
             path,
             format!(
-                "`{stem}` is not a valid environment name: the file's stem must be an identifier (a letter or `_`, then letters, digits or `_`); rename it, e.g. to {suggestion}.wasm"
+                "`{}` is not a valid environment name: the file's stem must be an identifier (a letter or `_`, then letters, digits or `_`); rename it, e.g. to {suggestion}.wasm",
+                plugin_text::name(stem)
             ),
         )
     })?;
-    if RESERVED_NAMES.contains(&stem) {
-        return Err(Refusal::new(
-            stem,
-            path,
+    if let Some(builtin) = names::reads_like_builtin(stem) {
+        let problem = if builtin == stem {
             format!(
                 "the name `{stem}` belongs to a built-in environment ({}); rename the file",
-                RESERVED_NAMES.join(", ")
-            ),
-        ));
+                names::RESERVED_NAMES.join(", ")
+            )
+        } else {
+            format!(
+                "the name `{stem}` reads like `{builtin}`, a built-in environment's, and its screen section would pass for the built-in's; rename the file"
+            )
+        };
+        return Err(Refusal::new(stem, path, problem));
     }
     Ok(Some(Candidate {
         name,
@@ -159,16 +189,20 @@ pub struct LoadedPlugin {
 /// that cannot be written are said on stderr.
 pub fn load(
     sandbox: &Sandbox,
-    cache: &CodeCache,
+    settings: &PluginSettings,
     candidate: &Candidate,
     grants: &Arc<Grants>,
 ) -> Result<LoadedPlugin, Refusal> {
+    let cache = &settings.cache;
     let name = candidate.name.as_str();
     let path = &candidate.path;
     let refuse = |problem: String| Refusal::new(name, path, problem);
     // Taken before the file is read: a change during the read then shows
     // as a changed identity at the next start.
     let identity = FileIdentity::of(path).ok();
+    if let Some(identity) = &identity {
+        too_large(identity.size(), settings.max_size).map_err(refuse)?;
+    }
     let hashes = match cache {
         CodeCache::Directory(dir) => Some(FileHashes::in_cache(dir)),
         CodeCache::Disabled => None,
@@ -179,13 +213,13 @@ pub fn load(
     let remembered = match (&hashes, &identity, &grants.pin) {
         (Some(hashes), Some(identity), None) => hashes
             .lookup(path, identity)
-            .and_then(|sha256| Some((cache.load_cached(sandbox.engine(), &sha256)?, sha256))),
+            .and_then(|sha256| Some((cache.load_cached(sandbox.engine(), &sha256).ok()?, sha256))),
         _ => None,
     };
     let (compiled, sha256, size) = match (remembered, identity) {
         (Some((compiled, sha256)), Some(identity)) => (compiled, sha256, identity.size()),
         _ => {
-            let (compiled, sha256, size) = read_and_compile(sandbox, cache, candidate, grants)?;
+            let (compiled, sha256, size) = read_and_compile(sandbox, settings, candidate, grants)?;
             if let (Some(hashes), Some(identity)) = (&hashes, &identity) {
                 hashes.record(path, identity, &sha256);
             }
@@ -216,14 +250,15 @@ pub fn load(
 /// its cached code); returns the code, the bytes' sha256 and their size.
 fn read_and_compile(
     sandbox: &Sandbox,
-    cache: &CodeCache,
+    settings: &PluginSettings,
     candidate: &Candidate,
     grants: &Arc<Grants>,
 ) -> Result<(Compiled, String, u64), Refusal> {
+    let cache = &settings.cache;
     let name = candidate.name.as_str();
     let path = &candidate.path;
     let refuse = |problem: String| Refusal::new(name, path, problem);
-    let bytes = read_plugin(path).map_err(refuse)?;
+    let bytes = read_plugin(path, settings.max_size).map_err(refuse)?;
     let sha256 = content_sha256(&bytes);
     if let Some(pin) = &grants.pin
         && pin.value != sha256
@@ -241,15 +276,37 @@ fn read_and_compile(
         );
     }
     let compiled = cache
-        .load_or_compile(sandbox.engine(), &bytes, &sha256)
-        .map_err(|err| {
-            let (problem, detail) = refusals::compile_problem(&err);
-            refuse(problem).with_detail(detail)
+        .load_or_compile(sandbox.engine(), &bytes, &sha256, |bytes| {
+            compile::compile(&settings.compiler, sandbox.engine(), bytes)
+                .map_err(wasmtime::Error::from)
+        })
+        .map_err(|err| match err.downcast_ref::<CompileError>() {
+            Some(CompileError::Invalid(detail)) => {
+                let (problem, _) = refusals::compile_problem(&err);
+                refuse(problem).with_detail(detail.clone())
+            }
+            Some(bounded) => refuse(bounded.to_string()),
+            // The compiled code did not load (cannot happen with code this
+            // host made, but is said if it does).
+            None => {
+                let (problem, detail) = refusals::compile_problem(&err);
+                refuse(problem).with_detail(detail)
+            }
         })?;
-    if let CacheOutcome::Compiled { saved: Err(why) } = &compiled.outcome {
-        eprintln!(
-            "envhost: plugin {name}: the compiled code was not cached ({why}); the next start compiles it again"
-        );
+    if let CacheOutcome::Compiled {
+        saved, rejected, ..
+    } = &compiled.outcome
+    {
+        if let Some(why) = rejected {
+            eprintln!(
+                "envhost: plugin {name}: its cached compiled code was not used ({why}); it was compiled again"
+            );
+        }
+        if let Err(why) = saved {
+            eprintln!(
+                "envhost: plugin {name}: the compiled code was not cached ({why}); the next start compiles it again"
+            );
+        }
     }
     Ok((compiled, sha256, bytes.len() as u64))
 }
@@ -311,26 +368,43 @@ fn link_and_start(
     })
 }
 
-fn read_plugin(path: &Path) -> Result<Vec<u8>, String> {
-    let metadata = fs::metadata(path).map_err(|err| format!("the file cannot be read: {err}"))?;
+/// A file over the size the host compiles is refused before it is read.
+fn too_large(size: u64, max_size: u64) -> Result<(), String> {
+    if size > max_size {
+        return Err(format!(
+            "the file is {}, over the {} the host compiles (compiling costs time and memory in proportion; --plugin-max-size raises the limit)",
+            text::bytes(size),
+            text::bytes(max_size)
+        ));
+    }
+    Ok(())
+}
+
+fn read_plugin(path: &Path, max_size: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let file = fs::File::open(path).map_err(|err| format!("the file cannot be read: {err}"))?;
+    let metadata = file
+        .metadata()
+        .map_err(|err| format!("the file cannot be read: {err}"))?;
     if !metadata.is_file() {
         return Err("it is not a regular file".to_owned());
     }
-    if metadata.len() > MAX_PLUGIN_BYTES {
-        return Err(format!(
-            "the file is {}, over the {} the host reads",
-            text::bytes(metadata.len()),
-            text::bytes(MAX_PLUGIN_BYTES)
-        ));
-    }
-    fs::read(path).map_err(|err| format!("the file cannot be read: {err}"))
+    too_large(metadata.len(), max_size)?;
+    // Read through the same handle, at most one byte past the limit: a file
+    // that grows in between is caught too.
+    let mut bytes = Vec::with_capacity(metadata.len() as usize);
+    file.take(max_size + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|err| format!("the file cannot be read: {err}"))?;
+    too_large(bytes.len() as u64, max_size)?;
+    Ok(bytes)
 }
 
 /// Loads every candidate with its grants, several at a time, keeping their
 /// order.
 pub fn load_all(
     sandbox: &Sandbox,
-    cache: &CodeCache,
+    settings: &PluginSettings,
     candidates: &[(Candidate, Arc<Grants>)],
 ) -> Vec<Result<LoadedPlugin, Refusal>> {
     let workers = std::thread::available_parallelism()
@@ -340,7 +414,7 @@ pub fn load_all(
     if workers <= 1 {
         return candidates
             .iter()
-            .map(|(c, grants)| load(sandbox, cache, c, grants))
+            .map(|(c, grants)| load(sandbox, settings, c, grants))
             .collect();
     }
     let next = Mutex::new(0usize);
@@ -359,7 +433,7 @@ pub fn load_all(
                     let Some((candidate, grants)) = candidates.get(index) else {
                         return;
                     };
-                    let loaded = load(sandbox, cache, candidate, grants);
+                    let loaded = load(sandbox, settings, candidate, grants);
                     results.lock().unwrap_or_else(|p| p.into_inner())[index] = Some(loaded);
                 }
             });
@@ -400,7 +474,7 @@ mod tests {
         ] {
             fs::write(dir.path().join(file), b"").unwrap();
         }
-        let found = discover(dir.path());
+        let found = discover(dir.path(), 10);
         let names: Vec<&str> = found.candidates.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["données", "timer"]);
         let refused: Vec<(&str, &str)> = found
@@ -418,7 +492,7 @@ mod tests {
 
     #[test]
     fn a_missing_folder_has_no_plugins() {
-        let found = discover(Path::new("/nonexistent/envhost/env"));
+        let found = discover(Path::new("/nonexistent/envhost/env"), 10);
         assert!(found.candidates.is_empty() && found.refusals.is_empty());
     }
 }

@@ -3,14 +3,18 @@
 //! as environments, with every refusal put in words.
 //!
 //! - `loader`: discovery and the load steps of one plugin;
+//! - `names`: which names read alike;
+//! - `compile`: compiling, bounded in time and memory;
 //! - `cache` and `file_hashes`: compiled code kept across starts;
 //! - `refusals`: why a plugin was refused, in words.
 //!
 //! It must not know the orchestrator: [`load`] returns what it loaded.
 
 pub(crate) mod cache;
+pub(crate) mod compile;
 pub(crate) mod file_hashes;
 pub(crate) mod loader;
+pub(crate) mod names;
 pub(crate) mod refusals;
 
 use std::path::{Path, PathBuf};
@@ -24,6 +28,7 @@ use envhost_process::OutputLimits;
 use crate::environment::{PluginEnvironment, PluginParts};
 use crate::grants::{self, config_file};
 use crate::guest_io::LogSink;
+use crate::limits;
 use crate::load::refusals::Refusal;
 use crate::sandbox::Sandbox;
 use crate::settings::{PluginSettings, config_path, plugin_dir};
@@ -145,18 +150,21 @@ pub fn load(
     let folder = plugin_dir(project_dir);
     let (config_path, config_shown) = config_path(settings, &folder, Some(project_dir));
     let config = config_file::ConfigFile::read(&config_path, &config_shown);
-    let discovery = loader::discover(&folder);
+    let discovery = loader::discover(&folder, settings.max_plugins);
     report.refused = discovery.refusals;
     let notices = config_notices(config.as_ref(), &discovery.candidates, &report.refused);
     let mut planned = Vec::new();
-    let protected = [folder.clone(), config_path.clone()];
+    let shielded = grants::Shielded {
+        from_any: settings.cache.directory().into_iter().collect(),
+        from_writing: vec![folder.clone(), config_path.clone()],
+    };
     for candidate in discovery.candidates {
         match grants::grants_for(
             config.as_ref(),
             candidate.name.as_str(),
             &config_shown,
             project_dir,
-            &protected,
+            &shielded,
             output_limits.clone(),
         ) {
             Ok(granted) => planned.push((candidate, Arc::new(granted))),
@@ -168,7 +176,8 @@ pub fn load(
         }
     }
     if !planned.is_empty() {
-        match Sandbox::new(settings.memory_limit) {
+        let open_files = limits::open_files_per_plugin(settings.open_files, planned.len());
+        match Sandbox::new(settings.memory_limit, open_files) {
             Err(err) => {
                 for (candidate, _) in &planned {
                     report.refused.push(Refusal::new(
@@ -180,7 +189,7 @@ pub fn load(
             }
             Ok(sandbox) => {
                 let sandbox = Arc::new(sandbox);
-                let results = loader::load_all(&sandbox, &settings.cache, &planned);
+                let results = loader::load_all(&sandbox, settings, &planned);
                 for result in results {
                     match result {
                         Ok(loaded) => {
@@ -276,10 +285,19 @@ fn load_detail(loaded: &loader::LoadedPlugin, project_dir: &Path) -> String {
         .display()
         .to_string();
     let how = match &loaded.compile {
-        cache::CacheOutcome::Hit { .. } => "compiled code from the cache",
-        cache::CacheOutcome::Compiled { saved: Ok(_) } => "compiled and cached",
-        cache::CacheOutcome::Compiled { saved: Err(_) } => "compiled (not cached)",
-        cache::CacheOutcome::CompiledUncached => "compiled (cache off)",
+        cache::CacheOutcome::Hit { .. } => "compiled code from the cache".to_owned(),
+        cache::CacheOutcome::Compiled { saved, rejected } => {
+            let mut how = if saved.is_ok() {
+                "compiled and cached".to_owned()
+            } else {
+                "compiled (not cached)".to_owned()
+            };
+            if let Some(why) = rejected {
+                how.push_str(&format!(" (the cached code was rejected: {why})"));
+            }
+            how
+        }
+        cache::CacheOutcome::CompiledUncached => "compiled (cache off)".to_owned(),
     };
     let style = match loaded.description.commands.len() {
         0 => "manual style".to_owned(),

@@ -20,12 +20,15 @@ use std::sync::Arc;
 
 use crate::failure::error_chain;
 use crate::grants::{Grants, MAX_REQUEST_TEXT, MAX_REQUESTS, Power, Request};
+use crate::limits::HELP_BYTES_LIMIT;
+use crate::plugin_text;
 use crate::sandbox::Sandbox;
 use crate::state::HostState;
 use crate::wit::latest::{
     self, CommandResponse, Description, EXPORTED_FUNCTIONS, EXPORTED_INTERFACE,
     INTERACTIVE_INTERFACE, LOGGING_INTERFACE, ScreenSection, WORLD,
 };
+use envhost_core::text;
 use envhost_core::{CommandHelp, CommandSpec};
 
 /// At most this many described commands.
@@ -50,7 +53,9 @@ pub struct Refusal {
 impl Refusal {
     pub fn new(plugin: &str, file: &Path, problem: impl Into<String>) -> Self {
         Refusal {
-            plugin: plugin.to_owned(),
+            // A file's stem may hold anything, line breaks and escape
+            // sequences included.
+            plugin: plugin_text::name(plugin).into_owned(),
             file: file.to_owned(),
             problem: problem.into(),
             detail: None,
@@ -74,7 +79,7 @@ impl Refusal {
         let mut text = format!(
             "plugin `{}` ({}) was refused: {}",
             self.plugin,
-            shown.display(),
+            plugin_text::name(&shown.to_string_lossy()),
             self.problem
         );
         if let Some(detail) = &self.detail {
@@ -310,9 +315,7 @@ fn find_mistyped_function(
     instance_pre: &InstancePre<HostState>,
     grants: &Arc<Grants>,
 ) -> Option<(String, String)> {
-    let mut store = sandbox
-        .new_store(crate::guest_io::GuestOutput::new(), grants)
-        .ok()?;
+    let mut store = sandbox.new_store(crate::guest_io::GuestOutput::new(), grants);
     let instance = {
         let _call = sandbox.begin_call(&mut store, crate::limits::QUICK_CALL_LIMIT, None);
         instance_pre.instantiate(&mut store).ok()?
@@ -490,25 +493,46 @@ pub fn check_description(
     too_long("summary", &description.summary)?;
     let mut commands = Vec::with_capacity(description.commands.len());
     for (index, spec) in description.commands.iter().enumerate() {
-        let label = format!("command #{} (`{}`)", index + 1, spec.signature.trim());
+        let label = format!(
+            "command #{} (`{}`)",
+            index + 1,
+            plugin_text::line(spec.signature.trim())
+        );
         too_long(&format!("{label} signature"), &spec.signature)?;
         too_long(&format!("{label} description"), &spec.description)?;
         too_long(&format!("{label} example"), &spec.example)?;
         if let Some(summary) = &spec.summary {
             too_long(&format!("{label} summary"), summary)?;
         }
+        // A signature is one line of the help, as written: a line break in
+        // it would add lines (a fake section header, say) to the screen.
+        if plugin_text::has_hidden_or_break(spec.signature.trim()) {
+            return Err(format!(
+                "its {label} signature has a line break or a control character; a signature is one line of plain text, such as `add <name> [--fast]`"
+            ));
+        }
         commands.push(CommandSpec {
             signature: spec.signature.clone(),
-            description: spec.description.clone(),
-            summary: spec.summary.clone(),
-            example: spec.example.clone(),
+            description: plugin_text::block(&spec.description).into_owned(),
+            summary: spec.summary.as_deref().map(plugin_text::line),
+            example: plugin_text::block(&spec.example).into_owned(),
             simple: spec.simple,
         });
     }
-    CommandHelp::new(environment, commands.clone())
+    let help = CommandHelp::new(environment, commands.clone())
         .map_err(|err| format!("its description cannot drive the help system: {err}"))?;
-    let summary = description
-        .summary
+    // Until each command is used, the agent sees every command's long help
+    // in every response.
+    let first_shown = help.render().len();
+    if first_shown > HELP_BYTES_LIMIT {
+        return Err(format!(
+            "its help, as the agent first sees it, is {} ({} commands), over the {} a plugin's help may take on the screen; shorten the descriptions and examples, or give commands a short `summary`",
+            text::bytes(first_shown as u64),
+            commands.len(),
+            text::bytes(HELP_BYTES_LIMIT as u64)
+        ));
+    }
+    let summary = plugin_text::block(&description.summary)
         .lines()
         .map(str::trim)
         .find(|line| !line.is_empty())
@@ -538,7 +562,7 @@ pub fn check_requests(requests: &[Request]) -> Result<(), String> {
                 "a request in its `capabilities` export is over {MAX_REQUEST_TEXT} bytes long"
             ));
         }
-        if text.contains(['\n', '\0']) {
+        if plugin_text::has_hidden_or_break(text) {
             return Err(format!(
                 "its `capabilities` export asks for {:?}, which is not a name or a path",
                 text
