@@ -122,11 +122,17 @@ pub fn run(
             .into_iter()
             .map(|name| (name, orchestrator.usage(name)))
             .collect();
+        let history = history::file();
+        if history.is_none() {
+            eprintln!(
+                "envhost: neither XDG_STATE_HOME nor HOME is set, so this session's history is not kept"
+            );
+        }
         let setup = Setup {
             completions: Completions::new(usages.iter().copied(), project),
             blocks: Blocks::new(usages.iter().copied()),
             colours,
-            history: history::file(),
+            history,
         };
         match LineEditor::start(setup, sender.clone()) {
             Ok(editor) => Some(editor),
