@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use crate::environment::{
     CancelFlag, CommandContext, CommandResponse, Environment, EnvironmentError, EnvironmentKind,
-    EnvironmentName, Incident, RunningCommand, ScreenSection, Usage,
+    EnvironmentName, Incident, RunningCommand, ScreenSection,
 };
 use crate::events::{Event, EventBus, panic_message};
 use crate::request::{
@@ -66,8 +66,6 @@ struct Slot {
     kind: EnvironmentKind,
     environment: Mutex<Box<dyn Environment>>,
     view: Mutex<View>,
-    /// Asked once, at registration: it is fixed for the environment's life.
-    usage: Usage,
 }
 
 /// What other threads see of an environment while a request is inside it.
@@ -220,22 +218,11 @@ impl Orchestrator {
             kind,
             detail,
         });
-        let usage = match catch_unwind(AssertUnwindSafe(|| environment.usage())) {
-            Ok(usage) => usage,
-            Err(panic) => {
-                self.emit(Event::Error {
-                    context: format!("{name} usage"),
-                    message: format!("panicked: {}", panic_message(panic.as_ref())),
-                });
-                Usage::default()
-            }
-        };
         self.slots.push(Slot {
             name,
             kind,
             environment: Mutex::new(environment),
             view: Mutex::new(View::default()),
-            usage,
         });
         self.slots.sort_by_key(display_rank);
         Ok(())
@@ -257,14 +244,6 @@ impl Orchestrator {
     /// The registered environments' names, in display order.
     pub fn environment_names(&self) -> Vec<&str> {
         self.slots.iter().map(|s| s.name.as_str()).collect()
-    }
-
-    /// How to use `environment` ([`Environment::usage`]): its summary and
-    /// described commands, for front ends that describe environments ahead
-    /// of any screen (an MCP tool's description, the REPL's completion).
-    /// `None` for an unknown environment.
-    pub fn usage(&self, environment: &str) -> Option<&Usage> {
-        self.slot(environment).map(|slot| &slot.usage)
     }
 
     /// The settings every command gets.
@@ -772,9 +751,6 @@ mod tests {
         fn shutdown(&mut self) {
             panic!("shutdown exploded")
         }
-        fn usage(&self) -> Usage {
-            panic!("usage exploded")
-        }
     }
 
     struct Recorder(Arc<Mutex<Vec<Event>>>);
@@ -832,51 +808,6 @@ mod tests {
         assert_eq!(names, ["bash", "python", "alpha", "zeta"]);
         assert_eq!(outcome.output, "hi");
         assert!(outcome.success);
-    }
-
-    #[test]
-    fn usage_is_asked_once_and_a_panicking_one_is_empty() {
-        struct Described;
-        impl Environment for Described {
-            fn handle_command(
-                &mut self,
-                _: &str,
-                _: &CommandContext,
-            ) -> Result<CommandResponse, EnvironmentError> {
-                Ok(CommandResponse::success(""))
-            }
-            fn screen(&mut self) -> Result<ScreenSection, EnvironmentError> {
-                Ok(ScreenSection::new(""))
-            }
-            fn usage(&self) -> Usage {
-                Usage {
-                    summary: "Says things.".into(),
-                    commands: vec![crate::CommandSpec::new("say <text>", "Says it.", "say hi")],
-                }
-            }
-        }
-        let (mut orch, events) = orchestrator();
-        for (name, environment) in [
-            ("said", Box::new(Described) as Box<dyn Environment>),
-            ("broken", Box::new(BrokenScreen)),
-        ] {
-            orch.register(
-                EnvironmentName::new(name).unwrap(),
-                EnvironmentKind::Plugin,
-                environment,
-                None,
-            )
-            .unwrap();
-        }
-        let usage = orch.usage("said").unwrap();
-        assert_eq!(usage.summary, "Says things.");
-        assert_eq!(usage.commands[0].name(), "say");
-        assert_eq!(orch.usage("broken"), Some(&Usage::default()));
-        assert_eq!(orch.usage("nowhere"), None);
-        assert!(events.lock().unwrap().iter().any(|event| matches!(
-            event,
-            Event::Error { context, .. } if context == "broken usage"
-        )));
     }
 
     #[test]
