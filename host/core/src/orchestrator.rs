@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use crate::environment::{
     CancelFlag, CommandContext, CommandResponse, Environment, EnvironmentError, EnvironmentKind,
-    EnvironmentName, Incident, RunningCommand, ScreenSection,
+    EnvironmentName, Incident, RunningCommand, ScreenSection, Usage,
 };
 use crate::events::{Event, EventBus, panic_message};
 use crate::request::{
@@ -64,6 +64,8 @@ pub struct Outcome {
 struct Slot {
     name: EnvironmentName,
     kind: EnvironmentKind,
+    /// How to use it, asked once: it is fixed for the environment's life.
+    usage: Usage,
     environment: Mutex<Box<dyn Environment>>,
     view: Mutex<View>,
 }
@@ -218,9 +220,20 @@ impl Orchestrator {
             kind,
             detail,
         });
+        let usage = match catch_unwind(AssertUnwindSafe(|| environment.usage())) {
+            Ok(usage) => usage,
+            Err(panic) => {
+                self.emit(Event::Error {
+                    context: format!("{name} usage"),
+                    message: format!("panicked: {}", panic_message(panic.as_ref())),
+                });
+                Usage::default()
+            }
+        };
         self.slots.push(Slot {
             name,
             kind,
+            usage,
             environment: Mutex::new(environment),
             view: Mutex::new(View::default()),
         });
@@ -244,6 +257,13 @@ impl Orchestrator {
     /// The registered environments' names, in display order.
     pub fn environment_names(&self) -> Vec<&str> {
         self.slots.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    /// How to use `environment` (its summary and described commands), for
+    /// front ends that describe environments up front; without waiting for
+    /// a request inside it.
+    pub fn usage(&self, environment: &str) -> Option<&Usage> {
+        self.slot(environment).map(|slot| &slot.usage)
     }
 
     /// The settings every command gets.
@@ -876,6 +896,41 @@ mod tests {
         assert_eq!(broken.max_lines, ERROR_SECTION_LINES);
         assert_eq!(outcome.screen.get("bash").unwrap().content, "screens: 1");
         orch.shutdown("test"); // the panicking shutdown is survived
+    }
+
+    struct Described;
+    impl Environment for Described {
+        fn handle_command(
+            &mut self,
+            _: &str,
+            _: &CommandContext,
+        ) -> Result<CommandResponse, EnvironmentError> {
+            Ok(CommandResponse::success(""))
+        }
+        fn screen(&mut self) -> Result<ScreenSection, EnvironmentError> {
+            Ok(ScreenSection::new(""))
+        }
+        fn usage(&self) -> Usage {
+            Usage {
+                summary: "Counts things.".into(),
+                commands: Vec::new(),
+            }
+        }
+    }
+
+    #[test]
+    fn usage_is_asked_once_and_given_without_locking() {
+        let (mut orch, _) = orchestrator();
+        orch.register(
+            EnvironmentName::new("counter").unwrap(),
+            EnvironmentKind::Plugin,
+            Box::new(Described),
+            None,
+        )
+        .unwrap();
+        assert_eq!(orch.usage("counter").unwrap().summary, "Counts things.");
+        assert_eq!(orch.usage("bash"), Some(&Usage::default()));
+        assert_eq!(orch.usage("nowhere"), None);
     }
 
     #[test]
