@@ -411,6 +411,20 @@ fn blocks_run_when_they_are_complete() {
     assert!(answer.contains("---- editor: ok ----"), "{answer}");
     assert_eq!(project.read("made.txt"), "one\n\nthree\n");
 
+    // Up and Down move between a block's lines before the history.
+    // (Up, Ctrl-E, a comment on the first line, Down, Ctrl-E, Enter.)
+    terminal.keys("python: def seven():\r    return 7");
+    terminal.keys("\u{1b}[A\u{5} # edited\u{1b}[B\u{5}\r");
+    let answer = terminal.enter("");
+    assert!(answer.contains("---- python: ok ----"), "{answer}");
+    let answer = terminal.enter("python: seven()");
+    assert!(answer.contains("---- python: ok ----\n7\n"), "{answer}");
+    let history = std::fs::read_to_string(state.path().join("envhost/history")).unwrap();
+    assert!(
+        history.contains(r"python: def seven(): # edited\n    return 7\n"),
+        "{history}"
+    );
+
     // Alt-Enter runs a block as it stands.
     terminal.keys("bash: for i in 1 2; do\recho item-$i; done");
     terminal.keys("\u{1b}\r");
