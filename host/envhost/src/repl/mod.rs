@@ -26,6 +26,7 @@ mod colour;
 mod completion;
 mod entry;
 mod history;
+mod interrupts;
 mod line_editor;
 
 use std::collections::VecDeque;
@@ -46,6 +47,7 @@ use self::blocks::{Blocks, entry_of_block};
 use self::colour::{Colours, Status};
 use self::completion::Completions;
 use self::entry::{Entry, Meta, parse_entry};
+use self::interrupts::Interrupts;
 use self::line_editor::{LineEditor, Setup};
 
 const HELP: &str = "\
@@ -81,6 +83,10 @@ clears the line.";
 /// shows its first output.
 const FIRST_LOOK: Duration = Duration::from_millis(250);
 
+/// How much longer than its first look a command may take to answer
+/// before a Ctrl-C cancels it (it cannot be followed: see `interrupts`).
+const CTRL_C_MARGIN: Duration = Duration::from_millis(150);
+
 /// How often the REPL shows the new output of a command it follows.
 const FOLLOW_EVERY: Duration = Duration::from_millis(500);
 
@@ -107,8 +113,15 @@ pub fn run(
     let interactive = std::io::stdin().is_terminal();
     let (sender, receiver) = mpsc::sync_channel::<Input>(1);
     let signal_sender = sender.clone();
-    let deliver = move |signal| signal_sender.send(Input::Signal(signal)).is_ok();
-    if let Err(err) = signals::watch(cancel.clone(), deliver) {
+    let interrupts = Interrupts::new(cancel.clone(), interactive, FIRST_LOOK + CTRL_C_MARGIN);
+    let arbiter = interrupts.clone();
+    let deliver = move |signal| {
+        arbiter.arrived(signal);
+        signal_sender.send(Input::Signal(signal)).is_ok()
+    };
+    // Not the host's cancel flag: `interrupts` decides what a signal stops
+    // (a Ctrl-C stops the command in the foreground, not the others).
+    if let Err(err) = signals::watch(CancelFlag::new(), deliver) {
         eprintln!("envhost: cannot watch for signals ({err})");
     }
     let colours = if interactive {
@@ -151,6 +164,7 @@ pub fn run(
         orchestrator,
         output,
         cancel,
+        interrupts,
         receiver,
         pending: VecDeque::new(),
         colours,
@@ -167,6 +181,7 @@ struct Repl<'a> {
     orchestrator: &'a Orchestrator,
     output: &'a mut dyn Write,
     cancel: &'a CancelFlag,
+    interrupts: Interrupts,
     receiver: Receiver<Input>,
     /// Inputs that arrived while a command was followed.
     pending: VecDeque<Input>,
@@ -387,8 +402,15 @@ impl Repl<'_> {
             }
         };
         let started = Instant::now();
-        let outcome = self.orchestrator.execute(&request);
-        self.end_ctrl_c_line();
+        let outcome = if self.interactive {
+            self.interrupts
+                .starting(|| self.orchestrator.execute(&request))
+        } else {
+            self.orchestrator.execute(&request)
+        };
+        if self.cancel.is_cancelled() {
+            self.end_ctrl_c_line();
+        }
         if outcome.running && self.interactive {
             let deadline = self.yield_deadline(started);
             return self.follow(&environment, outcome, deadline);
@@ -508,7 +530,7 @@ impl Repl<'_> {
     /// After Ctrl-C at a terminal, which shows `^C`, the next line starts
     /// on a line of its own, as at a shell.
     fn end_ctrl_c_line(&self) {
-        if self.interactive && self.cancel.is_cancelled() {
+        if self.interactive {
             eprintln!();
         }
     }
