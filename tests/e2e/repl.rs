@@ -137,6 +137,17 @@ impl Terminal {
     /// Starts the REPL on `project` with its history kept under `state`;
     /// colour is on unless `env` says otherwise.
     fn start(project: &Project, state: &Path, env: &[(&str, &str)]) -> Terminal {
+        Terminal::start_with(project, state, env, &[])
+    }
+
+    /// Like [`start`](Terminal::start), with more of `envhost repl`'s
+    /// options.
+    fn start_with(
+        project: &Project,
+        state: &Path,
+        env: &[(&str, &str)],
+        options: &[&str],
+    ) -> Terminal {
         let pair = native_pty_system()
             .openpty(PtySize {
                 rows: 50,
@@ -148,6 +159,7 @@ impl Terminal {
         let mut command = CommandBuilder::new(envhost_binary());
         command.args(["repl", "--project"]);
         command.arg(project.path());
+        command.args(options);
         command.env("XDG_STATE_HOME", state);
         command.env("HOME", state);
         command.env("TERM", "xterm-256color");
