@@ -538,3 +538,55 @@ fn a_script_read_from_a_pipe_is_plain_even_on_a_terminal() {
     assert!(shown.contains(">>>   echo scripted"), "{shown}");
     assert!(!shown.contains('\u{1b}'), "{shown:?}");
 }
+
+/// Needs bash to leave a command running when it waits for input or runs
+/// past `--yield-after` (commands that outlive the wait), which main's bash
+/// does not do yet: there it stops a `read` at once. Passes on this branch
+/// merged with the `core` and `bash` branches; run it once they are in main
+/// (`cargo test -p envhost --test e2e -- --ignored a_command_left`), then
+/// remove the `ignore`.
+#[test]
+#[ignore = "needs bash's commands that outlive the wait (branch bash)"]
+fn a_command_left_running_takes_input_wait_and_ctrl_c() {
+    let project = Project::new();
+    let state = state_folder();
+    let mut terminal = Terminal::start_with(&project, state.path(), &[], &["--yield-after", "1s"]);
+
+    // A prompt for input leaves the command running; the prompt names it.
+    terminal.keys("bash: read -p 'name? ' name; echo hello-$name\r");
+    let shown = terminal.wait_for("envhost (bash running)> ");
+    assert!(shown.contains("---- bash: running ----"), "{shown}");
+    assert!(shown.contains("name? "), "{shown}");
+    assert!(shown.contains("it seems to wait for input"), "{shown}");
+    // Other environments take commands meanwhile.
+    let answer = terminal.enter("python: 6 * 7");
+    assert!(answer.contains("---- python: ok ----\n42\n"), "{answer}");
+    assert!(answer.ends_with("envhost ("), "{answer}");
+    // :input answers the prompt, and the REPL follows the command to its end.
+    terminal.keys(":input world\\n\r");
+    let shown = terminal.wait_for("---- bash: ok ----") + &terminal.wait_for("envhost> ");
+    assert!(shown.contains("hello-world"), "{shown}");
+
+    // Past --yield-after a command is left running; :wait follows it again.
+    terminal.keys("bash: sleep 3; echo slept\r");
+    terminal.wait_for("envhost (bash running)> ");
+    terminal.keys(":wait\r");
+    let shown = terminal.wait_for("---- bash: ok ----") + &terminal.wait_for("envhost> ");
+    assert!(shown.contains("slept"), "{shown}");
+
+    // Ctrl-C while :wait follows a command stops that command.
+    terminal.keys("bash: sleep 60; echo never\r");
+    terminal.wait_for("envhost (bash running)> ");
+    terminal.keys(":wait\r");
+    terminal.wait_for("---- bash: running ----");
+    thread::sleep(Duration::from_millis(500));
+    terminal.keys("\u{3}");
+    let shown = terminal.wait_for("---- bash: failed ----");
+    assert!(!shown.contains("never"), "{shown}");
+    terminal.wait_for("envhost> ");
+    let answer = terminal.enter("bash: echo still-here");
+    assert!(
+        answer.contains("---- bash: ok ----\nstill-here\n"),
+        "{answer}"
+    );
+}
