@@ -360,6 +360,23 @@ fn up_recalls_the_last_command_and_history_survives_a_restart() {
 }
 
 #[test]
+fn ctrl_r_finds_an_older_command() {
+    let project = Project::new();
+    let state = state_folder();
+    let mut terminal = Terminal::start(&project, state.path(), &[]);
+    terminal.enter("bash: echo needle-$((6*7))");
+    terminal.enter("bash: echo hay");
+    terminal.enter("python: print('more hay')");
+    terminal.keys("\u{12}needle");
+    terminal.wait_for("bash: echo needle-$((6*7))");
+    let answer = terminal.enter("");
+    assert!(
+        answer.contains("---- bash: ok ----\nneedle-42\n"),
+        "{answer}"
+    );
+}
+
+#[test]
 fn up_after_an_environment_recalls_only_its_commands() {
     let project = Project::new();
     let state = state_folder();
