@@ -416,6 +416,20 @@ fn tab_completes_environments_commands_and_project_files() {
 }
 
 #[test]
+fn tab_completes_a_plugins_environment_and_its_commands() {
+    let project = Project::new();
+    crate::plugins::install(&project, &[("timer", "timer")]);
+    let state = state_folder();
+    let mut terminal = Terminal::start(&project, state.path(), &[]);
+    terminal.keys("ti\t");
+    terminal.wait_for("timer: ");
+    terminal.keys("res\t");
+    terminal.wait_for("timer: reset");
+    let answer = terminal.enter("");
+    assert!(answer.contains("---- timer: ok ----"), "{answer}");
+}
+
+#[test]
 fn blocks_run_when_they_are_complete() {
     let project = Project::new();
     let state = state_folder();
