@@ -96,6 +96,32 @@ bash: echo never runs
 }
 
 #[test]
+fn meta_commands_with_nothing_to_act_on_say_what_to_do_and_the_repl_goes_on() {
+    let project = Project::new();
+    let session = ":wait\n:input yes\\n\n:restart\n:wait nowhere\n:frobnicate\nbash: echo after\n";
+    let (code, out) = repl(&project, session);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(
+        out.matches("Nothing is running: :wait, :input and :interrupt go on with a command that was left running").count(),
+        2,
+        "{out}"
+    );
+    assert!(
+        out.contains(":restart takes the environment to restart, e.g. :restart python"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Unknown environment: nowhere\nAvailable: bash, editor, python"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Unknown REPL command :frobnicate. The REPL's commands: "),
+        "{out}"
+    );
+    assert!(out.contains("---- bash: ok ----\nafter\n"), "{out}");
+}
+
+#[test]
 fn end_of_input_stops_the_repl_and_its_shell() {
     let project = Project::new();
     let (code, out) = repl(&project, "bash: sleep 300 & echo $$ $! > pids\n");
