@@ -570,7 +570,7 @@ fn have(program: &str) -> bool {
 /// fails the test (a test that passes without running proves nothing)
 /// unless `ENVHOST_SKIP_MISSING_PROGRAMS=1` asks to skip it, which is then
 /// said on stderr.
-fn skip(test: &str, program: &str) -> bool {
+pub(crate) fn skip(test: &str, program: &str) -> bool {
     if have(program) {
         return false;
     }

@@ -15,3 +15,5 @@ mod polyglot;
 mod protocol;
 mod python;
 mod repl;
+mod running;
+mod stopping;

@@ -281,8 +281,12 @@ fn wait_input_interrupt_and_restart_are_parsed_and_bad_ones_refused() {
         );
         assert!(!reply.screen("bash").is_empty());
     }
-    for kind in ["wait", "interrupt", "restart"] {
-        let reply = host.request(&json!({"type": kind, "environment": "cobol", "id": 5}));
+    for kind in ["wait", "input", "interrupt", "restart"] {
+        let mut request = json!({"type": kind, "environment": "cobol", "id": 5});
+        if kind == "input" {
+            request["text"] = json!("John\n");
+        }
+        let reply = host.request(&request);
         assert_eq!(reply.0["id"], 5);
         assert!(
             reply

@@ -105,7 +105,7 @@ impl Slot {
 
     /// The environment for a screen, or the busy section to show instead.
     fn for_screen(&self) -> Result<MutexGuard<'_, Box<dyn Environment>>, ScreenSection> {
-        let patience = Instant::now() + SCREEN_PATIENCE;
+        let began = Instant::now();
         loop {
             match self.environment.try_lock() {
                 Ok(environment) => return Ok(environment),
@@ -115,7 +115,7 @@ impl Slot {
             let view = self.view();
             let busy = match view.inside {
                 Some(inside) => Some(inside),
-                None if Instant::now() >= patience => Some(("screen", patience - SCREEN_PATIENCE)),
+                None if began.elapsed() >= SCREEN_PATIENCE => Some(("screen", began)),
                 None => None,
             };
             if let Some((what, since)) = busy {

@@ -9,7 +9,9 @@
 //! prints a fixed marker (no envhost at all): the cost of the terminal
 //! itself, which on a loaded machine grows with the kernel's work queue
 //! latency. Then it times 100 MB of output through envhost (and through the
-//! raw pipe) and reports the host's peak memory (VmHWM).
+//! raw pipe) and reports the host's peak memory (VmHWM). Before that, against
+//! the same run's plain `true`: `true` with `yield_ms` (it ends long before)
+//! and `wait` on a command that yielded and has ended since.
 //!
 //! `cargo bench --bench bash_roundtrip` (add `--profile dev` for a quick
 //! check; the numbers that count are from the release profile).
@@ -155,6 +157,71 @@ impl RawPty {
     }
 }
 
+/// Requests about commands that may yield, against the same run's plain
+/// `true`: `true` sent with `yield_ms` (it ends long before), and `wait` on
+/// a command that yielded and has ended since (fewer iterations: each
+/// waits for a command to yield and end first).
+fn yielding(envhost: &mut Serve, n: usize) {
+    let plain = serde_json::json!({"type": "command", "environment": "bash", "command": "true"});
+    let early = serde_json::json!({
+        "type": "command", "environment": "bash", "command": "true", "yield_ms": 10_000
+    });
+    let started = serde_json::json!({
+        "type": "command", "environment": "bash", "command": "sleep 0.01", "yield_ms": 1
+    });
+    let wait = serde_json::json!({"type": "wait", "environment": "bash", "timeout_ms": 10_000});
+    let mut through_plain = Vec::with_capacity(n);
+    let mut through_early = Vec::with_capacity(n);
+    let mut through_wait = Vec::new();
+    let mut yields = true;
+    for i in 0..n {
+        through_plain.push(envhost.round_trip(&plain).0);
+        let (took, line) = envhost.round_trip(&early);
+        assert!(
+            !line.contains("\"running\":true"),
+            "true with yield_ms: {line}"
+        );
+        through_early.push(took);
+        if yields && i % 10 == 0 {
+            let (_, line) = envhost.round_trip(&started);
+            yields = line.contains("\"running\":true");
+            if yields {
+                std::thread::sleep(std::time::Duration::from_millis(30));
+                let (took, line) = envhost.round_trip(&wait);
+                assert!(!line.contains("\"running\":true"), "wait: {line}");
+                through_wait.push(took);
+            }
+        }
+    }
+    let plain = summarize(&through_plain);
+    println!(
+        "requests that may yield, against the same run's plain `true` (median / p95, microseconds)"
+    );
+    let row = |name: &str, times: &[std::time::Duration]| {
+        let stats = summarize(times);
+        println!(
+            "{:<34} {:>9.1} {:>9.1} {:>8.2}x {:>8.2}x",
+            name,
+            micros(stats.median),
+            micros(stats.p95),
+            micros(stats.median) / micros(plain.median),
+            micros(stats.p95) / micros(plain.p95),
+        );
+    };
+    row("true", &through_plain);
+    row("true with yield_ms (ends early)", &through_early);
+    if through_wait.is_empty() {
+        println!(
+            "wait on a command that ended: not measured (bash answered `sleep 0.01` with yield_ms 1 without yielding)"
+        );
+    } else {
+        row(
+            &format!("wait on a command that ended ({})", through_wait.len()),
+            &through_wait,
+        );
+    }
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing
     // useful either way: always run, quickly when only checked.
@@ -220,6 +287,7 @@ fn main() {
         );
     }
     println!("(an envhost response line, screen included, is {response_bytes} bytes)");
+    yielding(&mut envhost, n);
 
     let big = if quick {
         BIG_OUTPUT_BYTES / 100

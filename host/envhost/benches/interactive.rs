@@ -9,7 +9,9 @@
 //!   for the prompt: ANSI cleaning, echo removal, output capture).
 //! - **envhost**: the whole path, the real `envhost serve` with the sqlite
 //!   plugin over NDJSON (protocol, orchestrator, wasm call, host import,
-//!   screen of every environment).
+//!   screen of every environment); and the same command sent with
+//!   `yield_ms`, which runs it on a thread of its own (it ends long before
+//!   it would yield).
 //!
 //! Prints the median and p95 of each and the ratios to the floor. Needs
 //! sqlite3 and the plugins (`scripts/build-plugins`). Validate with
@@ -41,13 +43,14 @@ fn main() {
     );
     let raw = raw_pty(&sqlite3);
     let session = host_session(&sqlite3);
-    let whole = through_envhost(&plugin);
+    let (whole, yielding) = through_envhost(&plugin);
     println!();
     println!("{:<40} {:>10} {:>10} {:>8}", "", "median", "p95", "ratio");
     for (label, times) in [
         ("raw PTY (floor)", &raw),
         ("host session (send + wait)", &session),
         ("envhost serve + sqlite plugin", &whole),
+        ("  the same with yield_ms (ends early)", &yielding),
     ] {
         let summary = summarize(times);
         println!(
@@ -150,7 +153,9 @@ fn host_session(sqlite3: &Path) -> Vec<Duration> {
     times
 }
 
-fn through_envhost(plugin: &Path) -> Vec<Duration> {
+/// The whole path, plain and with `yield_ms` (the command then runs on a
+/// thread of its own, and ends long before it would yield), interleaved.
+fn through_envhost(plugin: &Path) -> (Vec<Duration>, Vec<Duration>) {
     let project = tempfile::tempdir().expect("project");
     std::fs::create_dir_all(project.path().join("env")).expect("env/");
     std::fs::copy(plugin, project.path().join("env/sqlite.wasm")).expect("copy plugin");
@@ -162,13 +167,23 @@ fn through_envhost(plugin: &Path) -> Vec<Duration> {
     let cache = tempfile::tempdir().expect("cache");
     let cache_arg = cache.path().to_str().expect("UTF-8 cache path");
     let mut host = Serve::start(project.path(), &["--plugin-cache", cache_arg]);
-    let mut times = Vec::new();
+    let yielding = serde_json::json!({
+        "type": "command", "environment": "sqlite", "command": "select 1;", "yield_ms": 10_000
+    });
+    let mut plain = Vec::new();
+    let mut early = Vec::new();
     for round in 0..WARMUP + ROUNDS {
         let (took, _) = host.command("sqlite", "select 1;");
+        let (took_yielding, line) = host.round_trip(&yielding);
+        assert!(
+            line.contains("\"success\":true") && !line.contains("\"running\":true"),
+            "{line}"
+        );
         if round >= WARMUP {
-            times.push(took);
+            plain.push(took);
+            early.push(took_yielding);
         }
     }
     host.stop();
-    times
+    (plain, early)
 }

@@ -6,6 +6,7 @@
 #![deny(missing_docs)]
 
 use std::io::{self, BufReader, Write};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use clap::{Args, Parser, Subcommand};
 use envhost_core::text::{parse_duration, parse_size};
 use envhost_core::{
     CancelFlag, ConsoleObserver, Event, EventBus, LoadedEnvironment, Orchestrator,
-    OrchestratorSettings, TranscriptObserver,
+    OrchestratorSettings, TranscriptObserver, panic_message,
 };
 use envhost_files::{ProjectFiles, ProjectRoot};
 use envhost_plugin::{self as plugin, CodeCache, DiscardSink, LogSink, PluginSettings, StderrSink};
@@ -29,6 +30,10 @@ mod healthcheck;
 mod repl;
 mod serve;
 mod signals;
+mod stdout;
+
+use crate::serve::StopReason;
+use crate::signals::HostSignal;
 
 /// Default time a command may run before it is interrupted: two minutes,
 /// long enough for most builds and test runs, short enough that an agent
@@ -203,23 +208,31 @@ enum Mode {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let serving = matches!(cli.command, Command::Serve(_));
+    if serving && let Err(err) = stdout::say_last_words_on_abort() {
+        eprintln!("envhost: cannot prepare for an abort ({err})");
+    }
     let result = match cli.command {
         Command::Serve(args) => run_session(Mode::Serve, args),
         Command::Repl(args) => run_session(Mode::Repl, args),
-        Command::Check(args) => run_check(args),
-        Command::Distribution(command) => distribution::run(command),
+        Command::Check(args) => run_check(args).map(|()| ExitCode::SUCCESS),
+        Command::Distribution(command) => distribution::run(command).map(|()| ExitCode::SUCCESS),
         Command::Healthcheck(args) => return run_healthcheck(args),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(err) => {
             eprintln!("envhost: {err:#}");
+            if serving {
+                // The agent reads stdout, maybe not stderr.
+                stdout::last_words(&format!("envhost cannot serve: {err:#}"));
+            }
             ExitCode::FAILURE
         }
     }
 }
 
-fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<()> {
+fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
     let project = resolve_project(&args.project)?;
     let mut config = envhost_envs::Settings::for_project(project.clone());
     config.output.cap_bytes = args.output_cap;
@@ -300,21 +313,38 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<()> {
     for notice in report.notices {
         orchestrator.add_notice(notice);
     }
+    let mut code = ExitCode::SUCCESS;
     let reason = match mode {
         Mode::Serve => {
-            let mut stdout = io::stdout().lock();
             let mut files = ProjectFiles::new(ProjectRoot::new(
                 project.clone(),
                 args.allow_outside_project,
             ));
-            serve::run_stdin(
-                &orchestrator,
-                &mut files,
-                &mut stdout,
-                &cancel,
-                DEFAULT_MAX_LINE_BYTES,
-            )
-            .describe()
+            let served = catch_unwind(AssertUnwindSafe(|| {
+                serve::run_stdin(&orchestrator, &mut files, &cancel, DEFAULT_MAX_LINE_BYTES)
+            }));
+            match served {
+                Ok(StopReason::Signal(HostSignal::Deadly(signal))) => {
+                    stdout::last_words(&format!(
+                        "envhost received {} and stops: it shuts every environment down (their \
+                         state is lost) and ends every process they started. SIGTERM or the end \
+                         of input stop it quietly.",
+                        signal.as_str()
+                    ));
+                    code = ExitCode::from(128 + signal as u8);
+                    format!("received {}", signal.as_str())
+                }
+                Ok(stop) => stop.describe(),
+                Err(panic) => {
+                    let message = panic_message(panic.as_ref());
+                    stdout::last_words(&format!(
+                        "envhost stops after an internal error (panic: {message}). It shuts every \
+                         environment down (their state is lost); start it again to go on."
+                    ));
+                    code = ExitCode::from(101);
+                    format!("internal error (panic: {message})")
+                }
+            }
         }
         Mode::Repl => {
             let input = Box::new(BufReader::with_capacity(64 * 1024, io::stdin()));
@@ -331,7 +361,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<()> {
             report.survivors
         );
     }
-    Ok(())
+    Ok(code)
 }
 
 /// `envhost check`: one report per file on stdout; failure if any file

@@ -3,15 +3,18 @@
 //! It reads stdin on the main thread, one line at a time and never more
 //! than one line's cap in memory, parses each with `protocol`, hands
 //! commands to the orchestrator and writes exactly one answer per non-blank
-//! line, in order. Reads wait on stdin and the signal self-pipe together, so
-//! SIGTERM / SIGINT / SIGHUP stop the server even while it waits for input,
-//! with no thread hand-off on the path of every command. It stops on end of
+//! line, in order, even when several requests are about one running
+//! command (`wait`, `input`, `interrupt`). Reads and writes wait on their
+//! stream and the signal self-pipe together, so a signal stops the server
+//! even while it waits for input or for an agent that stopped reading, with
+//! no thread hand-off on the path of every command. It stops on end of
 //! input, a signal, or a closed output, and then shuts everything down. It
 //! must not know what any environment is.
 
 use std::io::{BufRead, BufReader, Write};
 
-use crate::signals::{self, InterruptibleInput};
+use crate::signals::{self, HostSignal, InterruptibleInput, SignalWatch};
+use crate::stdout::AgentOutput;
 use envhost_core::CancelFlag;
 use envhost_core::Event;
 use envhost_core::{Orchestrator, RequestId};
@@ -22,7 +25,7 @@ use envhost_protocol::{self as protocol, LineReader, Parsed, RawLine, Reply, Req
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StopReason {
     EndOfInput,
-    Signal(&'static str),
+    Signal(HostSignal),
     InputFailed(String),
     OutputClosed(String),
 }
@@ -31,40 +34,48 @@ impl StopReason {
     pub fn describe(&self) -> String {
         match self {
             StopReason::EndOfInput => "end of input".to_owned(),
-            StopReason::Signal(name) => format!("received {name}"),
+            StopReason::Signal(signal) => format!("received {}", signal.name()),
             StopReason::InputFailed(err) => format!("reading input failed: {err}"),
             StopReason::OutputClosed(err) => format!("writing output failed: {err}"),
         }
     }
 }
 
-/// Serves stdin until it ends or a signal arrives. The caller shuts the
-/// orchestrator down afterwards.
+/// Serves stdin and stdout until input ends, a signal arrives or the
+/// output is closed. The caller shuts the orchestrator down afterwards.
 pub fn run_stdin(
     orchestrator: &Orchestrator,
     files: &mut ProjectFiles,
-    output: &mut dyn Write,
     cancel: &CancelFlag,
     max_line_bytes: usize,
 ) -> StopReason {
-    match InterruptibleInput::new(std::io::stdin(), cancel) {
-        Ok(input) => run(
-            orchestrator,
-            files,
-            BufReader::with_capacity(64 * 1024, input),
-            output,
-            cancel,
-            max_line_bytes,
-        ),
+    let watched = SignalWatch::install(cancel).and_then(|watch| {
+        let for_output = watch.try_clone()?;
+        Ok((watch, for_output))
+    });
+    match watched {
+        Ok((watch, for_output)) => {
+            let input = InterruptibleInput::new(std::io::stdin(), watch);
+            let mut output = AgentOutput::new(Some(for_output));
+            run(
+                orchestrator,
+                files,
+                BufReader::with_capacity(64 * 1024, input),
+                &mut output,
+                cancel,
+                max_line_bytes,
+            )
+        }
         Err(err) => {
             eprintln!(
                 "envhost: cannot watch for signals ({err}); stop the host by closing its input"
             );
+            let mut output = AgentOutput::new(None);
             run(
                 orchestrator,
                 files,
                 BufReader::with_capacity(64 * 1024, std::io::stdin()),
-                output,
+                &mut output,
                 cancel,
                 max_line_bytes,
             )
@@ -88,21 +99,26 @@ pub fn run(
         // A signal during the last command, or while lines were buffered:
         // stop before starting anything new.
         if cancel.is_cancelled() {
-            return StopReason::Signal(match next.as_ref().err().and_then(signals::signal_of) {
-                Some(signal) => signal.name(),
-                None => "a signal",
-            });
+            return StopReason::Signal(
+                next.as_ref()
+                    .err()
+                    .and_then(signals::signal_of)
+                    .unwrap_or(HostSignal::Terminate),
+            );
         }
         let raw = match next {
             Ok(Some(raw)) => raw,
             Ok(None) => return StopReason::EndOfInput,
             Err(err) => match signals::signal_of(&err) {
-                Some(signal) => return StopReason::Signal(signal.name()),
+                Some(signal) => return StopReason::Signal(signal),
                 None => return StopReason::InputFailed(err.to_string()),
             },
         };
         if let Err(err) = answer(orchestrator, files, &raw, output, max_line_bytes) {
-            return StopReason::OutputClosed(err.to_string());
+            return match signals::signal_of(&err) {
+                Some(signal) => StopReason::Signal(signal),
+                None => StopReason::OutputClosed(err.to_string()),
+            };
         }
     }
 }

@@ -1,13 +1,22 @@
-//! Turning SIGTERM, SIGINT and SIGHUP into something a front end can act on.
+//! Turning signals into something a front end can act on.
 //!
 //! Signal handlers only set flags and write to pipes (signal-hook does the
 //! async-signal-safe part). Every signal sets the shared [`CancelFlag`] at
 //! once, so that a command in progress is interrupted promptly. Then:
-//! - the NDJSON server reads stdin through [`InterruptibleInput`], which
-//!   waits on stdin and a signal self-pipe together, so a signal ends a
-//!   blocked read without a reader thread between the agent and the host;
+//! - the NDJSON server reads stdin through [`InterruptibleInput`] and
+//!   writes stdout through `stdout::AgentOutput`, which wait on their
+//!   stream and a [`SignalWatch`]'s self-pipe together, so a signal ends a
+//!   blocked read, and a write to an output nobody reads, without a thread
+//!   between the agent and the host;
 //! - the REPL gets each signal as a message from [`watch`]'s thread, and
 //!   decides (Ctrl-C interrupts the command, the others stop).
+//!
+//! SIGTERM, SIGINT and SIGHUP ask the host to stop: it does, quietly, with
+//! status 0. The other signals whose default action would end the host
+//! silently ([`DEADLY`]: SIGQUIT, SIGUSR1, ... ) end it too, but the server
+//! first says why on stdout; the faults (SIGSEGV, SIGBUS, SIGILL, SIGFPE)
+//! are left to their default action, because wasmtime handles them for
+//! WebAssembly traps.
 
 use std::io::{self, Read};
 use std::os::fd::{AsFd, BorrowedFd};
@@ -17,6 +26,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::Signal;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -24,12 +34,30 @@ use envhost_core::CancelFlag;
 
 const WATCHED: [i32; 3] = [SIGTERM, SIGINT, SIGHUP];
 
+/// Signals whose default action ends a program without a word: the server
+/// stops as for SIGTERM, saying why on stdout first.
+pub const DEADLY: [Signal; 11] = [
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGALRM,
+    Signal::SIGVTALRM,
+    Signal::SIGPROF,
+    Signal::SIGXCPU,
+    Signal::SIGXFSZ,
+    Signal::SIGPWR,
+    Signal::SIGIO,
+    Signal::SIGABRT,
+];
+
 /// A signal the host acts on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HostSignal {
     Terminate,
     Interrupt,
     HangUp,
+    /// One of [`DEADLY`].
+    Deadly(Signal),
 }
 
 impl HostSignal {
@@ -37,7 +65,11 @@ impl HostSignal {
         match number {
             SIGTERM => HostSignal::Terminate,
             SIGINT => HostSignal::Interrupt,
-            _ => HostSignal::HangUp,
+            SIGHUP => HostSignal::HangUp,
+            other => match Signal::try_from(other) {
+                Ok(signal) => HostSignal::Deadly(signal),
+                Err(_) => HostSignal::Terminate,
+            },
         }
     }
 
@@ -46,6 +78,7 @@ impl HostSignal {
             HostSignal::Terminate => "SIGTERM",
             HostSignal::Interrupt => "SIGINT",
             HostSignal::HangUp => "SIGHUP",
+            HostSignal::Deadly(signal) => signal.as_str(),
         }
     }
 }
@@ -71,71 +104,97 @@ pub fn watch(
     Ok(())
 }
 
-/// The error [`InterruptibleInput::read`] returns when a signal arrived.
+/// The error a read or write ended by a signal returns.
 #[derive(Debug, thiserror::Error)]
 #[error("interrupted by {}", .0.name())]
 pub struct SignalArrived(pub HostSignal);
 
-/// A reader (stdin) whose blocking reads end when a watched signal arrives.
-pub struct InterruptibleInput<R> {
-    inner: R,
+/// The server's signals: each sets the cancel flag, records itself, and
+/// makes a self-pipe readable that blocked reads and writes also wait on.
+pub struct SignalWatch {
     wake: UnixStream,
     last_signal: Arc<AtomicUsize>,
 }
 
-impl<R: Read + AsFd> InterruptibleInput<R> {
-    /// Installs the handlers: each watched signal sets `cancel`, records
-    /// itself and writes a byte to a self-pipe that `read` also waits on.
-    pub fn new(inner: R, cancel: &CancelFlag) -> io::Result<Self> {
+impl SignalWatch {
+    /// Installs the handlers for SIGTERM, SIGINT, SIGHUP and [`DEADLY`].
+    pub fn install(cancel: &CancelFlag) -> io::Result<Self> {
         let (wake, wake_writer) = UnixStream::pair()?;
         wake.set_nonblocking(true)?;
+        wake_writer.set_nonblocking(true)?;
         let last_signal = Arc::new(AtomicUsize::new(0));
-        for signal in WATCHED {
+        let deadly = DEADLY.iter().map(|signal| *signal as i32);
+        for signal in WATCHED.into_iter().chain(deadly) {
             signal_hook::flag::register(signal, cancel.as_atomic())?;
             signal_hook::flag::register_usize(signal, Arc::clone(&last_signal), signal as usize)?;
             signal_hook::low_level::pipe::register(signal, wake_writer.try_clone()?)?;
         }
-        Ok(InterruptibleInput {
-            inner,
-            wake,
-            last_signal,
+        Ok(SignalWatch { wake, last_signal })
+    }
+
+    /// A second handle on the same signals (for another stream).
+    pub fn try_clone(&self) -> io::Result<Self> {
+        Ok(SignalWatch {
+            wake: self.wake.try_clone()?,
+            last_signal: Arc::clone(&self.last_signal),
         })
     }
 
-    fn arrived(&self) -> Option<HostSignal> {
+    /// The last signal that arrived, if any did.
+    pub fn arrived(&self) -> Option<HostSignal> {
         match self.last_signal.load(Ordering::SeqCst) {
             0 => None,
             number => Some(HostSignal::from_number(number as i32)),
         }
     }
-}
 
-impl<R: Read + AsFd> Read for InterruptibleInput<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+    /// Waits until `stream` is ready for `ready` or a signal arrives (then
+    /// the error says which).
+    pub fn wait_for(&self, stream: BorrowedFd<'_>, ready: PollFlags) -> io::Result<()> {
         loop {
             if let Some(signal) = self.arrived() {
                 return Err(io::Error::other(SignalArrived(signal)));
             }
-            let input = self.inner.as_fd();
-            let wake: BorrowedFd<'_> = self.wake.as_fd();
             let mut fds = [
-                PollFd::new(input, PollFlags::POLLIN),
-                PollFd::new(wake, PollFlags::POLLIN),
+                PollFd::new(stream, ready),
+                PollFd::new(self.wake.as_fd(), PollFlags::POLLIN),
             ];
             match poll(&mut fds, PollTimeout::NONE) {
                 Ok(_) => {}
                 Err(nix::errno::Errno::EINTR) => continue,
                 Err(err) => return Err(err.into()),
             }
-            let input_ready = fds[0].revents().is_some_and(|r| !r.is_empty());
             if fds[1].revents().is_some_and(|r| !r.is_empty()) && self.arrived().is_some() {
                 continue; // reported at the top of the loop
             }
-            if input_ready {
-                match self.inner.read(buf) {
-                    Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-                    other => return other,
-                }
+            // Ready, or hung up / in error: the read or write says which.
+            if fds[0].revents().is_some_and(|r| !r.is_empty()) {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// A reader (stdin) whose blocking reads end when a watched signal arrives.
+pub struct InterruptibleInput<R> {
+    inner: R,
+    watch: SignalWatch,
+}
+
+impl<R: Read + AsFd> InterruptibleInput<R> {
+    /// Reads `inner`, waiting on it and `watch`'s signals together.
+    pub fn new(inner: R, watch: SignalWatch) -> Self {
+        InterruptibleInput { inner, watch }
+    }
+}
+
+impl<R: Read + AsFd> Read for InterruptibleInput<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            self.watch.wait_for(self.inner.as_fd(), PollFlags::POLLIN)?;
+            match self.inner.read(buf) {
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                other => return other,
             }
         }
     }

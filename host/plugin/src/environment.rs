@@ -15,8 +15,11 @@
 //! that fails shows an error in this section only, and the next response
 //! says the state was lost. What the plugin was granted, and what it asked
 //! for in vain, is shown under its own screen content; the operator's
-//! time limit caps every command. This module must not know about the
-//! protocol or other environments.
+//! time limit caps every command. A command that may yield, to a plugin
+//! granted programs, runs on a thread of its own (`yielding`) and is left
+//! running while the plugin waits on a program; meanwhile the screen shows
+//! the section last drawn. `restart` starts a fresh instance. This module
+//! must not know about the protocol or other environments.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,16 +27,17 @@ use std::time::Duration;
 use crate::failure::{CallFailure, FailureCause};
 use crate::grants::Grants;
 use crate::guest_io::{CallOutput, LogSink};
-use crate::instance::{LiveInstance, start_described};
+use crate::instance::{Called, LiveInstance, start_described};
 use crate::limits;
 use crate::sandbox::Sandbox;
 use crate::state::HostState;
-use crate::wit::latest::PluginPre;
+use crate::wit::latest::{CommandResponse as WitResponse, PluginPre};
+use crate::yielding::{self, EndedCall, Progress, Worker, Yielded};
 use envhost_core::text;
 use envhost_core::truncate_lines;
 use envhost_core::{
     CancelFlag, CommandContext, CommandResponse, Environment, EnvironmentError, Incident,
-    ScreenSection, Usage,
+    RunningCommand, ScreenSection, Usage,
 };
 use envhost_core::{CommandHelp, CommandSpec};
 use envhost_process::{OutputCapture, OutputLimits};
@@ -79,6 +83,14 @@ pub struct PluginEnvironment {
     /// A restart the agent has not been told about yet (after a failed
     /// screen), with its incident.
     untold_restart: Option<(String, Incident)>,
+    /// A command left running while it waits on a program, with its time
+    /// limit and whether the operator's cap set it.
+    yielded: Option<(Yielded, Duration, bool)>,
+    /// The section last drawn: shown while a command runs (its instance is
+    /// busy on the command's thread).
+    last_section: Option<ScreenSection>,
+    /// The thread commands that may yield run on, once one did.
+    worker: Option<Worker>,
 }
 
 impl PluginEnvironment {
@@ -102,6 +114,9 @@ impl PluginEnvironment {
             log: parts.log,
             cancel: parts.cancel,
             untold_restart: None,
+            yielded: None,
+            last_section: None,
+            worker: None,
         }
     }
 
@@ -155,13 +170,12 @@ impl PluginEnvironment {
     fn failure_response(
         &mut self,
         failure: CallFailure,
-        context: &CommandContext,
+        (limit, capped): (Duration, bool),
     ) -> CommandResponse {
         let mut text = format!(
             "The {} plugin stopped during this command: {}.",
             self.name, failure.cause
         );
-        let (limit, capped) = self.command_limit(context);
         if capped && failure.cause.is_timeout() {
             text.push_str(&format!(
                 "\n(The operator limits this plugin's commands to {} in {}; a longer timeout_ms does not raise that.)",
@@ -198,6 +212,118 @@ impl PluginEnvironment {
     }
 }
 
+impl PluginEnvironment {
+    /// The agent's response for a finished command call.
+    fn respond(
+        &mut self,
+        called: Called<WitResponse>,
+        (limit, capped): (Duration, bool),
+    ) -> CommandResponse {
+        self.forward(&called.output);
+        match called.result {
+            Ok(answer) => {
+                let mut capture = OutputCapture::new(&self.output_limits, &self.name);
+                capture.push(&answer.output);
+                let captured = capture.finish();
+                let incident = captured.incident();
+                let mut response = if answer.success {
+                    CommandResponse::success(captured.text)
+                } else {
+                    CommandResponse::failure(captured.text)
+                };
+                if let Some(incident) = incident {
+                    response = response.with_incident(incident);
+                }
+                if called.timed_out_in_host {
+                    // A program it ran was interrupted at the deadline; the
+                    // plugin said so and survived.
+                    response = response.with_incident(Incident::TimedOut { after: limit });
+                }
+                response
+            }
+            Err(failure) => self.failure_response(failure, (limit, capped)),
+        }
+    }
+
+    /// Runs a command that may yield on a thread of its own: the plugin
+    /// may run programs, and a command blocked on one outlives the wait.
+    fn start_yielding(&mut self, command: &str, context: &CommandContext) -> CommandResponse {
+        let (limit, capped) = self.command_limit(context);
+        if self.worker.is_none() {
+            match Worker::start() {
+                Ok(worker) => self.worker = Some(worker),
+                Err(why) => {
+                    return CommandResponse::failure(format!(
+                        "The {} plugin could not run this command: {why}.",
+                        self.name
+                    ));
+                }
+            }
+        }
+        if self.last_section.is_none() {
+            // What the screen shows while the instance is busy elsewhere.
+            self.last_section = self.draw_screen().ok();
+        }
+        let (Some(worker), Some(instance)) = (self.worker.as_ref(), self.instance.take()) else {
+            return CommandResponse::failure(format!("The {} plugin is not running.", self.name));
+        };
+        let limited = context.timeout.is_some() || capped;
+        let sandbox = Arc::clone(&self.sandbox);
+        match Yielded::start(worker, instance, sandbox, command, limit, limited) {
+            Ok(yielded) => {
+                self.yielded = Some((yielded, limit, capped));
+                let wait = context.yield_after.unwrap_or(Duration::ZERO);
+                self.settle(|yielded| yielded.wait(wait, &context.cancel))
+            }
+            Err(why) => {
+                self.worker = None;
+                let recovery = self.recover();
+                CommandResponse::failure(format!(
+                    "The {} plugin could not run this command: {why}. {recovery}",
+                    self.name
+                ))
+            }
+        }
+    }
+
+    /// Goes on with the command left running, `how` says how, and turns
+    /// where it stands into the agent's response.
+    fn settle(&mut self, how: impl FnOnce(&mut Yielded) -> Progress) -> CommandResponse {
+        let Some((yielded, limit, capped)) = self.yielded.as_mut() else {
+            return CommandResponse::failure(format!("Nothing is running in {}.", self.name));
+        };
+        let (limit, capped) = (*limit, *capped);
+        match how(yielded) {
+            Progress::Running(output) => CommandResponse::still_running(output),
+            Progress::Ended(ended) => {
+                let EndedCall {
+                    instance,
+                    called,
+                    shown,
+                } = *ended;
+                self.yielded = None;
+                self.instance = Some(instance);
+                let mut response = self.respond(called, (limit, capped));
+                response.output = yielding::unseen(&response.output, &shown);
+                response
+            }
+            Progress::Lost(why) => {
+                self.yielded = None;
+                self.instance = None;
+                let recovery = self.recover();
+                CommandResponse::failure(format!(
+                    "The {} plugin's command failed inside the host ({why}). {recovery}",
+                    self.name
+                ))
+                .with_incident(Incident::Restarted {
+                    reason: why,
+                    lost: LOST.to_owned(),
+                })
+            }
+        }
+    }
+}
+
 impl Environment for PluginEnvironment {
     fn usage(&self) -> Usage {
         match &self.help {
@@ -227,7 +353,11 @@ impl Environment for PluginEnvironment {
         }
         let told = self.untold_restart.take();
         let sandbox = Arc::clone(&self.sandbox);
-        let (limit, _) = self.command_limit(context);
+        let limits = self.command_limit(context);
+        let may_yield = context.yield_after.is_some() && !self.grants.programs.is_empty();
+        // An earlier command left running is the orchestrator's to refuse
+        // this one for; should one slip through, it ends first.
+        self.yielded = None;
         let mut response = match self.instance() {
             Err(failure) => {
                 let text = format!(
@@ -236,34 +366,11 @@ impl Environment for PluginEnvironment {
                 );
                 CommandResponse::failure(text)
             }
-            Ok(instance) => {
-                let called = instance.handle_command(&sandbox, command, limit, &context.cancel);
-                self.forward(&called.output);
-                let timed_out_in_host = called.timed_out_in_host;
-                match called.result {
-                    Ok(answer) => {
-                        let mut capture = OutputCapture::new(&self.output_limits, &self.name);
-                        capture.push(&answer.output);
-                        let captured = capture.finish();
-                        let incident = captured.incident();
-                        let mut response = if answer.success {
-                            CommandResponse::success(captured.text)
-                        } else {
-                            CommandResponse::failure(captured.text)
-                        };
-                        if let Some(incident) = incident {
-                            response = response.with_incident(incident);
-                        }
-                        if timed_out_in_host {
-                            // A program it ran was interrupted at the
-                            // deadline; the plugin said so and survived.
-                            response = response.with_incident(Incident::TimedOut { after: limit });
-                        }
-                        response
-                    }
-                    Err(failure) => self.failure_response(failure, context),
-                }
+            Ok(instance) if !may_yield => {
+                let called = instance.handle_command(&sandbox, command, limits.0, &context.cancel);
+                self.respond(called, limits)
             }
+            Ok(_) => self.start_yielding(command, context),
         };
         if let Some((note, incident)) = told {
             response.output = format!("{note}\n\n{}", response.output);
@@ -273,6 +380,90 @@ impl Environment for PluginEnvironment {
     }
 
     fn screen(&mut self) -> Result<ScreenSection, EnvironmentError> {
+        if self.yielded.is_some() {
+            // The instance is busy on the command's thread.
+            return Ok(self.last_section.clone().unwrap_or_else(|| {
+                ScreenSection::new(format!("(the {} plugin is busy with a command)", self.name))
+            }));
+        }
+        let section = self.draw_screen();
+        if let Ok(section) = &section {
+            self.last_section = Some(section.clone());
+        }
+        section
+    }
+
+    fn running(&self) -> Option<RunningCommand> {
+        self.yielded
+            .as_ref()
+            .map(|(yielded, _, _)| yielded.running())
+    }
+
+    fn wait(&mut self, context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
+        let wait = context.yield_after.unwrap_or(Duration::ZERO);
+        Ok(self.settle(|yielded| yielded.wait(wait, &context.cancel)))
+    }
+
+    fn input(
+        &mut self,
+        text: &str,
+        context: &CommandContext,
+    ) -> Result<CommandResponse, EnvironmentError> {
+        let wait = context.yield_after.unwrap_or(Duration::ZERO);
+        let mut untyped = None;
+        let response = self.settle(|yielded| {
+            if let Err(why) = yielded.type_text(text) {
+                untyped = Some(why);
+            }
+            yielded.wait(wait, &context.cancel)
+        });
+        Ok(match untyped {
+            None => response,
+            Some(why) => CommandResponse {
+                output: format!(
+                    "[envhost] The text was not typed: {why}.\n{}",
+                    response.output
+                ),
+                ..response
+            },
+        })
+    }
+
+    fn interrupt(&mut self, context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
+        Ok(self.settle(|yielded| yielded.interrupt(&context.cancel)))
+    }
+
+    fn restart(&mut self, _: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
+        // A command still running is interrupted and its end waited for.
+        self.yielded = None;
+        self.untold_restart = None;
+        let reason = "the agent asked for a restart".to_owned();
+        match self.restart() {
+            Ok(()) => Ok(CommandResponse::success(format!(
+                "Started the {} plugin afresh. Lost: {LOST}.",
+                self.name
+            ))
+            .with_incident(Incident::Restarted {
+                reason,
+                lost: LOST.to_owned(),
+            })),
+            Err(failure) => Err(EnvironmentError::Failed(format!(
+                "the {} plugin could not be started afresh: {}; the host will try again at the next command",
+                self.name, failure.cause
+            ))),
+        }
+    }
+
+    fn shutdown(&mut self) {
+        // A command still running is interrupted and its end waited for.
+        self.yielded = None;
+        self.worker = None;
+        self.shut_down();
+    }
+}
+
+impl PluginEnvironment {
+    fn draw_screen(&mut self) -> Result<ScreenSection, EnvironmentError> {
         let cancel = self.cancel.clone();
         let sandbox = Arc::clone(&self.sandbox);
         let called = match self.instance() {
@@ -330,7 +521,7 @@ impl Environment for PluginEnvironment {
         }
     }
 
-    fn shutdown(&mut self) {
+    fn shut_down(&mut self) {
         let sandbox = Arc::clone(&self.sandbox);
         if let Some(instance) = self.instance.as_mut() {
             let called = instance.shutdown(&sandbox);

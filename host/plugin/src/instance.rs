@@ -17,6 +17,7 @@ use crate::failure::{CallFailure, FailureCause, classify};
 use crate::grants::{self, Grants};
 use crate::guest_io::{CallOutput, GuestOutput};
 use crate::limits::{QUICK_CALL_LIMIT, SHUTDOWN_LIMIT};
+use crate::live_call::LiveCall;
 use crate::sandbox::Sandbox;
 use crate::state::HostState;
 use crate::wit::latest::declaring::{CapabilitiesIndices, Power, Request};
@@ -114,6 +115,12 @@ impl LiveInstance {
                 .envhost_environment_environment()
                 .call_describe(store)
         })
+    }
+
+    /// Sets (or clears) the command that may outlive the agent's wait,
+    /// for the host calls it makes.
+    pub(crate) fn set_live_call(&mut self, call: Option<Arc<LiveCall>>) {
+        self.store.data_mut().set_live_call(call);
     }
 
     pub fn handle_command(

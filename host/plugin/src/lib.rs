@@ -14,18 +14,23 @@
 //!
 //! ```text
 //! wit  (imports nothing of this crate)
-//! limits ◄─ guest_io ◄─ state ◄─ host ◄─ sandbox ◄─ failure ◄─ instance
-//!        ◄─ environment ◄─ load (loader, cache, file_hashes, refusals) ◄─ check
+//! limits ◄─ guest_io ◄─ live_call ◄─ state ◄─ host ◄─ sandbox ◄─ failure
+//!        ◄─ instance ◄─ yielding ◄─ environment
+//!        ◄─ load (loader, cache, file_hashes, refusals) ◄─ check
 //! grants (config_file)  ◄─ state, host, load, check
 //! ```
 //!
 //! - `wit`: the generated bindings, one module per WIT version;
 //! - `limits`: every time and memory limit of a call, and the clock;
 //! - `guest_io`: plugins' stdout, stderr and log lines, bounded;
+//! - `live_call`: a command that may outlive the agent's wait, as the host
+//!   calls and the environment share it;
 //! - `state`: what a store holds;
 //! - `host`: the host-side implementations of the WIT imports;
 //! - `sandbox`: the engine and the linker;
 //! - `instance`, `failure`: one live instance and why a call failed;
+//! - `yielding`: a command left running on a worker thread while it waits
+//!   on a program;
 //! - `environment`: a plugin as an `Environment` (help, restarts);
 //! - `grants`: the grants file, and what each plugin may do;
 //! - `load`: discovery, the load steps, the compiled-code cache, refusals;
@@ -46,11 +51,13 @@ mod guest_io;
 mod host;
 mod instance;
 mod limits;
+mod live_call;
 mod load;
 mod sandbox;
 mod settings;
 mod state;
 mod wit;
+mod yielding;
 
 pub use crate::check::{CheckReport, check_as, check_file};
 pub use crate::grants::config_file::Verify;

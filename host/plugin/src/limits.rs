@@ -41,7 +41,8 @@ pub const DEFAULT_MEMORY_LIMIT: usize = 256 << 20;
 /// A command's time: the agent's `timeout` (or the host's default), capped
 /// by the operator's `time-limit` for the plugin; and whether the cap
 /// applied. A command without a limit (sent with `yield_ms`) gets
-/// [`CALL_LIMIT_WITHOUT_TIMEOUT`]: a WebAssembly call never yields.
+/// [`CALL_LIMIT_WITHOUT_TIMEOUT`] for its own WebAssembly work, which never
+/// yields; its waits on programs do not count against it.
 pub(crate) fn command_limit(
     timeout: Option<Duration>,
     granted: Option<Duration>,
@@ -104,6 +105,14 @@ impl CallBudget {
     pub(crate) fn spend(&mut self, grace: Duration) {
         self.spent = true;
         self.deadline = Instant::now().checked_add(grace);
+    }
+
+    /// A host call waited `waited` on a program that may take as long as it
+    /// takes: that time does not count against the call's own work.
+    pub(crate) fn extend(&mut self, waited: Duration) {
+        if let Some(deadline) = self.deadline {
+            self.deadline = deadline.checked_add(waited).or(Some(deadline));
+        }
     }
 
     /// The host's cancellation arrived while a host call waited, and the

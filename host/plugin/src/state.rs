@@ -13,6 +13,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use crate::grants::Grants;
 use crate::guest_io::GuestOutput;
 use crate::limits::{CallBudget, MemoryLimiter};
+use crate::live_call::LiveCall;
 
 /// Everything a plugin's store holds. Dropping it (a trap, a restart,
 /// shutdown) drops its resource table, and with it every program session
@@ -26,6 +27,8 @@ pub struct HostState {
     grants: Arc<Grants>,
     /// Program sessions alive in `table`.
     sessions: usize,
+    /// The command in progress, when it may outlive the agent's wait.
+    live_call: Option<Arc<LiveCall>>,
 }
 
 impl HostState {
@@ -62,6 +65,16 @@ impl HostState {
     pub(crate) fn budget_mut(&mut self) -> &mut CallBudget {
         &mut self.budget
     }
+
+    /// The command in progress, when it may outlive the agent's wait.
+    pub(crate) fn live_call(&self) -> Option<Arc<LiveCall>> {
+        self.live_call.clone()
+    }
+
+    /// Sets (or clears) the command that may outlive the agent's wait.
+    pub(crate) fn set_live_call(&mut self, call: Option<Arc<LiveCall>>) {
+        self.live_call = call;
+    }
 }
 
 impl WasiView for HostState {
@@ -89,6 +102,7 @@ impl HostState {
             budget: CallBudget::default(),
             grants,
             sessions: 0,
+            live_call: None,
         }
     }
 

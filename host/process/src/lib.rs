@@ -19,7 +19,8 @@
 //! - the one buffer a command's response is put together in
 //!   ([`CommandOutput`]);
 //! - an interactive program driven at its prompt ([`Session`], [`Prompt`]),
-//!   found on `PATH` ([`find_program`]);
+//!   found on `PATH` ([`find_program`]), and seen from another thread while
+//!   a wait reads it ([`SessionLive`]);
 //! - non-blocking descriptors ([`set_nonblocking`]).
 //!
 //! It must not know any particular environment, the protocol or the screen.
@@ -30,6 +31,7 @@ mod capture;
 mod fd;
 mod input_wait;
 mod interrupt;
+mod live;
 mod output;
 mod procfs;
 mod program;
@@ -38,6 +40,7 @@ mod pty;
 mod reaper;
 mod secrets;
 mod session;
+mod session_error;
 mod terminal;
 
 pub use crate::capture::{
@@ -46,6 +49,7 @@ pub use crate::capture::{
 pub use crate::fd::set_nonblocking;
 pub use crate::input_wait::{TerminalReader, waiting_for_terminal};
 pub use crate::interrupt::{DEFAULT_LADDER, Escalation, escalate, signal_group};
+pub use crate::live::SessionLive;
 pub use crate::output::CommandOutput;
 pub use crate::procfs::{ProcessInfo, process_table};
 pub use crate::program::find_program;
@@ -56,6 +60,7 @@ pub use crate::reaper::{
 };
 pub use crate::secrets::SecretPolicy;
 pub use crate::session::{
-    AtDeadline, COLUMNS as TERMINAL_COLUMNS, ROWS as TERMINAL_ROWS, Session, SessionError, Waited,
+    AtDeadline, COLUMNS as TERMINAL_COLUMNS, ROWS as TERMINAL_ROWS, Session, Waited,
 };
+pub use crate::session_error::SessionError;
 pub use crate::terminal::TerminalText;

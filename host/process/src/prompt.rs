@@ -12,10 +12,12 @@
 //! the terminal.
 
 use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use regex::Regex;
 
 use crate::capture::{OutputCapture, OutputLimits};
+use crate::live::SessionLive;
 use crate::terminal::TerminalText;
 
 /// How far back from the end of the output a prompt may start.
@@ -52,28 +54,25 @@ impl Prompt {
     /// [`Prompt::new`], remembering the last few patterns: a plugin waits
     /// for the same prompt after every line it sends, and compiling the
     /// regex again each time cost more than the whole round trip to the
-    /// program. Refused patterns are not remembered.
+    /// program. Shared by every thread (a command that may yield runs on a
+    /// thread of its own). Refused patterns are not remembered.
     pub fn cached(pattern: &str) -> Result<Prompt, String> {
         const KEPT: usize = 16;
-        thread_local! {
-            static RECENT: std::cell::RefCell<Vec<(String, Prompt)>> =
-                const { std::cell::RefCell::new(Vec::new()) };
-        }
-        if let Some(prompt) = RECENT.with_borrow(|recent| {
-            recent
-                .iter()
-                .find(|(known, _)| known == pattern)
-                .map(|(_, prompt)| prompt.clone())
-        }) {
+        static RECENT: Mutex<Vec<(String, Prompt)>> = Mutex::new(Vec::new());
+        let recent = || RECENT.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(prompt) = recent()
+            .iter()
+            .find(|(known, _)| known == pattern)
+            .map(|(_, prompt)| prompt.clone())
+        {
             return Ok(prompt);
         }
         let prompt = Prompt::new(pattern)?;
-        RECENT.with_borrow_mut(|recent| {
-            if recent.len() == KEPT {
-                recent.remove(0);
-            }
-            recent.push((pattern.to_owned(), prompt.clone()));
-        });
+        let mut recent = recent();
+        if recent.len() == KEPT {
+            recent.remove(0);
+        }
+        recent.push((pattern.to_owned(), prompt.clone()));
         Ok(prompt)
     }
 }
@@ -86,6 +85,8 @@ pub struct PromptWatch {
     capture: OutputCapture,
     /// Lines typed since the previous wait whose echo is still expected.
     echo: VecDeque<String>,
+    /// Where the text is shown as it comes, while another thread watches.
+    live: Option<Arc<SessionLive>>,
 }
 
 /// The output before a prompt, and the prompt's text.
@@ -103,7 +104,14 @@ impl PromptWatch {
             recent: String::new(),
             capture: OutputCapture::new(limits, label),
             echo: typed.into(),
+            live: None,
         }
+    }
+
+    /// Shows the text kept, as it comes, on `live` too.
+    pub fn showing_on(mut self, live: Arc<SessionLive>) -> Self {
+        self.live = Some(live);
+        self
     }
 
     /// Takes more terminal bytes.
@@ -111,12 +119,21 @@ impl PromptWatch {
         let mut finished = String::new();
         self.terminal.feed(bytes, &mut finished);
         self.take_lines(&finished);
+        if let Some(live) = &self.live {
+            live.pending(self.terminal.pending());
+        }
     }
 
     fn take_lines(&mut self, finished: &str) {
         for line in finished.split_inclusive('\n') {
             if self.is_echo(line) {
+                if let Some(live) = &self.live {
+                    live.skip_line();
+                }
                 continue;
+            }
+            if let Some(live) = &self.live {
+                live.line(line);
             }
             self.recent.push_str(line);
         }

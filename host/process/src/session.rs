@@ -24,6 +24,7 @@ use std::ffi::OsString;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::AsFd;
 use std::path::Path;
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -37,8 +38,10 @@ use envhost_core::CancelFlag;
 use crate::capture::OutputLimits;
 use crate::fd::{is_hung_up, set_nonblocking};
 use crate::interrupt::{DEFAULT_LADDER, Escalation, escalate};
+use crate::live::{SessionLive, Waiting};
 use crate::prompt::{Prompt, PromptWatch};
 use crate::pty::{ProgramSpec, Pty, PtyProgram, TerminalSize};
+use crate::session_error::SessionError;
 
 /// The terminal's size: wide and tall, so programs wrap and paginate as
 /// little as possible.
@@ -106,36 +109,6 @@ pub enum Waited {
     },
 }
 
-/// Why talking to the program failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SessionError {
-    #[error("{0}")]
-    /// The program could not be started; the text says why.
-    CannotStart(String),
-    /// The program has ended.
-    #[error("{program} has ended ({status}); start it again to go on")]
-    Ended {
-        /// The program.
-        program: String,
-        /// How it ended.
-        status: String,
-    },
-    /// The command's time ran out while typing.
-    #[error("the command's time ran out while typing into {program}")]
-    OutOfTime {
-        /// The program.
-        program: String,
-    },
-    /// Reading from or writing to its terminal failed.
-    #[error("talking to {program} failed: {why}")]
-    Io {
-        /// The program.
-        program: String,
-        /// What failed.
-        why: String,
-    },
-}
-
 /// A running program in its own terminal.
 pub struct Session {
     /// As shown in messages (`sqlite3`).
@@ -148,6 +121,8 @@ pub struct Session {
     typed: Vec<String>,
     /// Every holder of the terminal closed it.
     hung_up: bool,
+    /// What another thread sees of the waits, and may do meanwhile.
+    live: Arc<SessionLive>,
 }
 
 impl Session {
@@ -177,18 +152,30 @@ impl Session {
                 environment,
             })
             .map_err(|e| cannot(e.to_string()))?;
+        let terminal = pty
+            .terminal()
+            .try_clone()
+            .map_err(|e| cannot(format!("terminal: {e}")))?;
+        let live = SessionLive::new(program, pty.pid(), terminal.into(), pty.tty_path());
         Ok(Session {
             program: program.to_owned(),
             pty,
             unread: Vec::new(),
             typed: Vec::new(),
             hung_up: false,
+            live: Arc::new(live),
         })
     }
 
     /// The program's name, for messages.
     pub fn program(&self) -> &str {
         &self.program
+    }
+
+    /// The session as another thread sees it while a wait runs: the text
+    /// read so far (once [`SessionLive::record`] is on), typing, Ctrl-C.
+    pub fn live(&self) -> Arc<SessionLive> {
+        Arc::clone(&self.live)
     }
 
     /// The program's process id.
@@ -327,11 +314,30 @@ impl Session {
         limits: &OutputLimits,
         label: &str,
     ) -> Result<Waited, SessionError> {
+        let live = Arc::clone(&self.live);
+        live.set_waiting(true);
+        let _waiting = Waiting(&live);
+        let mut watch = PromptWatch::new(limits, label, std::mem::take(&mut self.typed));
+        if live.is_recording() {
+            watch = watch.showing_on(Arc::clone(&live));
+        }
+        let waited = self.wait_watching(watch, prompt, until, at_deadline, cancel);
+        // The prompt it ended at is not output.
+        live.skip_line();
+        waited
+    }
+
+    fn wait_watching(
+        &mut self,
+        mut watch: PromptWatch,
+        prompt: &Prompt,
+        until: Instant,
+        at_deadline: AtDeadline,
+        cancel: Option<&CancelFlag>,
+    ) -> Result<Waited, SessionError> {
         if self.hung_up && self.unread.is_empty() {
             return Err(self.ended_error());
         }
-        let typed = std::mem::take(&mut self.typed);
-        let mut watch = PromptWatch::new(limits, label, typed);
         match self.watch_until(&mut watch, prompt, until, cancel)? {
             Watched::Prompt(start, text) => {
                 let found = watch.finish_at(start, text);
@@ -590,6 +596,119 @@ mod tests {
         assert!(alive(pid));
         drop(session);
         assert!(!alive(pid), "the program outlived its session");
+    }
+
+    /// Waits on another thread, as a plugin command that yielded does.
+    fn wait_elsewhere(
+        mut session: Session,
+        prompt: Prompt,
+        limits: OutputLimits,
+    ) -> thread::JoinHandle<(Session, Waited)> {
+        thread::spawn(move || {
+            let waited = session
+                .wait(&prompt, soon(), AtDeadline::Interrupt, None, &limits, "t")
+                .unwrap();
+            (session, waited)
+        })
+    }
+
+    /// Takes from `live` until `expected` has been seen whole.
+    fn take_until(live: &SessionLive, expected: &str) -> String {
+        let deadline = soon();
+        let mut seen = String::new();
+        while !seen.contains(expected) {
+            assert!(
+                Instant::now() < deadline,
+                "never saw {expected:?}: {seen:?}"
+            );
+            seen.push_str(&live.take());
+            thread::sleep(Duration::from_millis(10));
+        }
+        seen
+    }
+
+    #[test]
+    fn another_thread_reads_the_output_piece_by_piece_while_a_wait_runs() {
+        let (mut session, prompt, limits, _dir) = shell();
+        session
+            .wait(&prompt, soon(), AtDeadline::Interrupt, None, &limits, "t")
+            .unwrap();
+        let live = session.live();
+        live.record(true);
+        session
+            .send(
+                "for i in 1 2 3; do echo line $i; sleep 0.2; done",
+                true,
+                None,
+                None,
+            )
+            .unwrap();
+        let waiting = wait_elsewhere(session, prompt, limits);
+        let first = take_until(&live, "line 1\n");
+        assert!(live.is_waiting());
+        let rest = take_until(&live, "line 3\n");
+        let (_session, waited) = waiting.join().unwrap();
+        // Nothing given twice, no echo, and the wait's own answer agrees.
+        assert_eq!(
+            format!("{first}{rest}{}", live.take()),
+            "line 1\nline 2\nline 3\n"
+        );
+        assert_eq!(
+            waited,
+            Waited::Prompt {
+                before: "line 1\nline 2\nline 3\n".into(),
+                prompt: "test$ ".into()
+            }
+        );
+        assert!(!live.is_waiting());
+        assert_eq!(live.total_bytes(), 21);
+        assert_eq!(live.last_line().as_deref(), Some("line 3"));
+    }
+
+    #[test]
+    fn another_thread_types_into_a_program_that_waits_for_input() {
+        let (mut session, prompt, limits, _dir) = shell();
+        session
+            .wait(&prompt, soon(), AtDeadline::Interrupt, None, &limits, "t")
+            .unwrap();
+        let live = session.live();
+        live.record(true);
+        session
+            .send(
+                "printf 'Name? '; read name; echo \"Hello $name\"",
+                true,
+                None,
+                None,
+            )
+            .unwrap();
+        let waiting = wait_elsewhere(session, prompt.clone(), limits);
+        assert_eq!(take_until(&live, "Name? "), "Name? ");
+        let deadline = soon();
+        while !live.reading_terminal() {
+            assert!(Instant::now() < deadline, "the read was never seen");
+            thread::sleep(Duration::from_millis(10));
+        }
+        live.type_text("John\n", soon()).unwrap();
+        let (mut session, waited) = waiting.join().unwrap();
+        assert!(
+            matches!(&waited, Waited::Prompt { before, .. } if before == "Name? John\nHello John\n"),
+            "{waited:?}"
+        );
+        assert_eq!(live.take(), "John\nHello John\n");
+
+        // Ctrl-C from the other thread stops the foreground job.
+        session
+            .send("sleep 30; echo finished", true, None, None)
+            .unwrap();
+        let limits = OutputLimits::for_project(_dir.path());
+        let waiting = wait_elsewhere(session, prompt, limits);
+        thread::sleep(Duration::from_millis(300));
+        assert!(live.interrupt());
+        let (_session, waited) = waiting.join().unwrap();
+        assert!(
+            matches!(&waited, Waited::Prompt { before, .. } if !before.contains("finished")),
+            "{waited:?}"
+        );
     }
 
     #[test]

@@ -6,7 +6,10 @@
 //! small environment, keeps sessions in the store's resource table (so they
 //! end when the plugin drops them or its store is dropped: after a trap,
 //! at a restart, at shutdown), bounds every wait by the command's own time
-//! limit, and turns what happened into the WIT's `reply` and `error`.
+//! limit, and turns what happened into the WIT's `reply` and `error`. While
+//! a command that may outlive the agent's wait runs, each wait tells its
+//! `LiveCall` which program it waits on, so the host can answer the agent
+//! with that program's output so far and type into it or interrupt it.
 //! Running the program and finding its prompt is
 //! [`envhost_process::Session`]'s job.
 
@@ -40,6 +43,10 @@ pub const BASE_VARIABLES: [&str; 10] = [
 
 /// Most programs one plugin instance may run at once.
 pub const MAX_SESSIONS: usize = 8;
+
+/// How long a wait of a command without a limit may last: as long as the
+/// program runs (the agent interrupts it), written as a year.
+const UNLIMITED_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Most bytes of arguments, and of text typed in one call.
 const MAX_ARGUMENT_BYTES: usize = 64 * 1024;
@@ -130,18 +137,31 @@ impl HostSession for HostState {
         timeout_ms: Option<u32>,
     ) -> Result<Reply, Error> {
         let prompt = Prompt::cached(&prompt).map_err(Error::BadPattern)?;
-        let deadline = self.budget().deadline();
         if self.budget().is_spent() {
             return Err(Error::OutOfTime(
                 "the command's time limit is spent (an earlier wait was interrupted); return your answer now".to_owned(),
             ));
         }
+        // A command that may outlive the agent's wait and has no limit of
+        // its own waits on its programs without a deadline (the agent
+        // interrupts it); only its own WebAssembly work counts against its
+        // call limit.
+        let live_call = self.live_call();
+        let unlimited = live_call
+            .as_ref()
+            .is_some_and(|call| call.waits_unlimited());
+        let deadline = if unlimited {
+            None
+        } else {
+            self.budget().deadline()
+        };
         let now = Instant::now();
         let own = timeout_ms.map(|ms| now + Duration::from_millis(u64::from(ms)));
         let until = match (own, deadline) {
             (Some(own), Some(deadline)) => own.min(deadline),
             (Some(own), None) => own,
             (None, Some(deadline)) => deadline,
+            (None, None) if unlimited => now + UNLIMITED_WAIT,
             (None, None) => now + QUICK_CALL_LIMIT,
         };
         let cut_by_command = deadline.is_some_and(|d| own.is_none_or(|own| d <= own));
@@ -156,6 +176,7 @@ impl HostSession for HostState {
             } else {
                 AtDeadline::LeaveRunning
             };
+            let _shown = live_call.as_ref().map(|call| call.waiting_on(entry.live()));
             entry
                 .wait(
                     &prompt,
@@ -167,6 +188,9 @@ impl HostSession for HostState {
                 )
                 .map_err(session_error)?
         };
+        if unlimited {
+            self.budget_mut().extend(now.elapsed());
+        }
         Ok(match waited {
             Waited::Prompt { before, prompt } => Reply {
                 output: before,
@@ -201,11 +225,14 @@ impl HostSession for HostState {
                 // is not held against the rest of this call.
                 self.budget_mut().spend(ANSWER_GRACE);
                 self.budget_mut().forgive_cancellation();
+                let why = if live_call.is_some_and(|call| call.interrupt_was_asked()) {
+                    "interrupted as the agent asked"
+                } else {
+                    "the host was interrupted (Ctrl-C or a signal)"
+                };
                 Reply {
                     output,
-                    ending: Ending::TimedOut(format!(
-                        "the host was interrupted (Ctrl-C or a signal): {how}"
-                    )),
+                    ending: Ending::TimedOut(format!("{why}: {how}")),
                 }
             }
         })
