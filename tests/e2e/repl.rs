@@ -647,3 +647,56 @@ fn a_command_left_running_takes_input_wait_and_ctrl_c() {
         "{answer}"
     );
 }
+
+/// The same as a person sees it with a plugin's program, which yields on
+/// main today: sqlite3 through the sqlite plugin.
+#[test]
+fn a_plugin_command_left_running_is_followed_by_wait_and_stopped_by_ctrl_c() {
+    let test = "a_plugin_command_left_running_is_followed_by_wait_and_stopped_by_ctrl_c";
+    if crate::capabilities::skip(test, "sqlite3") {
+        return;
+    }
+    let counting = |n: u64| {
+        format!(
+            "with recursive c(x) as (select 1 union all select x + 1 from c limit {n}) \
+             select count(*) as n from c;"
+        )
+    };
+    let project = Project::new();
+    crate::plugins::install(&project, &[("sqlite", "sqlite")]);
+    project.write(
+        "env/envhost.toml",
+        "[plugins.sqlite]\nprograms = [\"sqlite3\"]\n",
+    );
+    let state = state_folder();
+    let mut terminal = Terminal::start_with(&project, state.path(), &[], &["--yield-after", "1s"]);
+
+    // Past --yield-after the query is left running and the prompt names it;
+    // other environments take commands meanwhile.
+    terminal.keys(&format!("sqlite: {}\r", counting(20_000_000)));
+    let shown = terminal.wait_for("envhost (sqlite running)> ");
+    assert!(shown.contains("---- sqlite: running ----"), "{shown}");
+    assert!(shown.contains("sqlite is still running"), "{shown}");
+    let answer = terminal.enter("bash: echo meanwhile");
+    assert!(
+        answer.contains("---- bash: ok ----\nmeanwhile\n"),
+        "{answer}"
+    );
+    // :wait follows it to its end.
+    terminal.keys(":wait\r");
+    let shown = terminal.wait_for("---- sqlite: ok ----") + &terminal.wait_for("envhost> ");
+    assert!(shown.contains("20000000"), "{shown}");
+
+    // Ctrl-C while :wait follows a query stops it; sqlite3 serves on.
+    terminal.keys(&format!("sqlite: {}\r", counting(10_000_000_000)));
+    terminal.wait_for("envhost (sqlite running)> ");
+    terminal.keys(":wait\r");
+    terminal.wait_for("---- sqlite: running ----");
+    thread::sleep(Duration::from_millis(500));
+    terminal.keys("\u{3}");
+    terminal.wait_for("---- sqlite: ");
+    terminal.wait_for("envhost> ");
+    let answer = terminal.enter("sqlite: select 6 * 7;");
+    assert!(answer.contains("---- sqlite: ok ----"), "{answer}");
+    assert!(answer.contains("42"), "{answer}");
+}
