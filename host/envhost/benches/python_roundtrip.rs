@@ -6,6 +6,11 @@
 //! the floor everything up to the sentinel. One run, both sides
 //! interleaved so that machine noise hits them alike; medians, p95 and the
 //! ratio of the medians are printed. Not a timed test: nothing is asserted.
+//! `x = 1, yield_ms` is the same command sent with `yield_ms` (it ends long
+//! before): what a command that may yield costs when it does not.
+//! `wait, finished` is a `wait` on a command that yielded and has ended
+//! since, beside envhost's own plain `x = 1` in the same run, each sent
+//! after the same 40 ms pause.
 //!
 //! Run: `cargo bench --bench python_roundtrip` (add `--profile dev` for a
 //! quick check; the numbers that count come from the release profile).
@@ -37,16 +42,26 @@ const SENTINEL: &str = "__SENTINEL_7f3a__";
 struct Workload {
     code: &'static str,
     rounds: usize,
+    /// Sent with `yield_ms` (the command may yield, so it gets a stdin of
+    /// its own; it ends long before).
+    yield_ms: Option<u64>,
 }
 
-const WORKLOADS: [Workload; 2] = [
+const WORKLOADS: [Workload; 3] = [
     Workload {
         code: "x = 1",
         rounds: 1000,
+        yield_ms: None,
+    },
+    Workload {
+        code: "x = 1",
+        rounds: 1000,
+        yield_ms: Some(10_000),
     },
     Workload {
         code: "sum(range(10**6))",
         rounds: 60,
+        yield_ms: None,
     },
 ];
 
@@ -132,7 +147,13 @@ fn main() {
         let mut host_times = Vec::with_capacity(rounds);
         let mut floor_times = Vec::with_capacity(rounds);
         for _ in 0..rounds {
-            let (elapsed, _) = envhost.command("python", workload.code);
+            let (elapsed, _) = match workload.yield_ms {
+                None => envhost.command("python", workload.code),
+                Some(yield_ms) => envhost.round_trip(&serde_json::json!({
+                    "type": "command", "environment": "python",
+                    "command": workload.code, "yield_ms": yield_ms,
+                })),
+            };
             host_times.push(elapsed);
             let (elapsed, _) = floor.round_trip(workload.code);
             floor_times.push(elapsed);
@@ -141,9 +162,13 @@ fn main() {
         let through_floor = summarize(&floor_times);
         let (host_p50, host_p95) = (through_host.median, through_host.p95);
         let (floor_p50, floor_p95) = (through_floor.median, through_floor.p95);
+        let name = match workload.yield_ms {
+            None => workload.code.to_owned(),
+            Some(_) => format!("{}, yield_ms", workload.code),
+        };
         println!(
             "{:<20} {:>7} {:>10.3}ms {:>10.3}ms {:>10.3}ms {:>10.3}ms {:>7.2}x {:>7.2}x",
-            workload.code,
+            name,
             rounds,
             millis(host_p50),
             millis(host_p95),
@@ -151,6 +176,50 @@ fn main() {
             millis(floor_p95),
             millis(host_p50) / millis(floor_p50),
             millis(host_p95) / millis(floor_p95),
+        );
+    }
+
+    // `wait` on a command that yielded and has finished since: what reading
+    // the end of a long command costs, beside the same run's plain round
+    // trip. A command that ends before it yields is skipped.
+    let rounds = rounds_override.unwrap_or(300);
+    let mut wait_times = Vec::with_capacity(rounds);
+    let mut plain_times = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let (_, line) = envhost.round_trip(&serde_json::json!({
+            "type": "command", "environment": "python",
+            "command": "import time\ntime.sleep(0.02)", "yield_ms": 1,
+        }));
+        if !line.contains("\"running\":true") {
+            continue;
+        }
+        std::thread::sleep(Duration::from_millis(40));
+        let (elapsed, line) = envhost.round_trip(&serde_json::json!({
+            "type": "wait", "environment": "python", "timeout_ms": 10_000,
+        }));
+        assert!(line.contains("\"success\":true"), "wait failed: {line}");
+        assert!(!line.contains("\"running\":true"), "still running: {line}");
+        wait_times.push(elapsed);
+        // After the same pause, so that both start from an idle machine.
+        std::thread::sleep(Duration::from_millis(40));
+        plain_times.push(envhost.command("python", "x = 1").0);
+    }
+    if wait_times.is_empty() {
+        println!("wait, finished: every command ended before it could yield; nothing measured");
+    } else {
+        let waits = summarize(&wait_times);
+        let plain = summarize(&plain_times);
+        println!(
+            "{:<20} {:>7} {:>10.3}ms {:>10.3}ms {:>10.3}ms {:>10.3}ms {:>7.2}x {:>7.2}x   \
+             (beside envhost's own `x = 1`)",
+            "wait, finished",
+            wait_times.len(),
+            millis(waits.median),
+            millis(waits.p95),
+            millis(plain.median),
+            millis(plain.p95),
+            millis(waits.median) / millis(plain.median),
+            millis(waits.p95) / millis(plain.p95),
         );
     }
 

@@ -1,28 +1,158 @@
-//! Writing a file so that a crash never leaves half of it: the new content
-//! goes to a temporary file beside the target, is flushed to disk, and is
-//! renamed over the target in one step.
+//! Writing a file so that nothing is lost: neither half of it to a crash,
+//! nor the bytes another process writes to it.
 //!
-//! This module owns that sequence, keeping the replaced file's permissions
-//! (and owner, where the host may set it), and creating a new file without
-//! ever replacing one that appeared meanwhile. It must not decide what to
-//! write.
+//! An edit replaces a file's content only if the file is still exactly what
+//! the edit verified (same content, size, modification time, inode) and no
+//! other process holds it open for writing ([`writers`]); it looks again
+//! right before the switch. A file with a single link gets the new content
+//! through a temporary file beside it, flushed to disk and renamed over it in
+//! one step (a crash leaves the old or the new file, never half of one; the
+//! mode and, where the host may set it, the owner are kept). A file with
+//! other hard links is written in place instead, from the first changed
+//! byte, so that every link keeps showing the same file: the trade-off is
+//! that a crash in the middle of that write can leave it half written.
+//!
+//! This module owns those sequences and creating a new file without ever
+//! replacing one that appeared meanwhile. It must not decide what to write.
 
 use std::ffi::OsString;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, ErrorKind, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::fs::{self, File, Metadata, OpenOptions};
+use std::io::{self, ErrorKind, Read, Write};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Replaces an existing file's content; its mode and owner stay as they were.
-pub fn replace(target: &Path, content: &[u8]) -> io::Result<()> {
-    fs::metadata(target)?;
-    let (temp, mut file) = open_temp_beside(target)?;
-    if let Err(err) = file.write_all(content) {
-        let _ = fs::remove_file(&temp);
-        return Err(err);
+use crate::writers::{self, Writer};
+
+/// Why an edit's content did not go in cleanly.
+#[derive(Debug)]
+pub enum WriteProblem {
+    /// The file is no longer what the edit verified: nothing was written.
+    Changed,
+    /// Other processes have the file open for writing: nothing was written.
+    OpenForWriting(Vec<Writer>),
+    /// Writing failed: the file was not changed.
+    Io(io::Error),
+    /// The new content is in, but another process wrote to the file during
+    /// the switch itself.
+    ChangedDuringSwitch,
+}
+
+impl From<io::Error> for WriteProblem {
+    fn from(err: io::Error) -> Self {
+        WriteProblem::Io(err)
     }
-    put_in_place(&temp, file, target)
+}
+
+/// How the new content went in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    /// A new file renamed over the old one.
+    Replaced,
+    /// Into the same file (it has other hard links).
+    InPlace,
+}
+
+/// Replaces `target`'s content with `content`, provided it still holds
+/// exactly `expected` and nobody else has it open for writing.
+pub fn replace_verified(
+    target: &Path,
+    expected: &[u8],
+    content: &[u8],
+) -> Result<Written, WriteProblem> {
+    let current = File::open(target)?;
+    let before = current.metadata()?;
+    if before.len() != expected.len() as u64 || read_whole(&current)? != expected {
+        return Err(WriteProblem::Changed);
+    }
+    let writers = writers::others_writing(before.dev(), before.ino());
+    if !writers.is_empty() {
+        return Err(WriteProblem::OpenForWriting(writers));
+    }
+    if before.nlink() > 1 {
+        return write_in_place(target, &current, &before, expected, content);
+    }
+    let (temp, mut file) = open_temp_beside(target)?;
+    let result = (|| {
+        file.write_all(content)?;
+        file.set_permissions(fs::Permissions::from_mode(before.mode() & 0o7777))?;
+        // Keeping the owner needs privileges the host may not have; the
+        // content and mode matter more than failing the edit over it.
+        let _ = std::os::unix::fs::fchown(&file, Some(before.uid()), Some(before.gid()));
+        file.sync_all()?;
+        // The last look before the switch: the same file at the path, and
+        // not written since it was verified.
+        let at_path = fs::metadata(target)?;
+        if !unchanged(&before, &current.metadata()?) || !same_file(&before, &at_path) {
+            return Err(WriteProblem::Changed);
+        }
+        fs::rename(&temp, target)?;
+        Ok(())
+    })();
+    if let Err(problem) = result {
+        let _ = fs::remove_file(&temp);
+        return Err(problem);
+    }
+    sync_parent(target);
+    // Bytes written to the old file after the last look went with it.
+    // (Its change time moved with the rename's unlink: only its size and
+    // modification time tell.)
+    let old = current.metadata()?;
+    if old.len() != before.len()
+        || old.mtime() != before.mtime()
+        || old.mtime_nsec() != before.mtime_nsec()
+    {
+        return Err(WriteProblem::ChangedDuringSwitch);
+    }
+    Ok(Written::Replaced)
+}
+
+/// Writes `content` into the file itself, from the first byte that differs
+/// from `expected`, and cuts it to length.
+fn write_in_place(
+    target: &Path,
+    current: &File,
+    before: &Metadata,
+    expected: &[u8],
+    content: &[u8],
+) -> Result<Written, WriteProblem> {
+    let file = OpenOptions::new().write(true).open(target)?;
+    if !same_file(before, &file.metadata()?) || !unchanged(before, &current.metadata()?) {
+        return Err(WriteProblem::Changed);
+    }
+    let first = expected
+        .iter()
+        .zip(content)
+        .take_while(|(old, new)| old == new)
+        .count();
+    file.write_all_at(&content[first..], first as u64)?;
+    file.set_len(content.len() as u64)?;
+    file.sync_all()?;
+    if file.metadata()?.len() != content.len() as u64 {
+        return Err(WriteProblem::ChangedDuringSwitch);
+    }
+    Ok(Written::InPlace)
+}
+
+fn read_whole(file: &File) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let mut reader = file;
+    reader.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+fn same_file(a: &Metadata, b: &Metadata) -> bool {
+    a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+/// Nothing wrote to the file between the two looks.
+fn unchanged(before: &Metadata, now: &Metadata) -> bool {
+    same_file(before, now)
+        && before.len() == now.len()
+        && before.mtime() == now.mtime()
+        && before.mtime_nsec() == now.mtime_nsec()
+        && before.ctime() == now.ctime()
+        && before.ctime_nsec() == now.ctime_nsec()
 }
 
 /// Moves a finished temporary file (from [`open_temp_beside`]) over
@@ -169,10 +299,64 @@ mod tests {
         let target = dir.path().join("run.sh");
         fs::write(&target, "old").unwrap();
         fs::set_permissions(&target, fs::Permissions::from_mode(0o751)).unwrap();
-        replace(&target, b"new").unwrap();
+        let written = replace_verified(&target, b"old", b"new").unwrap();
+        assert_eq!(written, Written::Replaced);
         assert_eq!(fs::read(&target).unwrap(), b"new");
         assert_eq!(fs::metadata(&target).unwrap().mode() & 0o7777, 0o751);
         assert!(leftovers(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn a_file_changed_since_it_was_verified_is_not_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("a.txt");
+        fs::write(&target, "one\ntwo\nappended\n").unwrap();
+        let problem = replace_verified(&target, b"one\ntwo\n", b"ONE\ntwo\n").unwrap_err();
+        assert!(matches!(problem, WriteProblem::Changed), "{problem:?}");
+        assert_eq!(fs::read(&target).unwrap(), b"one\ntwo\nappended\n");
+        // Same size, different bytes.
+        let problem = replace_verified(&target, b"one\ntwo\nAPPENDED\n", b"x\n").unwrap_err();
+        assert!(matches!(problem, WriteProblem::Changed), "{problem:?}");
+        assert!(leftovers(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn a_hard_linked_file_is_written_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("a.txt");
+        let link = dir.path().join("b.txt");
+        fs::write(&target, "same start\nold end\n").unwrap();
+        fs::hard_link(&target, &link).unwrap();
+        let inode = fs::metadata(&target).unwrap().ino();
+        let written = replace_verified(&target, b"same start\nold end\n", b"same start\nnew\n");
+        assert_eq!(written.unwrap(), Written::InPlace);
+        assert_eq!(fs::read(&link).unwrap(), b"same start\nnew\n");
+        assert_eq!(fs::metadata(&target).unwrap().ino(), inode);
+        let longer = b"same start\nnew\nand a longer tail\n";
+        replace_verified(&target, b"same start\nnew\n", longer).unwrap();
+        assert_eq!(fs::read(&link).unwrap(), longer);
+        assert!(leftovers(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn a_file_open_for_writing_elsewhere_is_not_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("log.txt");
+        fs::write(&target, "line\n").unwrap();
+        let mut holder = std::process::Command::new("sleep")
+            .arg("30")
+            .stdout(OpenOptions::new().append(true).open(&target).unwrap())
+            .spawn()
+            .unwrap();
+        let result = replace_verified(&target, b"line\n", b"LINE\n");
+        let _ = (holder.kill(), holder.wait());
+        match result {
+            Err(WriteProblem::OpenForWriting(writers)) => {
+                assert_eq!(writers[0].pid, holder.id() as i32);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(fs::read(&target).unwrap(), b"line\n");
     }
 
     #[test]

@@ -6,8 +6,11 @@
 //! - [`ProjectRoot`]: which paths are inside the project (`..`, absolute
 //!   paths and symlinks that lead out are refused with the reason, unless
 //!   the host runs with `--allow-outside-project`) and how a path is shown;
-//! - [`replace`] and [`create_new`]: writes that never leave half a file
-//!   (a temporary file beside the target, renamed over it);
+//! - [`replace_verified`] and [`create_new`]: writes that lose nothing —
+//!   never half a file (a temporary file beside the target, renamed over
+//!   it, or an in-place write that keeps hard links), and never the bytes
+//!   another process writes: a file changed since it was verified, or held
+//!   open for writing by another process ([`writers`]), is not written;
 //! - [`ProjectFiles`]: whole files moved in bounded chunks (the protocol's
 //!   `read_file` / `write_file`), a chunked write appearing all at once.
 //!
@@ -19,8 +22,9 @@
 mod atomic;
 mod paths;
 mod transfer;
+pub mod writers;
 
-pub use crate::atomic::{create_new, replace};
+pub use crate::atomic::{WriteProblem, Written, create_new, replace_verified};
 pub use crate::paths::{PathError, ProjectRoot, ResolvedPath};
 pub use crate::transfer::{
     FileChunk, FileError, FileWritten, MAX_READ_CHUNK, MAX_UNFINISHED_WRITES, ProjectFiles,

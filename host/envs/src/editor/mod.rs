@@ -5,10 +5,11 @@
 //! descriptions the help system renders, routing each command to its
 //! handler, the wording of every response, and the screen (`Views:` then
 //! `Commands:`). The work itself lives in the submodules: `parse` (command
-//! syntax), `paths` (staying inside the project), `files` (reading text
-//! files), `patterns` (Python-style regexes on Rust's engine), `views`
-//! (pattern views and their rendering), `edit` (verified splices), `atomic`
-//! (crash-safe writes) and `search`. Nothing here knows about the protocol.
+//! syntax), `files` (reading text files), `patterns` (Python-style regexes
+//! on Rust's engine), `views` (pattern views and their rendering), `edit`
+//! (verified splices) and `search`; staying inside the project and writes
+//! that lose nothing are the project-files crate's (`envhost_files`).
+//! Nothing here knows about the protocol.
 
 mod edit;
 mod files;
@@ -29,7 +30,7 @@ use envhost_core::{
 use envhost_core::{CommandHelp, CommandSpec, HelpError};
 
 use edit::VisibleView;
-use envhost_files::{ProjectRoot, ResolvedPath};
+use envhost_files::{ProjectRoot, ResolvedPath, WriteProblem, Written, writers};
 use lines::split_lines;
 use parse::LineRange;
 use patterns::LinePattern;
@@ -50,6 +51,10 @@ const SUMMARY: &str = "Views of project files between two patterns, re-read from
 /// command sent with `yield_ms` and no `timeout_ms`): the editor never
 /// yields, so its searches always need one.
 const SEARCH_LIMIT_WITHOUT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// How many times an edit reads, verifies and writes a file that another
+/// process changes meanwhile before it gives up.
+const WRITE_ATTEMPTS: usize = 3;
 
 /// What the editor needs from the host's configuration.
 #[derive(Debug, Clone)]
@@ -283,6 +288,13 @@ impl EditorEnvironment {
             content.push('\n');
         }
         let display = &path.display;
+        if path.real.is_dir() {
+            return CommandResponse::failure(format!(
+                "Cannot create {display}: it is a folder. To create a file in it, give the file's \
+                 path inside it (create {}/new_file.py).",
+                display.trim_end_matches('/')
+            ));
+        }
         match envhost_files::create_new(&path.real, content.as_bytes()) {
             Ok(()) => CommandResponse::success(format!("Created {display}")),
             Err(err) if err.kind() == ErrorKind::AlreadyExists => {
@@ -320,28 +332,35 @@ impl EditorEnvironment {
             let suggestion = suggest_view(&path, &display, range);
             return CommandResponse::failure(edit::no_view_help(&display, range, &suggestion));
         }
-        let bytes = match files::read_resolved(&path) {
-            Ok(bytes) => bytes,
-            Err(problem) => {
-                return CommandResponse::failure(format!(
-                    "Cannot edit {}\nNothing was written.",
-                    problem.sentence(&display)
+        let new_lines = parse::content_lines(body);
+        // The file may change between reading and writing (another process
+        // writing to it): the write checks, and the edit is verified again
+        // on what the file now holds.
+        let mut attempt = 0;
+        let (new_bytes, written) = loop {
+            attempt += 1;
+            let bytes = match files::read_resolved(&path) {
+                Ok(bytes) => bytes,
+                Err(problem) => {
+                    return CommandResponse::failure(format!(
+                        "Cannot edit {}\nNothing was written.",
+                        problem.sentence(&display)
+                    ));
+                }
+            };
+            let current = split_lines(&bytes);
+            if let Err(refusal) = edit::verify(range, &visible, &current) {
+                return CommandResponse::failure(edit::describe_refusal(
+                    &refusal, &display, range, &visible,
                 ));
             }
+            let new_bytes = edit::splice(&bytes, range, &new_lines);
+            match envhost_files::replace_verified(&path.real, &bytes, &new_bytes) {
+                Ok(written) => break (new_bytes, written),
+                Err(WriteProblem::Changed) if attempt < WRITE_ATTEMPTS => continue,
+                Err(problem) => return write_failure(&display, problem),
+            }
         };
-        let current = split_lines(&bytes);
-        if let Err(refusal) = edit::verify(range, &visible, &current) {
-            return CommandResponse::failure(edit::describe_refusal(
-                &refusal, &display, range, &visible,
-            ));
-        }
-        let new_lines = parse::content_lines(body);
-        let new_bytes = edit::splice(&bytes, range, &new_lines);
-        if let Err(err) = envhost_files::replace(&path.real, &new_bytes) {
-            return CommandResponse::failure(format!(
-                "Cannot write {display}: {err}\nThe file was not changed."
-            ));
-        }
         let mut output = format!("Edited {display} lines {}-{}", range.first, range.last);
         let old_len = range.len();
         if new_lines.len() != old_len {
@@ -362,6 +381,11 @@ impl EditorEnvironment {
                 plural(new_lines.len(), "line"),
                 if shift > 0 { "down" } else { "up" },
                 shift.unsigned_abs()
+            );
+        }
+        if written == Written::InPlace {
+            output.push_str(
+                "\nThe file has other hard links, so it was written in place: every link shows the edit.",
             );
         }
         for note in self.follow_edit(&path.real, range, new_lines.len(), &new_bytes) {
@@ -493,6 +517,29 @@ fn pattern_failure(err: &patterns::PatternError, which: &str) -> String {
     format!("The {which} pattern is not usable: {err}\nNo view was created.")
 }
 
+/// The response when an edit's content could not go in cleanly.
+fn write_failure(display: &str, problem: WriteProblem) -> CommandResponse {
+    CommandResponse::failure(match problem {
+        WriteProblem::Changed => format!(
+            "Cannot edit {display}: it kept changing while the edit was being written (another \
+             process is writing to it). Nothing was written; try again once it is quiet."
+        ),
+        WriteProblem::OpenForWriting(holders) => format!(
+            "Cannot edit {display}: it is open for writing by another process: {}. An edit now \
+             could lose what that process writes next. Nothing was written. Stop that process or \
+             let it finish, then edit again.",
+            writers::describe(&holders)
+        ),
+        WriteProblem::Io(err) => {
+            format!("Cannot write {display}: {err}\nThe file was not changed.")
+        }
+        WriteProblem::ChangedDuringSwitch => format!(
+            "{display} was edited, but another process wrote to it at the same moment, and what \
+             it wrote then may be lost. View the file to check it."
+        ),
+    })
+}
+
 fn plural(n: usize, noun: &str) -> String {
     if n == 1 {
         format!("1 {noun}")
@@ -531,6 +578,36 @@ impl Environment for EditorEnvironment {
             other => CommandResponse::failure(format!("The {other} command has no handler.")),
         };
         Ok(response)
+    }
+
+    /// Closes every view and brings back the long help of every command;
+    /// files are not touched (nothing else is kept between commands).
+    fn restart(&mut self, _context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
+        let closed: Vec<String> = self
+            .views
+            .iter()
+            .map(|v| format!("[{}] {}", v.id, v.display))
+            .collect();
+        self.views = ViewSet::new();
+        self.help = CommandHelp::new(NAME, command_specs())
+            .map_err(|err| EnvironmentError::Failed(err.to_string()))?;
+        let views = if closed.is_empty() {
+            "no view was open".to_owned()
+        } else {
+            format!(
+                "closed {} ({})",
+                plural(closed.len(), "view"),
+                closed.join(", ")
+            )
+        };
+        Ok(CommandResponse::success(format!(
+            "Restarted the editor: {views}, and every command shows its long help again until \
+             it is used. Files are not touched."
+        ))
+        .with_incident(Incident::Restarted {
+            reason: "the agent asked for a restart".to_owned(),
+            lost: "its views and which commands were used".to_owned(),
+        }))
     }
 
     fn screen(&mut self) -> Result<ScreenSection, EnvironmentError> {

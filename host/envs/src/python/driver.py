@@ -2,36 +2,88 @@
 #     python3 -u -c <bootstrap> <this source> REQUEST_FD REPLY_FD
 # where the bootstrap compiles this source under the name <envhost-driver>.
 # It owns the agent's namespace (a fresh `__main__` module) and runs each
-# piece of code it is sent as a REPL would. Code arrives as one JSON line on
-# REQUEST_FD; when the code is done, one JSON line goes back on REPLY_FD with
-# the status, the working directory and the variables. The agent's output
-# (print, stderr, warnings, tracebacks, C code and subprocesses writing to
-# fds 1 and 2) goes to stdout/stderr, which the host reads as one stream:
-# control messages never travel there, so no output can be mistaken for one.
-# The driver must not print anything of its own on stdout/stderr, and must
-# work on every Python from 3.8 on.
+# piece of code it is sent as a REPL would.
+#
+# The conversation with the host is authenticated, because the agent's code
+# runs in this same interpreter and can find these descriptors: the first
+# line on REQUEST_FD is a key (hex) read before any of the agent's code
+# runs; every later line is a request `TAG JSON` whose tag (keyed BLAKE2b,
+# personalization "envhost-request", in hex) and strictly growing sequence
+# number are checked; every reply is one record on the REPLY_FD socket
+# (SOCK_SEQPACKET: records never interleave): the 32 bytes of its tag
+# (personalization "envhost-reply"), then its JSON, naming the request it
+# answers. Lines that fail the checks are refused and counted in the next
+# reply. The key lives only in serve()'s frame: code that walks the
+# driver's frames or memory can still impersonate it (docs/security.md).
+#
+# The agent's output (print, stderr, warnings, tracebacks, C code and
+# subprocesses writing to fds 1 and 2) goes to stdout/stderr, which the host
+# reads as one stream: control messages never travel there, so no output
+# can be mistaken for one. The driver must not print anything of its own on
+# stdout/stderr (except the one line that says its channel was taken), and
+# must work on every Python from 3.8 on.
 
 import ast
 import builtins
+import fcntl
 import json
 import linecache
 import os
+import resource
 import signal
 import sys
 import types
 
 import __future__
 
+# The tag's primitives without importing hashlib and hmac, which load
+# OpenSSL (about 10 ms at every start) for nothing the driver uses.
+try:
+    from _blake2 import blake2b
+except ImportError:
+    from hashlib import blake2b
+try:
+    from _operator import _compare_digest as same_tag
+except ImportError:
+    from hmac import compare_digest as same_tag
+
 DRIVER_GLOBALS = globals()
 DRIVER_PID = os.getpid()
-REQUEST_FD = int(sys.argv[2])
-REPLY_FD = int(sys.argv[3])
+_request_fd, _reply_fd = int(sys.argv[2]), int(sys.argv[3])
 sys.argv = [""]
 
-# The user's subprocesses must not inherit the control pipes.
-os.set_inheritable(REQUEST_FD, False)
-os.set_inheritable(REPLY_FD, False)
+
+def move_high(fd, floor):
+    """The channel at a high descriptor number, not inherited by the code's
+    subprocesses. The code's own files get the lowest free numbers, so even
+    code that closed the driver's descriptors would have to open about a
+    thousand files before one of them got a channel's number (and the
+    driver wrote into it or read from it)."""
+    try:
+        moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, floor)
+    except OSError:
+        os.set_inheritable(fd, False)
+        return fd
+    os.close(fd)
+    return moved
+
+
+try:
+    _soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+except Exception:
+    _soft = 1024
+_floor = max(3, (_soft if 0 < _soft < 1024 else 1024) - 16)
+REQUEST_FD = move_high(_request_fd, _floor)
+REPLY_FD = move_high(_reply_fd, _floor)
 requests = os.fdopen(REQUEST_FD, "rb")
+
+# Most bytes of one reply record; longer variable lists go in parts first.
+MAX_RECORD = 32 * 1024
+
+
+class ChannelLost(Exception):
+    """The code closed or replaced one of the driver's descriptors."""
+
 
 for _stream in (sys.stdout, sys.stderr):
     try:
@@ -60,15 +112,95 @@ namespace = main_module.__dict__
 
 INPUT_MESSAGE = (
     "input() is not available: envhost's python has no stdin for anyone to "
-    "type into. Put the value in the code instead (e.g. name = 'Ada')."
+    "type into. Put the value in the code instead (e.g. name = 'Ada'), or "
+    "send the command with yield_ms so that it can be answered with input."
 )
 
+# A command sent with yield_ms reads, as fd 0, a pipe the agent types into:
+# the host passes its read end (SCM_RIGHTS, with the request's number) on
+# the reply socket with the first such command, and again after Ctrl-D
+# closed it. Every other command reads /dev/null, so that input() fails at
+# once instead of waiting for nobody. fd 0 is switched only when the kind of
+# command changes; what one command leaves unread stays for the next.
+input_open = False
+DEVNULL_FD = move_high(os.open(os.devnull, os.O_RDONLY), _floor)
+stdin_pipe = None
+stdin_on_pipe = False
+reply_socket = None
 
-def no_input(prompt=""):
-    raise EOFError(INPUT_MESSAGE)
+
+def agent_input(prompt=""):
+    """input(), which tells the host (with an untagged hint it checks in
+    /proc) that the command now waits for a line."""
+    if not input_open:
+        raise EOFError(INPUT_MESSAGE)
+    flush_user_streams()
+    if prompt:
+        sys.stdout.write(str(prompt))
+    flush_user_streams()
+    try:
+        os.write(REPLY_FD, b"input-hint")
+    except OSError:
+        pass
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError("EOF when reading a line")
+    return line[:-1] if line.endswith("\n") else line
 
 
-builtins.input = no_input
+builtins.input = agent_input
+
+
+def take_input_fd(seq):
+    """The stdin the host passed for request `seq`, or None. Older ones
+    (for requests that never ran) are closed."""
+    global reply_socket
+    import array
+    import socket
+
+    if reply_socket is None:
+        reply_socket = socket.socket(fileno=REPLY_FD)
+    found = None
+    while found is None:
+        try:
+            message, ancillary, _flags, _address = reply_socket.recvmsg(
+                32, socket.CMSG_SPACE(4 * array.array("i").itemsize), socket.MSG_DONTWAIT
+            )
+        except OSError:
+            break  # nothing (more) was passed
+        if not message and not ancillary:
+            break
+        fds = array.array("i")
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+        for fd in fds:
+            if found is None and message == str(seq).encode():
+                found = fd
+            else:
+                os.close(fd)
+    return found
+
+
+def take_stdin_pipe(seq):
+    """Keeps the pipe passed with request `seq` as the one to read."""
+    global stdin_pipe, stdin_on_pipe
+    fd = take_input_fd(seq)
+    if fd is None:
+        return
+    if stdin_pipe is not None:
+        os.close(stdin_pipe)
+    stdin_pipe = move_high(fd, _floor)
+    stdin_on_pipe = False
+
+
+def use_stdin(pipe):
+    """fd 0 for the next command: the pipe, or /dev/null."""
+    global stdin_on_pipe
+    if pipe != stdin_on_pipe:
+        os.dup2(stdin_pipe if pipe else DEVNULL_FD, 0)
+        stdin_on_pipe = pipe
+
 
 running_user_code = False
 
@@ -88,17 +220,62 @@ for _name in __future__.all_feature_names:
     FUTURE_MASK |= getattr(__future__, _name).compiler_flag
 
 
-def reply(message):
+def encode(message):
     data = json.dumps(message)
     if "\\ud" in data:
         # Maybe a lone surrogate (an undecodable path under
         # surrogateescape), which the host's JSON parser refuses: replace
         # it. Rare, so the fast ASCII encoding above is tried first.
         data = json.dumps(message, ensure_ascii=False)
-    message = memoryview(data.encode("utf-8", "replace") + b"\n")
-    while message:
-        # A signal can cut a write to a pipe short.
-        message = message[os.write(REPLY_FD, message) :]
+    return data.encode("utf-8", "replace")
+
+
+def send(macs, body):
+    """Writes one sealed record to the host."""
+    mac = macs[1].copy()
+    mac.update(body)
+    try:
+        # One record; a signal cannot cut it short (EINTR is retried).
+        os.write(REPLY_FD, mac.digest() + body)
+    except OSError:
+        raise ChannelLost("reply")
+
+
+def reply(macs, message):
+    send(macs, encode(message))
+
+
+def next_request(macs, last_seq):
+    """The next request the host really sent, and how many lines were
+    refused before it (forged, garbled or replayed). None when the host
+    closed the pipe."""
+    refused = 0
+    while True:
+        try:
+            line = requests.readline()
+        except OSError:
+            raise ChannelLost("request")
+        if not line:
+            return None, refused
+        line = line.rstrip(b"\n")
+        if not line:
+            continue  # the newline that starts every request
+        tag, _, body = line.partition(b" ")
+        mac = macs[0].copy()
+        mac.update(body)
+        if not same_tag(tag, mac.hexdigest().encode()):
+            refused += 1
+            continue
+        try:
+            message = json.loads(body.decode("utf-8"))
+            seq = message["seq"]
+        except Exception:
+            refused += 1
+            continue
+        if not isinstance(seq, int) or seq <= last_seq:
+            refused += 1  # a replay of an earlier request
+            continue
+        return message, refused
 
 
 def strip_driver_frames(exc, seen=None):
@@ -258,8 +435,13 @@ def variables():
             continue
         if builtin_names.get(name, missing) is value:
             continue
-        found.append([name, type_name(value)])
+        found.append([clip(name), clip(type_name(value))])
     return found
+
+
+def clip(text, limit=200):
+    """A name for the screen: very long ones are cut (and marked)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def working_directory():
@@ -277,38 +459,110 @@ def flush_user_streams():
             pass
 
 
-def serve():
-    number = 0
-    reply({"type": "ready", "version": sys.version.split()[0], "pid": DRIVER_PID})
-    while True:
-        line = requests.readline()
-        if not line:
-            return  # the host closed the pipe: it is done with us
-        number += 1
-        try:
-            source = json.loads(line.decode("utf-8"))["code"]
-        except Exception as err:
-            sys.stderr.write("envhost driver: unreadable request (%s)\n" % err)
-            source = None
-        status = run(source, number) if isinstance(source, str) else "error"
-        if os.getpid() != DRIVER_PID:
-            # A fork made by the agent's code that fell through to here: it
-            # must neither answer the host nor read its requests.
-            flush_user_streams()
-            os._exit(0)
-        flush_user_streams()
-        try:
-            names = variables()
-        except Exception:
-            names = []
-        reply(
-            {
-                "type": "done",
-                "status": status,
-                "cwd": working_directory(),
-                "variables": names,
-            }
+def report_done(key, seq, status, refused):
+    try:
+        names = variables()
+    except Exception:
+        names = []
+    message = {
+        "type": "done",
+        "seq": seq,
+        "status": status,
+        "cwd": working_directory(),
+        "variables": names,
+        "rejected": refused,
+    }
+    body = encode(message)
+    if len(body) > MAX_RECORD:
+        # A namespace too big for one record goes ahead in parts.
+        part, size = [], 0
+        for entry in names:
+            part.append(entry)
+            size += len(entry[0]) + len(entry[1]) + 8
+            if size > MAX_RECORD // 8:
+                reply(key, {"type": "vars", "seq": seq, "variables": part})
+                part, size = [], 0
+        message["variables"] = part
+        body = encode(message)
+    send(key, body)
+
+
+def channel_lost(key, which, seq):
+    """The code closed or replaced a descriptor the driver talks through.
+    Say so where a person can see it, tell the host if the reply channel
+    still works, then wait to be ended: the host cannot ask anything of an
+    interpreter it cannot talk to, and exiting now would look like an
+    ordinary exit."""
+    try:
+        sys.stderr.write(
+            "envhost: the code closed or replaced the %s channel of envhost's "
+            "python driver (file descriptor %d)\n"
+            % (which, REQUEST_FD if which == "request" else REPLY_FD)
         )
+        sys.stderr.flush()
+    except Exception:
+        pass
+    if which == "request":
+        try:
+            reply(key, {"type": "lost", "seq": seq})
+        except ChannelLost:
+            pass
+    while True:
+        signal.pause()
+
+
+def serve():
+    global input_open
+    try:
+        key = bytes.fromhex(requests.readline().decode("ascii").strip())
+    except Exception:
+        key = b""
+    if len(key) != 32:
+        sys.stderr.write("envhost driver: no key on the request pipe\n")
+        sys.exit(2)
+    # Keyed BLAKE2b, one per direction (the personalization tells them
+    # apart), copied for each message.
+    key = (
+        blake2b(key=key, digest_size=32, person=b"envhost-request"),
+        blake2b(key=key, digest_size=32, person=b"envhost-reply"),
+    )
+    last_seq = 0
+    cells = 0  # pieces of code run: <python-input-N> names the Nth
+    try:
+        reply(key, {"type": "ready", "seq": 0, "version": sys.version.split()[0], "pid": DRIVER_PID})
+    except ChannelLost as lost:
+        channel_lost(key, str(lost), 0)
+    while True:
+        try:
+            request, refused = next_request(key, last_seq)
+        except ChannelLost as lost:
+            channel_lost(key, str(lost), last_seq)
+        if request is None:
+            return  # the host closed the pipe: it is done with us
+        last_seq = request["seq"]
+        try:
+            if request.get("op") == "sync":
+                reply(key, {"type": "synced", "seq": last_seq, "rejected": refused})
+                continue
+            source = request.get("code")
+            cells += 1
+            if request.get("stdin"):
+                take_stdin_pipe(last_seq)
+            input_open = bool(request.get("input")) and stdin_pipe is not None
+            use_stdin(input_open)
+            try:
+                status = run(source, cells) if isinstance(source, str) else "error"
+            finally:
+                input_open = False
+            if os.getpid() != DRIVER_PID:
+                # A fork made by the agent's code that fell through to here:
+                # it must neither answer the host nor read its requests.
+                flush_user_streams()
+                os._exit(0)
+            flush_user_streams()
+            report_done(key, last_seq, status, refused)
+        except ChannelLost as lost:
+            channel_lost(key, str(lost), last_seq)
 
 
 serve()

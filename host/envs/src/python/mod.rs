@@ -2,17 +2,22 @@
 //! working directory and the variables, most recently used first.
 //!
 //! One `python3` child runs a driver shipped inside the binary
-//! ([`process`]); its namespace, imports and working directory persist from
-//! command to command. This module owns what the agent sees: the lifecycle
-//! (unused → running → ended or restarted), what a timeout, an exit or a
-//! crash means and how the response says it, the output (terminal text,
-//! capped with the shared [`OutputCapture`]) and the screen, built from what
-//! the driver reported with the last command, so drawing it never talks to
-//! python. Variable ordering lives in [`variables`].
+//! ([`process`], talking through [`channel`]); its namespace, imports and
+//! working directory persist from command to command. This module owns what
+//! the agent sees: the lifecycle (unused → running → ended or restarted), a
+//! command's way from its request to its last answer (answered at once, or
+//! yielding and answered again by `wait` and `input` until it ends or is
+//! interrupted; [`command`] keeps its output between answers), what a
+//! timeout, a stop, an exit or a crash means and how the response says it,
+//! and the screen, built from what the driver reported with the last
+//! command, so drawing it never talks to python. Variable ordering lives in
+//! [`variables`].
 //!
 //! It must not know about the protocol or other environments, nor read
 //! pipes or send signals itself (that is `process`).
 
+mod channel;
+mod command;
 mod process;
 mod variables;
 
@@ -25,13 +30,15 @@ use crate::settings::Settings;
 use envhost_core::text;
 use envhost_core::{
     CancelFlag, CommandContext, CommandResponse, Environment, EnvironmentError, Incident,
-    ScreenSection, Usage,
+    RunningCommand, ScreenSection, Usage,
 };
 use envhost_process::{
     CommandOutput, DEFAULT_LADDER, Escalation, OutputLimits, escalate, signal_group,
 };
 
-use process::{Done, Ending, Interpreter, Launch, StartError, TalkError, Wait};
+use channel::Done;
+use command::Command;
+use process::{Ending, Interpreter, Launch, StartError, TalkError, Wait};
 use variables::{MAX_SHOWN, RecentVariables, Variable};
 
 pub use process::find_interpreter;
@@ -44,6 +51,43 @@ const READY: &str = "Python REPL (ready)";
 
 /// What a new interpreter has lost, for responses and events.
 const LOST: &str = "variables and imports";
+
+/// How often a long wait looks whether the interpreter was stopped.
+const STOP_CHECK: Duration = Duration::from_secs(1);
+
+/// How long an interruption waits to hand the driver its `sync` request.
+const SYNC_SEND_LIMIT: Duration = Duration::from_millis(200);
+
+/// How long an interruption waits for the `sync` answer that follows the
+/// interrupted code's `done` (the driver is idle then: it answers at once).
+const SYNC_ANSWER_LIMIT: Duration = Duration::from_millis(500);
+
+/// What the response says when the driver's channel is gone.
+const CHANNEL_LOST: &str = "The code closed the descriptors envhost talks to python through (or \
+     reused their numbers), so envhost can no longer tell when code finishes.";
+
+/// How often a command that says it waits for input is looked at in
+/// `/proc`, and for how long, before the claim is dropped.
+const INPUT_CHECK: Duration = Duration::from_millis(10);
+const INPUT_HINT_LIMIT: Duration = Duration::from_millis(500);
+
+/// How long `wait` and `input` wait when the context does not say (the
+/// orchestrator always does).
+const DEFAULT_WAIT: Duration = Duration::from_secs(10);
+const DEFAULT_INPUT_WAIT: Duration = Duration::from_secs(1);
+
+/// How long a command without a limit may take to be handed to the driver.
+const SEND_LIMIT: Duration = Duration::from_secs(60);
+
+/// Variable names a restart lists as lost before "and N more".
+const LOST_NAMES_SHOWN: usize = 10;
+
+/// Longest command quoted on one line.
+const QUOTED_CHARS: usize = 60;
+
+/// The answer to `wait`, `input` or `interrupt` with nothing running (the
+/// orchestrator words its own refusal before it gets here).
+const NOTHING_RUNNING: &str = "Nothing is running in python.";
 
 /// How long an interpreter may take to start (the pyenv shim alone can take
 /// a tenth of a second; a cold disk much more). Not part of the command's
@@ -65,7 +109,7 @@ const REMOVED_VARIABLES: [&str; 1] = ["PYTHONINSPECT"];
 enum State {
     /// Nothing has run yet; no interpreter was started.
     Unused,
-    Running(Interpreter),
+    Running(Box<Interpreter>),
     /// The interpreter ended (exit, crash); `how` says how. The next
     /// command starts a fresh one and says so.
     Ended {
@@ -88,6 +132,9 @@ pub struct PythonEnvironment {
     variables: RecentVariables,
     /// `os.getcwd()` as of the last command.
     cwd: String,
+    /// The command between its request and its last answer (it yielded,
+    /// or is being answered).
+    busy: Option<Command>,
 }
 
 impl PythonEnvironment {
@@ -117,6 +164,7 @@ impl PythonEnvironment {
             state: State::Unused,
             variables: RecentVariables::new(),
             cwd: config.project_dir.display().to_string(),
+            busy: None,
         }
     }
 
@@ -130,13 +178,25 @@ impl PythonEnvironment {
 
     /// Notices an interpreter that ended between commands (a background
     /// thread called `os._exit`, the OOM killer...). One `waitpid`, no
-    /// talking to python.
+    /// talking to python. A command still running finds out itself, so
+    /// that its answer says it.
     fn notice_end(&mut self) {
-        if let State::Running(interpreter) = &mut self.state
+        if self.busy.is_none()
+            && let State::Running(interpreter) = &mut self.state
             && let Some(ending) = interpreter.ended_by_itself()
         {
             self.forget(ending);
         }
+    }
+
+    /// Ends the running interpreter, if any, and forgets it.
+    fn kill(&mut self) -> Ending {
+        let ending = match &mut self.state {
+            State::Running(interpreter) => interpreter.kill(),
+            _ => Ending { status: None },
+        };
+        self.forget(ending);
+        ending
     }
 
     fn forget(&mut self, ending: Ending) {
@@ -153,15 +213,15 @@ impl PythonEnvironment {
 
     /// Starts an interpreter into `self.state`; on failure the state says
     /// why and so does the returned message.
-    fn start(&mut self, run: &mut CommandOutput, cancel: &CancelFlag) -> Result<(), String> {
+    fn start(&mut self, command: &mut Command, cancel: &CancelFlag) -> Result<(), String> {
         self.reset_view();
         let launch = match &self.launch {
             Ok(launch) => launch,
             Err(reason) => return Err(reason.clone()),
         };
-        match Interpreter::start(launch, STARTUP_LIMIT, cancel, &mut |bytes| run.feed(bytes)) {
+        match Interpreter::start(launch, STARTUP_LIMIT, cancel, &mut |b| command.feed(b)) {
             Ok(interpreter) => {
-                self.state = State::Running(interpreter);
+                self.state = State::Running(Box::new(interpreter));
                 Ok(())
             }
             Err(err) => {
@@ -187,29 +247,214 @@ impl PythonEnvironment {
         self.variables.update(command, namespace);
     }
 
-    /// The code ran out of time (or the host was signalled): SIGINT, so that
-    /// Python raises KeyboardInterrupt and keeps its namespace; SIGTERM and
-    /// SIGKILL for the process group if it does not come back.
-    fn interrupt(
-        &mut self,
-        command: &str,
-        run: &mut CommandOutput,
-        why: Interruption,
-        cancel: &CancelFlag,
-    ) {
-        let State::Running(interpreter) = &mut self.state else {
-            return;
+    /// Waits for the running command until `answer_by` (`None`: until it
+    /// ends or reaches its limit) and answers: with its output so far and
+    /// `running`, or with the end of it. A wait is cut into slices: between
+    /// them an interpreter found stopped (SIGSTOP: it can run nothing, not
+    /// even a signal handler) is continued and the answer says so, and a
+    /// command that says it waits for input is checked in `/proc` and, if
+    /// it really does, answered at once.
+    fn drive(&mut self, answer_by: Option<Instant>, cancel: &CancelFlag) -> CommandResponse {
+        let mut hint_since: Option<Instant> = None;
+        loop {
+            let (State::Running(interpreter), Some(command)) = (&mut self.state, &mut self.busy)
+            else {
+                return self.conclude_without_interpreter();
+            };
+            let now = Instant::now();
+            if command.deadline.is_some_and(|deadline| now >= deadline) {
+                let limit = command.limit.unwrap_or_default();
+                return self.conclude_interrupted(Interruption::Timeout(limit), cancel);
+            }
+            let mut until = now + STOP_CHECK;
+            for bound in [answer_by, command.deadline].into_iter().flatten() {
+                until = until.min(bound);
+            }
+            if hint_since.is_some() {
+                until = until.min(now + INPUT_CHECK);
+            }
+            match interpreter.wait(until, Some(cancel), &mut |b| command.feed(b)) {
+                Ok(Wait::Done(done)) => return self.conclude_done(done),
+                Ok(Wait::InputWanted) => {
+                    if interpreter.reads_input() {
+                        command.wants_input = true;
+                        return self.answer_running();
+                    }
+                    hint_since = Some(now);
+                }
+                Ok(Wait::Deadline) => {
+                    let now = Instant::now();
+                    if let Some(since) = hint_since {
+                        if interpreter.reads_input() {
+                            command.wants_input = true;
+                            return self.answer_running();
+                        }
+                        if now.duration_since(since) > INPUT_HINT_LIMIT {
+                            hint_since = None;
+                        }
+                    }
+                    if answer_by.is_some_and(|t| now >= t) {
+                        interpreter.collect_stray_output(&mut |b| command.feed(b));
+                        command.wants_input = interpreter.reads_input();
+                        return self.answer_running();
+                    }
+                    continue_if_stopped(interpreter, command.output());
+                }
+                Ok(Wait::Cancelled) => {
+                    return self.conclude_interrupted(Interruption::Cancelled, cancel);
+                }
+                Ok(Wait::Ended(ending)) => return self.conclude_ended(ending),
+                Ok(Wait::ChannelLost) => return self.conclude_lost(),
+                // Only an interruption sends a sync; answered here, the
+                // request never reached the driver.
+                Ok(Wait::Synced) => return self.conclude_never_reached("Python"),
+                Err(err) => return self.conclude_broken(&err),
+            }
+        }
+    }
+
+    /// The answer that leaves the running command running.
+    fn answer_running(&mut self) -> CommandResponse {
+        let Some(command) = self.busy.as_mut() else {
+            return CommandResponse::failure(NOTHING_RUNNING);
         };
+        if let State::Running(interpreter) = &mut self.state
+            && let Some(sentence) = interpreter.take_tampering().sentence()
+        {
+            command.output().after(sentence);
+        }
+        command.answer_running()
+    }
+
+    /// The last answer of the running command, with what the driver set
+    /// aside.
+    fn conclude(&mut self, mut command: Command, success: bool) -> CommandResponse {
+        if let State::Running(interpreter) = &mut self.state
+            && let Some(sentence) = interpreter.take_tampering().sentence()
+        {
+            command.output().after(sentence);
+        }
+        command.answer_final(success)
+    }
+
+    fn conclude_done(&mut self, done: Done) -> CommandResponse {
+        let Some(command) = self.busy.take() else {
+            return CommandResponse::failure(NOTHING_RUNNING);
+        };
+        let success = done.succeeded();
+        self.absorb(&command.text, done);
+        self.conclude(command, success)
+    }
+
+    fn conclude_ended(&mut self, ending: Ending) -> CommandResponse {
+        let Some(mut command) = self.busy.take() else {
+            return CommandResponse::failure(NOTHING_RUNNING);
+        };
+        command.output().after(format!(
+            "[Python {}. Its {LOST} are gone; the next command starts a fresh interpreter.]",
+            ending.describe()
+        ));
+        self.forget(ending);
+        self.conclude(command, ending.exit_code() == Some(0))
+    }
+
+    fn conclude_lost(&mut self) -> CommandResponse {
+        let Some(mut command) = self.busy.take() else {
+            return CommandResponse::failure(NOTHING_RUNNING);
+        };
+        let ending = self.kill();
+        command.output().after(format!(
+            "[{CHANNEL_LOST} The interpreter was ended ({}); its {LOST} are lost. The next \
+             command starts a fresh interpreter.]",
+            ending.describe()
+        ));
+        self.conclude(command, false)
+    }
+
+    fn conclude_broken(&mut self, err: &TalkError) -> CommandResponse {
+        let Some(mut command) = self.busy.take() else {
+            return CommandResponse::failure(NOTHING_RUNNING);
+        };
+        let ending = self.kill();
+        command.output().after(format!(
+            "[Python stopped answering properly ({err}) and was ended ({}). Its {LOST} are gone; \
+             the next command starts a fresh interpreter.]",
+            ending.describe()
+        ));
+        self.conclude(command, false)
+    }
+
+    fn conclude_never_reached(&mut self, cause: &str) -> CommandResponse {
+        let Some(mut command) = self.busy.take() else {
+            return CommandResponse::failure(NOTHING_RUNNING);
+        };
+        command.output().after(format!(
+            "[{cause}: the code never reached python: something in the interpreter read or \
+             garbled the request on the driver's request channel, so nothing ran. Variables and \
+             imports are kept.]"
+        ));
+        self.conclude(command, false)
+    }
+
+    fn conclude_without_interpreter(&mut self) -> CommandResponse {
+        let Some(mut command) = self.busy.take() else {
+            return CommandResponse::failure(NOTHING_RUNNING);
+        };
+        let how = match &self.state {
+            State::Ended { how } => how.clone(),
+            _ => "is not running".to_owned(),
+        };
+        command.output().after(format!(
+            "[Python {how}. Its {LOST} are gone; the next command starts a fresh interpreter.]"
+        ));
+        self.conclude(command, false)
+    }
+
+    /// The running command is interrupted (its time ran out, the agent
+    /// asked, or the host is stopping): SIGINT, so that Python raises
+    /// KeyboardInterrupt and keeps its namespace; SIGTERM and SIGKILL for
+    /// the process group if it does not come back. A stopped interpreter is
+    /// continued first, or no signal could land.
+    fn conclude_interrupted(&mut self, why: Interruption, cancel: &CancelFlag) -> CommandResponse {
+        let Some(mut command) = self.busy.take() else {
+            return CommandResponse::failure(NOTHING_RUNNING);
+        };
+        if let Interruption::Timeout(after) = why {
+            command.output().incident(Incident::TimedOut { after });
+        }
+        let success = self.interrupt(&mut command, why, cancel);
+        self.conclude(command, success)
+    }
+
+    /// Runs the interrupt ladder on `command`; `true` only if the code then
+    /// finished by itself without raising.
+    fn interrupt(&mut self, command: &mut Command, why: Interruption, cancel: &CancelFlag) -> bool {
+        let State::Running(interpreter) = &mut self.state else {
+            return false;
+        };
+        continue_if_stopped(interpreter, command.output());
+        let ignores_sigint = interpreter.ignores_sigint();
+        // If the request never reached the driver (something in the
+        // interpreter read it off the pipe), the driver is idle and answers
+        // this at once; if the code runs, it answers after the code.
+        let _ = interpreter.send_sync(Instant::now() + SYNC_SEND_LIMIT);
         let pid = interpreter.pid();
         let mut finished: Option<Result<Wait, TalkError>> = None;
         let escalation = escalate(
             &DEFAULT_LADDER,
             |signal| signal_group(pid, signal),
-            |grace| match interpreter.wait(Instant::now() + grace, None, &mut |b| run.feed(b)) {
-                Ok(Wait::Deadline) => false,
-                other => {
-                    finished = Some(other);
-                    true
+            |grace| {
+                let until = Instant::now() + grace;
+                loop {
+                    match interpreter.wait(until, None, &mut |b| command.feed(b)) {
+                        Ok(Wait::Deadline) => return false,
+                        // The code asked for input after all: not an end.
+                        Ok(Wait::InputWanted) => continue,
+                        other => {
+                            finished = Some(other);
+                            return true;
+                        }
+                    }
                 }
             },
         );
@@ -219,44 +464,99 @@ impl PythonEnvironment {
                 // Code blocked in os.system() does not see KeyboardInterrupt
                 // (system() ignores SIGINT); its child does, and the code
                 // may then simply finish.
-                let what = if done.succeeded() {
+                let succeeded = done.succeeded();
+                let what = if succeeded {
                     "SIGINT was sent and the code then finished"
                 } else {
                     "the code was interrupted (KeyboardInterrupt)"
                 };
-                self.absorb(command, done);
-                run.after(format!(
+                // The sync's answer follows at once; take it now so that it
+                // is not left for the next command.
+                let _ = interpreter.wait(Instant::now() + SYNC_ANSWER_LIMIT, None, &mut |b| {
+                    command.feed(b)
+                });
+                let ended = interpreter.end_strays_of_command(command.started().elapsed());
+                self.absorb(&command.text, done);
+                command.output().after(format!(
                     "[{cause}: {what}. Variables and imports are kept.]"
                 ));
-                return;
+                if ended > 0 {
+                    command.output().after(format!(
+                        "[Ended {} the command started that {} still running after it was \
+                         interrupted (SIGTERM, then SIGKILL): {} SIGINT. Processes started by \
+                         earlier commands are not touched.]",
+                        if ended == 1 {
+                            "1 process".to_owned()
+                        } else {
+                            format!("{ended} processes")
+                        },
+                        if ended == 1 { "was" } else { "were" },
+                        if ended == 1 {
+                            "it ignores"
+                        } else {
+                            "they ignore"
+                        },
+                    ));
+                }
+                return succeeded && matches!(why, Interruption::Requested);
+            }
+            Some(Ok(Wait::Synced)) => {
+                command.output().after(format!(
+                    "[{cause}: the code never reached python: something in the interpreter read \
+                     or garbled the request on the driver's request channel, so nothing ran. \
+                     Variables and imports are kept.]"
+                ));
+                return false;
             }
             Some(Ok(Wait::Ended(ending))) => {
                 let how = match escalation {
-                    Escalation::StoppedBy(signal) if signal != Signal::SIGINT => format!(
-                        "Python did not stop on KeyboardInterrupt and was ended with {signal}"
-                    ),
+                    Escalation::StoppedBy(signal) if signal != Signal::SIGINT => {
+                        if ignores_sigint {
+                            format!(
+                                "Python ignores SIGINT (the code set signal.SIG_IGN for it), so \
+                                 KeyboardInterrupt could not stop the code; it was ended with \
+                                 {signal}"
+                            )
+                        } else {
+                            format!(
+                                "Python did not stop on KeyboardInterrupt (the code may be busy \
+                                 in C code that does not check for signals, or catch \
+                                 KeyboardInterrupt) and was ended with {signal}"
+                            )
+                        }
+                    }
                     // It ended by itself (e.g. SIGINT's default action).
                     _ => format!("Python {}", ending.describe()),
                 };
-                run.after(format!("[{cause}. {how}; its {LOST} are lost.]"));
+                command
+                    .output()
+                    .after(format!("[{cause}. {how}; its {LOST} are lost.]"));
+            }
+            Some(Ok(Wait::ChannelLost)) => {
+                let ending = interpreter.kill();
+                command.output().after(format!(
+                    "[{cause}. {CHANNEL_LOST} The interpreter was ended ({}); its {LOST} are \
+                     lost.]",
+                    ending.describe()
+                ));
             }
             Some(Err(err)) => {
                 interpreter.kill();
-                run.after(format!(
+                command.output().after(format!(
                     "[{cause}. Python stopped answering properly ({err}) and was ended; its \
                      {LOST} are lost.]"
                 ));
             }
-            Some(Ok(Wait::Deadline | Wait::Cancelled)) | None => {
+            Some(Ok(Wait::Deadline | Wait::Cancelled | Wait::InputWanted)) | None => {
                 let ending = interpreter.kill();
-                run.after(format!(
+                command.output().after(format!(
                     "[{cause}. Python did not respond to SIGINT, SIGTERM or SIGKILL and was \
                      abandoned ({}); its {LOST} are lost.]",
                     ending.describe()
                 ));
             }
         }
-        run.incident(Incident::Restarted {
+        command.output().incident(Incident::Restarted {
             reason: format!("{} and python did not come back", why.event()),
             lost: LOST.to_owned(),
         });
@@ -267,21 +567,150 @@ impl PythonEnvironment {
             self.state = State::Ended {
                 how: "was ended after an interruption".to_owned(),
             };
-            return;
+            return false;
         }
-        match self.start(run, cancel) {
-            Ok(()) => run.after("[A fresh interpreter is ready.]".to_owned()),
-            Err(message) => run.after(format!(
+        match self.start(command, cancel) {
+            Ok(()) => command
+                .output()
+                .after("[A fresh interpreter is ready.]".to_owned()),
+            Err(message) => command.output().after(format!(
                 "[A fresh interpreter could not be started: {message}]"
             )),
         }
+        false
     }
+
+    /// Types `text` into the running command: plain text goes to its
+    /// stdin; Ctrl-C (`\u{3}`) sends SIGINT, as a terminal would; Ctrl-D
+    /// (`\u{4}`) ends its stdin. Returns notes for the answer.
+    fn type_into(&mut self, text: &str) -> Vec<String> {
+        let (State::Running(interpreter), Some(command)) = (&mut self.state, &mut self.busy) else {
+            return Vec::new();
+        };
+        let mut notes = Vec::new();
+        let mut closed = false;
+        let mut dropped = 0;
+        let mut type_run = |run: &str, closed: bool, interpreter: &mut Interpreter| {
+            if !run.is_empty() && (closed || !interpreter.type_input(run.as_bytes())) {
+                dropped += run.len();
+            }
+        };
+        let mut run_start = 0;
+        for (at, c) in text.char_indices() {
+            if c != '\u{3}' && c != '\u{4}' {
+                continue;
+            }
+            type_run(&text[run_start..at], closed, interpreter);
+            run_start = at + c.len_utf8();
+            if c == '\u{3}' {
+                interpreter.signal(Signal::SIGINT);
+            } else {
+                interpreter.close_input();
+                closed = true;
+            }
+        }
+        type_run(&text[run_start..], closed, interpreter);
+        if dropped > 0 {
+            notes.push(if closed {
+                format!(
+                    "[{} typed after Ctrl-D went nowhere: the command's input had ended.]",
+                    text::bytes(dropped as u64)
+                )
+            } else {
+                format!(
+                    "[The command has no input to type into ({} dropped): only code sent with \
+                     yield_ms (or under --yield-after) reads what is typed.]",
+                    text::bytes(dropped as u64)
+                )
+            });
+        }
+        command.wants_input = false;
+        notes
+    }
+
+    /// What a restart loses, in words: the variables by name (the first
+    /// few), imports, and the command it ends.
+    fn loss(&self, ended: Option<&Command>) -> String {
+        let mut lost = Vec::new();
+        let (shown, hidden) = self.variables.shown(LOST_NAMES_SHOWN);
+        if !shown.is_empty() {
+            let names: Vec<&str> = shown.iter().map(|v| v.name.as_str()).collect();
+            let more = if hidden > 0 {
+                format!(" and {hidden} more")
+            } else {
+                String::new()
+            };
+            lost.push(format!("the variables {}{more}", names.join(", ")));
+        }
+        if matches!(self.state, State::Running(_)) {
+            lost.push("imports and anything else the interpreter held".to_owned());
+        }
+        if let Some(command) = ended {
+            lost.push(format!(
+                "the running command ({}), which was ended",
+                quoted(&command.text)
+            ));
+        }
+        if lost.is_empty() {
+            "nothing (no interpreter was running)".to_owned()
+        } else {
+            lost.join("; ")
+        }
+    }
+}
+
+/// Shown before output that arrived while no command ran.
+const LATE_OUTPUT_HEADER: &str = "[Output that arrived after the previous command ended (from a background thread or process):]\n";
+
+/// Shown after it, where the command's own output starts.
+const OWN_OUTPUT_HEADER: &str = "[This command's output:]\n";
+
+/// Gives `command` what background threads and processes wrote while no
+/// command ran, under a line saying so, so that it is neither lost nor
+/// taken for the command's own output (`own_follows`: a line then marks
+/// where that starts).
+fn take_late_output(interpreter: &mut Interpreter, command: &mut Command, own_follows: bool) {
+    let mut late = Vec::new();
+    interpreter.collect_stray_output(&mut |b| late.extend_from_slice(b));
+    if late.is_empty() {
+        return;
+    }
+    command.feed(LATE_OUTPUT_HEADER.as_bytes());
+    command.feed(&late);
+    if !late.ends_with(b"\n") {
+        command.feed(b"\n");
+    }
+    if own_follows {
+        command.feed(OWN_OUTPUT_HEADER.as_bytes());
+    }
+}
+
+/// Continues an interpreter that is stopped (state `T`), saying so.
+fn continue_if_stopped(interpreter: &Interpreter, run: &mut CommandOutput) {
+    if interpreter.is_stopped() {
+        interpreter.signal(Signal::SIGCONT);
+        run.after(
+            "[Python was stopped (SIGSTOP or a similar signal: state T), so it could not go on; \
+             envhost continued it with SIGCONT.]"
+                .to_owned(),
+        );
+    }
+}
+
+/// A command's first line, quoted, cut at [`QUOTED_CHARS`].
+fn quoted(command: &str) -> String {
+    let first = command.lines().next().unwrap_or_default();
+    let cut = first.floor_char_boundary(first.len().min(QUOTED_CHARS));
+    let more = if cut < command.len() { "…" } else { "" };
+    format!("`{}{more}`", &first[..cut])
 }
 
 /// Why running code was interrupted.
 #[derive(Debug, Clone, Copy)]
 enum Interruption {
     Timeout(Duration),
+    /// The agent sent `interrupt`.
+    Requested,
     Cancelled,
 }
 
@@ -291,6 +720,7 @@ impl Interruption {
             Interruption::Timeout(after) => {
                 format!("Timed out after {}", text::duration(after))
             }
+            Interruption::Requested => "Interrupted as asked".to_owned(),
             Interruption::Cancelled => text::capitalized(text::INTERRUPTED),
         }
     }
@@ -300,6 +730,7 @@ impl Interruption {
             Interruption::Timeout(after) => {
                 format!("timed out after {}", text::duration(after))
             }
+            Interruption::Requested => "was interrupted at the agent's request".to_owned(),
             Interruption::Cancelled => text::INTERRUPTED.to_owned(),
         }
     }
@@ -315,97 +746,165 @@ impl Environment for PythonEnvironment {
 
     fn handle_command(
         &mut self,
-        command: &str,
+        text: &str,
         context: &CommandContext,
     ) -> Result<CommandResponse, EnvironmentError> {
         if let Err(reason) = &self.launch {
             return Err(EnvironmentError::Unavailable(reason.clone()));
         }
-        let mut run = CommandOutput::new(&self.output_limits, "python");
+        if let Some(running) = &self.busy {
+            // The orchestrator refuses first; this only guards the state.
+            return Ok(CommandResponse::failure(format!(
+                "python is still running {}; go on with wait, input or interrupt first.",
+                quoted(&running.text)
+            )));
+        }
+        let mut command = Command::new(text, context, &self.output_limits);
         self.notice_end();
         if let State::Ended { how } = &self.state {
-            run.before(format!(
+            command.output().before(format!(
                 "[Started a fresh Python interpreter: the previous one {how}, so its {LOST} are \
                  gone.]"
             ));
-            run.incident(Incident::Restarted {
+            command.output().incident(Incident::Restarted {
                 reason: format!("the previous interpreter {how}"),
                 lost: LOST.to_owned(),
             });
         }
         if !matches!(self.state, State::Running(_))
-            && let Err(message) = self.start(&mut run, &context.cancel)
+            && let Err(message) = self.start(&mut command, &context.cancel)
         {
-            run.after(format!("[Python could not be started: {message}]"));
-            return Ok({
-                run.set_success(false);
-                run.finish()
-            });
+            command
+                .output()
+                .after(format!("[Python could not be started: {message}]"));
+            return Ok(command.answer_final(false));
         }
         let State::Running(interpreter) = &mut self.state else {
             return Err(EnvironmentError::Failed(
                 "the python interpreter is not running".to_owned(),
             ));
         };
-
-        interpreter.collect_stray_output(&mut |b| run.feed(b));
-        let limit = context
-            .timeout
-            .unwrap_or(crate::settings::LIMIT_WITHOUT_TIMEOUT);
-        let deadline = Instant::now() + limit;
+        take_late_output(interpreter, &mut command, true);
+        // A command that may yield gets a stdin the agent can type into;
+        // any other keeps /dev/null, so that input() fails at once instead
+        // of waiting for a keyboard nobody has.
+        let takes_input = context.yield_after.is_some();
+        let send_by = command
+            .deadline
+            .unwrap_or_else(|| Instant::now() + SEND_LIMIT);
         // If the request cannot be delivered the interpreter is gone or
-        // stuck; the wait below finds out which.
-        let waited = interpreter
-            .send(command, deadline)
-            .and_then(|_| interpreter.wait(deadline, Some(&context.cancel), &mut |b| run.feed(b)));
-        let success = match waited {
-            Ok(Wait::Done(done)) => {
-                let success = done.succeeded();
-                self.absorb(command, done);
-                success
+        // stuck; the wait finds out which.
+        let sent = interpreter.send_code(text, takes_input, send_by);
+        self.busy = Some(command);
+        if let Err(err) = sent {
+            return Ok(self.conclude_broken(&err));
+        }
+        let answer_by = context.yield_after.map(|after| Instant::now() + after);
+        Ok(self.drive(answer_by, &context.cancel))
+    }
+
+    fn running(&self) -> Option<RunningCommand> {
+        self.busy.as_ref().map(Command::running)
+    }
+
+    fn wait(&mut self, context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
+        let Some(command) = &self.busy else {
+            return Ok(CommandResponse::failure(NOTHING_RUNNING));
+        };
+        if command.wants_input {
+            // Waiting longer cannot help: only input can.
+            let answer_by = Some(Instant::now());
+            return Ok(self.drive(answer_by, &context.cancel));
+        }
+        let answer_by = Instant::now() + context.yield_after.unwrap_or(DEFAULT_WAIT);
+        Ok(self.drive(Some(answer_by), &context.cancel))
+    }
+
+    fn input(
+        &mut self,
+        text: &str,
+        context: &CommandContext,
+    ) -> Result<CommandResponse, EnvironmentError> {
+        if self.busy.is_none() {
+            return Ok(CommandResponse::failure(NOTHING_RUNNING));
+        }
+        let notes = self.type_into(text);
+        if let Some(command) = self.busy.as_mut() {
+            for note in notes {
+                command.output().before(note);
             }
-            Ok(Wait::Ended(ending)) => {
-                run.after(format!(
-                    "[Python {}. Its {LOST} are gone; the next command starts a fresh \
-                     interpreter.]",
-                    ending.describe()
-                ));
-                self.forget(ending);
-                ending.exit_code() == Some(0)
+        }
+        let answer_by = Instant::now() + context.yield_after.unwrap_or(DEFAULT_INPUT_WAIT);
+        Ok(self.drive(Some(answer_by), &context.cancel))
+    }
+
+    fn interrupt(&mut self, context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
+        if self.busy.is_none() {
+            return Ok(CommandResponse::failure(NOTHING_RUNNING));
+        }
+        Ok(self.conclude_interrupted(Interruption::Requested, &context.cancel))
+    }
+
+    fn restart(&mut self, context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
+        if let Err(reason) = &self.launch {
+            return Err(EnvironmentError::Unavailable(reason.clone()));
+        }
+        let ended = self.busy.take();
+        let was_running = ended.is_some();
+        let lost = self.loss(ended.as_ref());
+        // What the ended command printed since its last answer comes first:
+        // no output is lost.
+        let mut answer = match ended {
+            Some(mut command) => {
+                if let State::Running(interpreter) = &mut self.state {
+                    interpreter.collect_stray_output(&mut |b| command.feed(b));
+                }
+                command
             }
-            Ok(Wait::Deadline) => {
-                run.incident(Incident::TimedOut { after: limit });
-                self.interrupt(
-                    command,
-                    &mut run,
-                    Interruption::Timeout(limit),
-                    &context.cancel,
-                );
-                false
-            }
-            Ok(Wait::Cancelled) => {
-                self.interrupt(command, &mut run, Interruption::Cancelled, &context.cancel);
-                false
-            }
-            Err(err) => {
-                let ending = interpreter.kill();
-                run.after(format!(
-                    "[Python stopped answering properly ({err}) and was ended ({}). Its {LOST} \
-                     are gone; the next command starts a fresh interpreter.]",
-                    ending.describe()
-                ));
-                self.forget(ending);
-                false
+            None => {
+                let mut answer = Command::new("", context, &self.output_limits);
+                if let State::Running(interpreter) = &mut self.state {
+                    take_late_output(interpreter, &mut answer, false);
+                }
+                answer
             }
         };
-        Ok({
-            run.set_success(success);
-            run.finish()
-        })
+        match std::mem::replace(&mut self.state, State::Unused) {
+            // With a command running the driver reads no request: end it
+            // at once; an idle one may run its atexit handlers.
+            State::Running(mut interpreter) if was_running => {
+                interpreter.kill();
+            }
+            State::Running(interpreter) => interpreter.shutdown(),
+            _ => {}
+        }
+        self.reset_view();
+        let started = self.start(&mut answer, &context.cancel);
+        let directory = self.project_dir.display().to_string();
+        let text = match &started {
+            Ok(()) => {
+                format!("[Restarted python: a fresh interpreter in {directory}. Lost: {lost}.]")
+            }
+            Err(message) => format!(
+                "[Python was ended (lost: {lost}), but a fresh interpreter could not be started: \
+                 {message} The next command tries again.]"
+            ),
+        };
+        answer.output().after(text);
+        answer.output().incident(Incident::Restarted {
+            reason: "the agent asked for a restart".to_owned(),
+            lost: LOST.to_owned(),
+        });
+        Ok(answer.answer_final(started.is_ok()))
     }
 
     fn screen(&mut self) -> Result<ScreenSection, EnvironmentError> {
         self.notice_end();
+        // Keep a yielded command's output flowing while the agent works
+        // elsewhere: it waits in its answer, not in a full pipe.
+        if let (State::Running(interpreter), Some(command)) = (&mut self.state, &mut self.busy) {
+            interpreter.collect_stray_output(&mut |b| command.feed(b));
+        }
         let content = match (&self.launch, &self.state) {
             (Err(reason), _) => format!("Python REPL (unavailable): {reason}"),
             (_, State::Unused) => format!("{READY}\n\n{HELP}"),
@@ -422,8 +921,15 @@ impl Environment for PythonEnvironment {
     }
 
     fn shutdown(&mut self) {
-        if let State::Running(interpreter) = std::mem::replace(&mut self.state, State::Unused) {
-            interpreter.shutdown();
+        let busy = self.busy.take().is_some();
+        match std::mem::replace(&mut self.state, State::Unused) {
+            // A running command would keep the driver from reading its
+            // cue to exit: end it at once.
+            State::Running(mut interpreter) if busy => {
+                interpreter.kill();
+            }
+            State::Running(interpreter) => interpreter.shutdown(),
+            _ => {}
         }
     }
 }

@@ -1,28 +1,37 @@
-//! The `python3` child process, its pipes, and the framing between the
-//! host and the driver.
+//! The `python3` child process, its pipes, and its conversation with the
+//! driver.
 //!
 //! The interpreter runs the driver embedded in the binary ([`DRIVER`]) in a
 //! session of its own (a Ctrl-C at the host's terminal never reaches it; a
 //! timeout signals its whole process group), with the parent-death signal
 //! set (it dies with the host even if the host is killed), the secrets
 //! filtered out of its environment, stdin on `/dev/null` and the project
-//! directory as its working directory. It has three pipes:
+//! directory as its working directory. It has these channels:
 //!
 //! - output: its stdout *and* stderr, one pipe, so that prints, warnings,
 //!   tracebacks and whatever C code or subprocesses write to fds 1 and 2
 //!   arrive in the order they were written;
-//! - requests (host → driver) and replies (driver → host): one JSON object
-//!   per line, on their own file descriptors, so nothing the agent's code
-//!   prints can ever be taken for a control message.
+//! - requests (host → driver): a pipe, one tagged line per request;
+//! - replies (driver → host): a `SOCK_SEQPACKET` socket pair, one tagged
+//!   record per reply, so a record someone else writes can never run into
+//!   one of the driver's. What is believed is [`channel`]'s business. The
+//!   host also passes over this socket (SCM_RIGHTS) the read end of a pipe
+//!   the agent types into: stdin for the commands that may wait for input
+//!   (passed with the first such command, and again after Ctrl-D closed
+//!   it); other commands read `/dev/null`.
+//!
+//! [`channel`]: super::channel
 //!
 //! This module owns starting, talking to, waiting for (with a deadline and
-//! cancellation), signalling and reaping the interpreter. It must not decide
-//! what a timeout or an exit means for the agent, nor format responses or
-//! screens: that is the environment's job (`mod.rs`).
+//! cancellation), signalling, inspecting (`/proc`) and reaping the
+//! interpreter. It must not decide what a timeout, a stop or an exit means
+//! for the agent, nor format responses or screens: that is the
+//! environment's job (`mod.rs`).
 
 use std::ffi::OsString;
+use std::io::IoSlice;
 use std::io::{self, ErrorKind, PipeReader, PipeWriter, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -33,11 +42,15 @@ use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::Signal;
-use serde::Deserialize;
+use nix::sys::socket::{
+    AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType, sendmsg, socketpair,
+};
 
 use envhost_core::CancelFlag;
 use envhost_process::signal_group;
-use envhost_process::{ManagedPid, spawn_managed};
+use envhost_process::{ManagedPid, process_table, spawn_managed, waiting_for_terminal};
+
+use super::channel::{Done, Key, Reply, Request, Tampering};
 
 /// The driver program, shipped inside the binary.
 pub const DRIVER: &str = include_str!("driver.py");
@@ -52,14 +65,34 @@ const POLL_SLICE: Duration = Duration::from_millis(50);
 /// Bytes read from the output pipe at a time.
 const READ_CHUNK: usize = 64 * 1024;
 
+/// The largest reply record read whole; the driver's stay well below (its
+/// long variable lists come in parts), and a longer forged one is cut by
+/// the kernel and fails its tag check.
+const RECORD_BUFFER: usize = 64 * 1024;
+
 /// Most bytes taken from the output pipe once the driver has answered: what
 /// the code wrote is already in the pipe (at most its capacity); the bound
 /// only stops a background process that never stops printing from holding
 /// the answer up.
 const DRAIN_LIMIT: usize = 4 * 1024 * 1024;
 
-/// How long an interpreter that closed its reply pipe gets to exit.
+/// How long the processes an interrupted command left behind get to end
+/// on SIGTERM before SIGKILL.
+const STRAY_GRACE: Duration = Duration::from_millis(500);
+
+/// How long an interpreter whose reply channel closed gets to exit before
+/// the close is taken for the code's doing.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// Capacity asked for the output pipe: room for a command that yielded to
+/// go on printing while nobody reads (the kernel's default is 64 KiB;
+/// unprivileged processes may ask for up to 1 MiB).
+const OUTPUT_PIPE_BYTES: i32 = 1024 * 1024;
+
+/// The record the driver sends, untagged, when the code calls `input()`
+/// with a stdin to read: a hint only, believed once `/proc` shows the
+/// interpreter blocked reading that stdin.
+const INPUT_HINT: &[u8] = b"input-hint";
 
 /// What an interpreter needs to start.
 #[derive(Debug, Clone)]
@@ -67,33 +100,6 @@ pub struct Launch {
     pub program: PathBuf,
     pub working_dir: PathBuf,
     pub environment: Vec<(OsString, OsString)>,
-}
-
-/// A message from the driver on the reply pipe.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum DriverMessage {
-    /// The driver is loaded (it also reports the Python version, unused).
-    Ready {},
-    Done(Done),
-}
-
-/// The driver's report when a command's code has finished.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Done {
-    /// `"ok"`, or `"error"` when the code raised (the traceback is in the
-    /// output).
-    pub status: String,
-    /// `os.getcwd()` after the code ran.
-    pub cwd: String,
-    /// `[name, type name]` of every variable, in namespace order.
-    pub variables: Vec<(String, String)>,
-}
-
-impl Done {
-    pub fn succeeded(&self) -> bool {
-        self.status == "ok"
-    }
 }
 
 /// How an interpreter ended.
@@ -152,8 +158,18 @@ fn signal_meaning(number: i32) -> Option<&'static str> {
 pub enum Wait {
     /// The code finished; the interpreter is ready for more.
     Done(Done),
+    /// The driver answered a `sync`: it is idle, and the code request sent
+    /// before the sync never reached it (something else read it off the
+    /// pipe, or garbled it).
+    Synced,
     /// The interpreter ended (exit, crash, signal).
     Ended(Ending),
+    /// The interpreter lives, but the driver can no longer talk to the host:
+    /// the code closed or replaced its descriptors.
+    ChannelLost,
+    /// The code says it waits for a line of input (to be checked with
+    /// [`Interpreter::reads_input`]).
+    InputWanted,
     /// The deadline passed first.
     Deadline,
     /// The cancel flag was set first.
@@ -188,8 +204,6 @@ pub enum TalkError {
         #[source]
         source: io::Error,
     },
-    #[error("the python driver sent a message that is not valid ({0})")]
-    Protocol(String),
 }
 
 /// A running interpreter with the driver loaded.
@@ -199,19 +213,38 @@ pub struct Interpreter {
     _managed: Option<ManagedPid>,
     /// The interpreter's pid, which is also its process group and session.
     pid: i32,
+    key: Key,
+    /// The last sequence number used for a request.
+    last_seq: u64,
     /// `None` once closed (the driver's cue to exit).
     requests: Option<PipeWriter>,
-    replies: PipeReader,
+    replies: OwnedFd,
     replies_open: bool,
-    reply_buffer: Vec<u8>,
+    record_buffer: Vec<u8>,
+    /// The code request whose `done` is awaited.
+    awaiting: Option<u64>,
+    /// The `sync` request whose answer is awaited.
+    sync_pending: Option<u64>,
+    /// Variables from `vars` parts of the awaited request.
+    parts: Vec<(String, String)>,
+    /// Believed replies not yet handed out.
+    ready: bool,
+    finished: Option<Done>,
+    synced: bool,
+    lost: bool,
+    tampering: Tampering,
+    input_hint: bool,
+    /// The running command's stdin, when it may wait for input.
+    input: Option<Input>,
     output: PipeReader,
     output_open: bool,
     ended: Option<Ending>,
 }
 
 impl Interpreter {
-    /// Starts the interpreter and waits until the driver says it is ready.
-    /// Anything the interpreter prints meanwhile goes to `output`.
+    /// Starts the interpreter, hands the driver its key and waits until the
+    /// driver says it is ready. Anything the interpreter prints meanwhile
+    /// goes to `output`.
     pub fn start(
         launch: &Launch,
         limit: Duration,
@@ -223,11 +256,18 @@ impl Interpreter {
             program: program.clone(),
             source,
         };
+        let key = Key::generate().map_err(|err| spawn_error(io::Error::other(err)))?;
         let (output_reader, output_writer) = io::pipe().map_err(spawn_error)?;
         let (request_reader, request_writer) = io::pipe().map_err(spawn_error)?;
-        let (reply_reader, reply_writer) = io::pipe().map_err(spawn_error)?;
+        let (reply_host, reply_driver) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(|errno| spawn_error(errno.into()))?;
         let request_fd = request_reader.as_raw_fd();
-        let reply_fd = reply_writer.as_raw_fd();
+        let reply_fd = reply_driver.as_raw_fd();
         let output_for_stderr = output_writer.try_clone().map_err(spawn_error)?;
 
         let mut command = Command::new(&launch.program);
@@ -257,46 +297,70 @@ impl Interpreter {
         // keep them, or it would never see the driver close them.
         drop(command);
         drop(request_reader);
-        drop(reply_writer);
+        drop(reply_driver);
 
         let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
-        let request_fd_host = request_writer.as_raw_fd();
         let mut interpreter = Interpreter {
             child,
             _managed: managed,
             pid,
+            key,
+            last_seq: 0,
             requests: Some(request_writer),
-            replies: reply_reader,
+            replies: reply_host,
             replies_open: true,
-            reply_buffer: Vec::new(),
+            record_buffer: vec![0; RECORD_BUFFER],
+            awaiting: None,
+            sync_pending: None,
+            parts: Vec::new(),
+            ready: false,
+            finished: None,
+            synced: false,
+            lost: false,
+            tampering: Tampering::default(),
+            input_hint: false,
+            input: None,
             output: output_reader,
             output_open: true,
             ended: None,
         };
-        for fd in [
-            request_fd_host,
-            interpreter.replies.as_raw_fd(),
-            interpreter.output.as_raw_fd(),
-        ] {
-            set_nonblocking(fd).map_err(|source| TalkError::Io {
-                context: "cannot configure the pipes to python",
-                source,
-            })?;
+        let configure = |source| TalkError::Io {
+            context: "cannot configure the channels to python",
+            source,
+        };
+        if let Some(requests) = &interpreter.requests {
+            set_nonblocking(requests.as_raw_fd()).map_err(configure)?;
         }
+        set_nonblocking(interpreter.replies.as_raw_fd()).map_err(configure)?;
+        set_nonblocking(interpreter.output.as_raw_fd()).map_err(configure)?;
+        // Best effort: with the default capacity a yielded command waits
+        // sooner for its output to be read, nothing more.
+        let _ = fcntl(
+            interpreter.output.as_raw_fd(),
+            FcntlArg::F_SETPIPE_SZ(OUTPUT_PIPE_BYTES),
+        );
 
         let deadline = Instant::now() + limit;
-        match interpreter.next_message(deadline, Some(cancel), output)? {
-            Received::Message(DriverMessage::Ready {}) => Ok(interpreter),
-            Received::Message(DriverMessage::Done(_)) => Err(StartError::Talk(
-                TalkError::Protocol("a result before the ready message".into()),
-            )),
-            Received::Ended(ending) => Err(StartError::EndedEarly {
-                program,
-                how: ending.describe(),
-            }),
-            Received::Deadline => Err(StartError::TooSlow { program, limit }),
-            Received::Cancelled => Err(StartError::Cancelled { program }),
+        let handover = interpreter.key.handover_line();
+        interpreter.write_request(&handover, deadline)?;
+        while !interpreter.ready {
+            if !interpreter.replies_open || interpreter.lost {
+                let how = match interpreter.next_event(deadline, Some(cancel), output)? {
+                    Wait::Ended(ending) => ending.describe(),
+                    _ => "closed its reply channel".to_owned(),
+                };
+                return Err(StartError::EndedEarly { program, how });
+            }
+            if cancel.is_cancelled() {
+                return Err(StartError::Cancelled { program });
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(StartError::TooSlow { program, limit });
+            }
+            interpreter.poll_once((deadline - now).min(POLL_SLICE), output)?;
         }
+        Ok(interpreter)
     }
 
     /// The interpreter's pid (also its process group and session id).
@@ -304,12 +368,136 @@ impl Interpreter {
         self.pid
     }
 
-    /// Sends code to run. `Ok(false)` if the interpreter is gone or did not
-    /// take the request by `deadline`.
-    pub fn send(&mut self, code: &str, deadline: Instant) -> Result<bool, TalkError> {
-        let mut line = serde_json::to_vec(&serde_json::json!({ "code": code }))
-            .map_err(|e| TalkError::Protocol(e.to_string()))?;
-        line.push(b'\n');
+    /// Sends code to run; its `done` is what [`wait`](Self::wait) then
+    /// waits for. With `input`, the code reads the pipe that
+    /// [`type_input`](Self::type_input) writes to (else `/dev/null`, and
+    /// `input()` fails at once). `Ok(false)` if the interpreter is gone or
+    /// did not take the request by `deadline`.
+    pub fn send_code(
+        &mut self,
+        code: &str,
+        input: bool,
+        deadline: Instant,
+    ) -> Result<bool, TalkError> {
+        self.last_seq += 1;
+        let seq = self.last_seq;
+        self.awaiting = Some(seq);
+        self.parts.clear();
+        self.finished = None;
+        self.input_hint = false;
+        let mut passed = false;
+        if input && !self.takes_input() {
+            // A stdin that cannot be handed over leaves the code on
+            // /dev/null: input() then fails with its message, nothing worse.
+            if let Ok(pipe) = self.hand_over_input(seq) {
+                self.input = Some(pipe);
+                passed = true;
+            }
+        }
+        let line = self.key.request(&Request {
+            seq,
+            op: "run",
+            code: Some(code),
+            input: input && self.takes_input(),
+            stdin: passed,
+        });
+        self.write_request(&line, deadline)
+    }
+
+    /// A fresh pipe whose read end goes to the driver (SCM_RIGHTS, with the
+    /// request's sequence number, so that a stale one is never taken).
+    fn hand_over_input(&mut self, seq: u64) -> io::Result<Input> {
+        let (reader, writer) = io::pipe()?;
+        let name = format!(
+            "pipe:[{}]",
+            nix::sys::stat::fstat(writer.as_raw_fd())?.st_ino
+        );
+        set_nonblocking(writer.as_raw_fd())?;
+        let payload = seq.to_string();
+        let fds = [reader.as_raw_fd()];
+        sendmsg::<()>(
+            self.replies.as_raw_fd(),
+            &[IoSlice::new(payload.as_bytes())],
+            &[ControlMessage::ScmRights(&fds)],
+            MsgFlags::MSG_DONTWAIT,
+            None,
+        )?;
+        Ok(Input {
+            writer: Some(writer),
+            pending: Vec::new(),
+            close_when_written: false,
+            name: PathBuf::from(name),
+        })
+    }
+
+    /// Types `bytes` into the stdin of the commands that may wait for input
+    /// (what does not fit now is written as the code reads; what a command
+    /// leaves unread stays for the next one). `false` if there is none (or
+    /// it was closed with Ctrl-D).
+    pub fn type_input(&mut self, bytes: &[u8]) -> bool {
+        let Some(input) = self.input.as_mut().filter(|i| i.writer.is_some()) else {
+            return false;
+        };
+        input.pending.extend_from_slice(bytes);
+        input.flush();
+        true
+    }
+
+    /// Ends the stdin once what was typed is written: the next read sees
+    /// the end of input (Ctrl-D); the next command that may wait for input
+    /// gets a new one.
+    pub fn close_input(&mut self) {
+        if let Some(input) = self.input.as_mut() {
+            input.close_when_written = true;
+            input.flush();
+        }
+    }
+
+    /// Whether there is a stdin the agent can type into.
+    pub fn takes_input(&self) -> bool {
+        self.input.as_ref().is_some_and(|i| i.writer.is_some())
+    }
+
+    /// Whether a process of the interpreter's group is blocked reading the
+    /// running command's stdin, with nothing else of the group busy (from
+    /// `/proc`; a few hundred microseconds).
+    pub fn reads_input(&self) -> bool {
+        let Some(input) = &self.input else {
+            return false;
+        };
+        let group: Vec<i32> = process_table()
+            .into_iter()
+            .filter(|p| p.group == self.pid)
+            .map(|p| p.pid)
+            .collect();
+        // The detector compares what descriptors point to: a pipe's
+        // `pipe:[inode]` stands in for a terminal's path.
+        waiting_for_terminal(&group, &input.name).is_some()
+    }
+
+    /// Asks the driver to say that it is idle: answered with
+    /// [`Wait::Synced`] once every earlier request is behind it (after the
+    /// awaited `done`, if the code is still running).
+    pub fn send_sync(&mut self, deadline: Instant) -> Result<bool, TalkError> {
+        self.last_seq += 1;
+        let seq = self.last_seq;
+        self.sync_pending = Some(seq);
+        let line = self.key.request(&Request {
+            seq,
+            op: "sync",
+            code: None,
+            input: false,
+            stdin: false,
+        });
+        self.write_request(&line, deadline)
+    }
+
+    /// What was set aside since the last call.
+    pub fn take_tampering(&mut self) -> Tampering {
+        std::mem::take(&mut self.tampering)
+    }
+
+    fn write_request(&mut self, line: &[u8], deadline: Instant) -> Result<bool, TalkError> {
         let Some(requests) = self.requests.as_mut() else {
             return Ok(false);
         };
@@ -347,25 +535,16 @@ impl Interpreter {
         Ok(true)
     }
 
-    /// Waits for the driver to finish the code it was sent, passing output
-    /// on as it arrives. `cancel` is not looked at when `None` (while an
-    /// interruption is already under way).
+    /// Waits for the driver's next answer (the awaited `done`, or a
+    /// `sync`'s answer), passing output on as it arrives. `cancel` is not
+    /// looked at when `None` (while an interruption is already under way).
     pub fn wait(
         &mut self,
         deadline: Instant,
         cancel: Option<&CancelFlag>,
         output: &mut dyn FnMut(&[u8]),
     ) -> Result<Wait, TalkError> {
-        loop {
-            return Ok(match self.next_message(deadline, cancel, output)? {
-                Received::Message(DriverMessage::Done(done)) => Wait::Done(done),
-                // A second "ready" would be a driver bug; skip it.
-                Received::Message(DriverMessage::Ready {}) => continue,
-                Received::Ended(ending) => Wait::Ended(ending),
-                Received::Deadline => Wait::Deadline,
-                Received::Cancelled => Wait::Cancelled,
-            });
-        }
+        self.next_event(deadline, cancel, output)
     }
 
     /// Output written since the last command (by a background thread or
@@ -378,6 +557,65 @@ impl Interpreter {
     /// and every process its code started that did not leave the group.
     pub fn signal(&self, signal: Signal) -> bool {
         signal_group(self.pid, signal)
+    }
+
+    /// The interpreter is stopped (SIGSTOP, SIGTSTP...: state `T` in
+    /// `/proc`), so it cannot run anything, not even a signal handler,
+    /// until it is continued.
+    pub fn is_stopped(&self) -> bool {
+        process_state(self.pid) == Some('T')
+    }
+
+    /// The interpreter ignores SIGINT (`SIG_IGN`), so KeyboardInterrupt
+    /// cannot reach its code.
+    pub fn ignores_sigint(&self) -> bool {
+        ignored_signals(self.pid).is_some_and(|mask| mask & (1 << (Signal::SIGINT as u32 - 1)) != 0)
+    }
+
+    /// Ends what a command that started `ago` ago left running in the
+    /// interpreter's process group: the processes it started that are still
+    /// there once its code stopped (children that ignore SIGINT, such as the
+    /// background jobs of `sh -c 'sleep 100 &'`). Processes started by
+    /// earlier commands are not touched (nor, since `/proc` counts start
+    /// times in clock ticks, one started within the command's first tick).
+    /// SIGTERM, then SIGKILL for those
+    /// still there after [`STRAY_GRACE`]. Returns how many were ended.
+    pub fn end_strays_of_command(&self, ago: Duration) -> usize {
+        let Some(since) = since_boot().and_then(|now| now.checked_sub(ago)) else {
+            return 0;
+        };
+        let Some(hz) = clock_ticks_per_second() else {
+            return 0;
+        };
+        // Start times are whole ticks (10 ms), rounded down: a process
+        // that started in the command's first tick cannot be told from
+        // one an earlier command started just before, and is spared.
+        let first_tick = (since.as_secs_f64() * hz as f64) as u64 + 1;
+        let strays = || -> Vec<i32> {
+            process_table()
+                .into_iter()
+                .filter(|p| p.group == self.pid && p.pid != self.pid && p.state != 'Z')
+                .filter(|p| start_tick(p.pid).is_some_and(|tick| tick >= first_tick))
+                .map(|p| p.pid)
+                .collect()
+        };
+        let found = strays();
+        if found.is_empty() {
+            return 0;
+        }
+        for &pid in &found {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGTERM);
+        }
+        let until = Instant::now() + STRAY_GRACE;
+        let mut left = strays();
+        while !left.is_empty() && Instant::now() < until {
+            thread::sleep(Duration::from_millis(20));
+            left = strays();
+        }
+        for pid in left {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        found.len()
     }
 
     /// If the interpreter has ended by itself since the last look, how.
@@ -428,12 +666,12 @@ impl Interpreter {
         }
         self.signal(Signal::SIGTERM);
         self.signal(Signal::SIGCONT);
-        let ending = match self.reap_within(Duration::from_secs(1)) {
+        let ending = match self.reap_within(Duration::from_secs(1), &mut |_| {}) {
             Some(ending) => ending,
             None => {
                 self.signal(Signal::SIGKILL);
                 let _ = self.child.kill();
-                self.reap_within(EXIT_GRACE)
+                self.reap_within(EXIT_GRACE, &mut |_| {})
                     .unwrap_or(Ending { status: None })
             }
         };
@@ -449,50 +687,74 @@ impl Interpreter {
         self.signal(Signal::SIGCONT);
     }
 
-    fn next_message(
+    fn next_event(
         &mut self,
         deadline: Instant,
         cancel: Option<&CancelFlag>,
         output: &mut dyn FnMut(&[u8]),
-    ) -> Result<Received, TalkError> {
+    ) -> Result<Wait, TalkError> {
         loop {
-            if let Some(message) = self.take_message()? {
+            if let Some(done) = self.finished.take() {
                 self.drain_output(output);
-                return Ok(Received::Message(message));
+                return Ok(Wait::Done(done));
+            }
+            if std::mem::take(&mut self.synced) {
+                self.drain_output(output);
+                return Ok(Wait::Synced);
+            }
+            if self.lost {
+                self.drain_output(output);
+                return Ok(Wait::ChannelLost);
+            }
+            if std::mem::take(&mut self.input_hint) {
+                self.drain_output(output);
+                return Ok(Wait::InputWanted);
             }
             if !self.replies_open {
-                // The driver is gone: collect its last words and its status.
+                // An exit closes the channel; so does code that closes the
+                // driver's descriptor, and then the interpreter lives on.
                 self.drain_output(output);
-                let ending = self.reap_within(EXIT_GRACE).unwrap_or_else(|| self.kill());
+                let Some(ending) = self.reap_within(EXIT_GRACE, output) else {
+                    self.lost = true;
+                    return Ok(Wait::ChannelLost);
+                };
                 self.ended = Some(ending);
                 self.end_leftovers();
                 self.drain_output(output);
-                return Ok(Received::Ended(ending));
+                return Ok(Wait::Ended(ending));
             }
             if cancel.is_some_and(CancelFlag::is_cancelled) {
-                return Ok(Received::Cancelled);
+                return Ok(Wait::Cancelled);
             }
             let now = Instant::now();
             if now >= deadline {
-                return Ok(Received::Deadline);
+                return Ok(Wait::Deadline);
             }
             self.poll_once((deadline - now).min(POLL_SLICE), output)?;
         }
     }
 
-    /// One `poll` on the reply and output pipes, reading what is ready.
+    /// One `poll` on the reply and output channels (and the command's
+    /// stdin while typed bytes wait), reading and writing what is ready.
     fn poll_once(
         &mut self,
         timeout: Duration,
         output: &mut dyn FnMut(&[u8]),
     ) -> Result<(), TalkError> {
-        let (reply_ready, output_ready) = {
-            let mut fds = Vec::with_capacity(2);
+        let typing = self
+            .input
+            .as_ref()
+            .and_then(|i| i.writer.as_ref().filter(|_| !i.pending.is_empty()));
+        let (reply_ready, output_ready, input_ready) = {
+            let mut fds = Vec::with_capacity(3);
             if self.replies_open {
                 fds.push(PollFd::new(self.replies.as_fd(), PollFlags::POLLIN));
             }
             if self.output_open {
                 fds.push(PollFd::new(self.output.as_fd(), PollFlags::POLLIN));
+            }
+            if let Some(writer) = typing {
+                fds.push(PollFd::new(writer.as_fd(), PollFlags::POLLOUT));
             }
             if fds.is_empty() {
                 thread::sleep(timeout);
@@ -512,10 +774,14 @@ impl Interpreter {
             let mut fds = fds.iter();
             let reply_ready = self.replies_open && fds.next().is_some_and(ready);
             let output_ready = self.output_open && fds.next().is_some_and(ready);
-            (reply_ready, output_ready)
+            let input_ready = typing.is_some() && fds.next().is_some_and(ready);
+            (reply_ready, output_ready, input_ready)
         };
         if output_ready {
             self.read_output_once(output);
+        }
+        if input_ready && let Some(input) = self.input.as_mut() {
+            input.flush();
         }
         if reply_ready {
             self.read_replies()?;
@@ -556,39 +822,87 @@ impl Interpreter {
         }
     }
 
+    /// Reads every record waiting on the reply channel.
     fn read_replies(&mut self) -> Result<(), TalkError> {
-        let mut buffer = [0u8; READ_CHUNK];
-        loop {
-            match self.replies.read(&mut buffer) {
-                Ok(0) => {
+        let mut buffer = std::mem::take(&mut self.record_buffer);
+        let result = loop {
+            match nix::unistd::read(self.replies.as_raw_fd(), &mut buffer) {
+                // End of the channel, or an empty record (which the driver
+                // never sends): only a hang-up tells them apart.
+                Ok(0) if self.replies_hung_up() => {
                     self.replies_open = false;
-                    return Ok(());
+                    break Ok(());
                 }
-                Ok(n) => self.reply_buffer.extend_from_slice(&buffer[..n]),
-                Err(err) if err.kind() == ErrorKind::Interrupted => {}
-                Err(err) if err.kind() == ErrorKind::WouldBlock => return Ok(()),
-                Err(source) => {
+                Ok(0) => self.tampering.forged_replies += 1,
+                Ok(n) => self.take_record(&buffer[..n]),
+                Err(Errno::EINTR) => {}
+                Err(Errno::EAGAIN) => break Ok(()),
+                Err(errno) => {
                     self.replies_open = false;
-                    return Err(TalkError::Io {
+                    break Err(TalkError::Io {
                         context: "reading from python failed",
-                        source,
+                        source: errno.into(),
                     });
                 }
             }
+        };
+        self.record_buffer = buffer;
+        result
+    }
+
+    fn replies_hung_up(&self) -> bool {
+        let mut fds = [PollFd::new(self.replies.as_fd(), PollFlags::empty())];
+        poll(&mut fds, PollTimeout::ZERO).is_ok()
+            && fds[0]
+                .revents()
+                .is_some_and(|r| r.contains(PollFlags::POLLHUP))
+    }
+
+    /// Believes a record only with the key's tag, and only for the request
+    /// it answers; everything else is counted and set aside.
+    fn take_record(&mut self, record: &[u8]) {
+        if record == INPUT_HINT {
+            self.input_hint = self.takes_input();
+            return;
+        }
+        let Some(reply) = self.key.open(record) else {
+            self.tampering.forged_replies += 1;
+            return;
+        };
+        let seq = reply.seq();
+        match reply {
+            Reply::Ready { .. } if seq == 0 && !self.ready => self.ready = true,
+            Reply::Vars { variables, .. } if Some(seq) == self.awaiting => {
+                self.parts.extend(variables);
+            }
+            Reply::Done { mut done, .. } if Some(seq) == self.awaiting => {
+                self.awaiting = None;
+                self.tampering.refused_requests += done.rejected;
+                let mut variables = std::mem::take(&mut self.parts);
+                variables.append(&mut done.variables);
+                done.variables = variables;
+                self.finished = Some(done);
+            }
+            Reply::Synced { rejected, .. } if Some(seq) == self.sync_pending => {
+                self.sync_pending = None;
+                self.tampering.refused_requests += rejected;
+                // Requests are answered in order: a code request sent
+                // before this sync and still awaited never reached the
+                // driver. (One sent after it is simply not run yet.)
+                if self.awaiting.is_some_and(|awaited| awaited < seq) {
+                    self.awaiting = None;
+                    self.parts.clear();
+                    self.synced = true;
+                }
+            }
+            Reply::Lost { .. } => self.lost = true,
+            _ => self.tampering.out_of_step += 1,
         }
     }
 
-    fn take_message(&mut self) -> Result<Option<DriverMessage>, TalkError> {
-        let Some(end) = self.reply_buffer.iter().position(|&b| b == b'\n') else {
-            return Ok(None);
-        };
-        let line: Vec<u8> = self.reply_buffer.drain(..=end).collect();
-        serde_json::from_slice(&line)
-            .map(Some)
-            .map_err(|e| TalkError::Protocol(e.to_string()))
-    }
-
-    fn reap_within(&mut self, limit: Duration) -> Option<Ending> {
+    /// Waits up to `limit` for the interpreter to exit, keeping its output
+    /// flowing.
+    fn reap_within(&mut self, limit: Duration, output: &mut dyn FnMut(&[u8])) -> Option<Ending> {
         if let Some(ending) = self.ended {
             return Some(ending);
         }
@@ -605,10 +919,53 @@ impl Interpreter {
                 // ECHILD: someone else collected it; it is gone all the same.
                 Err(_) => return Some(Ending { status: None }),
             }
-            if Instant::now() >= deadline {
+            let now = Instant::now();
+            if now >= deadline {
                 return None;
             }
-            thread::sleep(Duration::from_millis(5));
+            if self.output_open {
+                self.read_output_once(output);
+            }
+            thread::sleep((deadline - now).min(Duration::from_millis(5)));
+        }
+    }
+}
+
+/// The stdin of a command that may wait for input: the write end of its
+/// pipe, and what was typed but not yet taken.
+struct Input {
+    /// `None` once closed (Ctrl-D).
+    writer: Option<PipeWriter>,
+    pending: Vec<u8>,
+    close_when_written: bool,
+    /// What `/proc/<pid>/fd/<n>` shows for the pipe (`pipe:[inode]`).
+    name: PathBuf,
+}
+
+impl Input {
+    /// Writes what the pipe takes now; closes it once all is written if
+    /// asked to. A reader that went away (EPIPE) drops what is left.
+    fn flush(&mut self) {
+        let Some(writer) = self.writer.as_mut() else {
+            return;
+        };
+        while !self.pending.is_empty() {
+            match writer.write(&self.pending) {
+                Ok(0) => break,
+                Ok(n) => {
+                    self.pending.drain(..n);
+                }
+                Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                Err(err) if err.kind() == ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    self.pending.clear();
+                    self.writer = None;
+                    return;
+                }
+            }
+        }
+        if self.pending.is_empty() && self.close_when_written {
+            self.writer = None;
         }
     }
 }
@@ -621,15 +978,8 @@ impl Drop for Interpreter {
     }
 }
 
-enum Received {
-    Message(DriverMessage),
-    Ended(Ending),
-    Deadline,
-    Cancelled,
-}
-
 /// In the child, between fork and exec: a session of its own, death with
-/// the host, and the two control pipes kept open across exec.
+/// the host, and the two control channels kept open across exec.
 fn prepare_child(host_pid: nix::unistd::Pid, request_fd: RawFd, reply_fd: RawFd) -> io::Result<()> {
     nix::unistd::setsid()?;
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
@@ -658,8 +1008,50 @@ fn poll_timeout(duration: Duration) -> PollTimeout {
     PollTimeout::try_from(millis).unwrap_or(PollTimeout::MAX)
 }
 
-/// Finds the interpreter to run: `requested` (a path, or a command name
-/// looked up on `PATH`), or `python3` on `PATH`.
+/// The one-letter state `/proc/<pid>/stat` gives (`R`, `S`, `T`...).
+fn process_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
+}
+
+/// When the process started, in clock ticks since boot (field 22 of
+/// `/proc/<pid>/stat`, counted after the command name's closing `)`).
+fn start_tick(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// Time since boot on the clock `/proc` start times count on.
+fn since_boot() -> Option<Duration> {
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
+    Some(Duration::from(now))
+}
+
+/// The unit of `/proc` start times.
+fn clock_ticks_per_second() -> Option<u64> {
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok()??;
+    u64::try_from(hz).ok().filter(|&hz| hz > 0)
+}
+
+/// The `SigIgn` mask of `/proc/<pid>/status`: bit N-1 is signal N.
+fn ignored_signals(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let mask = status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigIgn:"))?;
+    u64::from_str_radix(mask.trim(), 16).ok()
+}
+
 pub fn find_interpreter(requested: Option<&Path>) -> Result<PathBuf, String> {
     let path_var = std::env::var_os("PATH").unwrap_or_default();
     match requested {
