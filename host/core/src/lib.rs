@@ -80,5 +80,5 @@ pub use crate::orchestrator::{Orchestrator, OrchestratorSettings, Outcome, Regis
 pub use crate::request::{
     CommandRequest, Control, ControlRequest, DEFAULT_INPUT_WAIT, DEFAULT_WAIT, InvalidId, RequestId,
 };
-pub use crate::screen::{NoticeSection, Screen, truncate_lines};
+pub use crate::screen::{NoticeSection, Screen, ScreenMarks, truncate_lines};
 pub use crate::transcript::TranscriptObserver;

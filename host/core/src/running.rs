@@ -20,14 +20,17 @@ const QUOTED_CHARS: usize = 100;
 const WAYS_ON: &str = "wait to read more of its output, input to type text into it \
                        (\"\\u0003\" is Ctrl-C), or interrupt to stop it";
 
+/// How the note that ends a still-running command's output begins.
+const NOTE_START: &str = "[envhost] The command is still running";
+
 /// The sentence that ends the output of a response whose command is still
 /// running. `running` is the environment's own account, when it gives one.
 pub fn still_running_note(running: Option<&RunningCommand>, now: Instant) -> String {
     let Some(running) = running else {
-        return format!("[envhost] The command is still running. Go on with {WAYS_ON}.\n");
+        return format!("{NOTE_START}. Go on with {WAYS_ON}.\n");
     };
     let mut note = format!(
-        "[envhost] The command is still running ({} so far, {} of output). ",
+        "{NOTE_START} ({} so far, {} of output). ",
         elapsed(running, now),
         text::bytes(running.output_bytes)
     );
@@ -36,6 +39,23 @@ pub fn still_running_note(running: Option<&RunningCommand>, now: Instant) -> Str
     }
     note.push_str(&format!("Go on with {WAYS_ON}.\n"));
     note
+}
+
+/// `output` without the [`still_running_note`] that ends it, if it does:
+/// for a front end that says it in its own words (the REPL, which follows
+/// a running command piece by piece and has its own commands to go on).
+pub fn without_note(output: &str) -> &str {
+    let Some(start) = output.rfind(NOTE_START) else {
+        return output;
+    };
+    let at_line_start = start == 0 || output[..start].ends_with('\n');
+    let note = &output[start..];
+    let one_line = note.find('\n').is_none_or(|end| end + 1 == note.len());
+    if at_line_start && one_line {
+        &output[..start]
+    } else {
+        output
+    }
 }
 
 /// The refusal of a new command while `running` runs in `environment`.
@@ -151,6 +171,31 @@ fn quoted(line: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_note_can_be_taken_off_the_output() {
+        let now = Instant::now();
+        for running in [
+            None,
+            Some(&RunningCommand {
+                command: "make".into(),
+                started: now,
+                output_bytes: 3,
+                last_line: None,
+                waiting_for_input: true,
+            }),
+        ] {
+            let output = format!("ab\n{}", still_running_note(running, now));
+            assert_eq!(without_note(&output), "ab\n");
+            assert_eq!(without_note(&still_running_note(running, now)), "");
+        }
+        // Only the note at the end, on its own line.
+        assert_eq!(without_note("ab\n"), "ab\n");
+        let quoted = format!("echo '{NOTE_START}' x");
+        assert_eq!(without_note(&quoted), quoted);
+        let earlier = format!("{NOTE_START}\nlater\n");
+        assert_eq!(without_note(&earlier), earlier);
+    }
     use super::*;
 
     fn running(waiting: bool) -> (RunningCommand, Instant) {

@@ -6,6 +6,8 @@
 //! by the REPL. It does not collect sections (the orchestrator does) and does
 //! not know the wire format (the protocol serialises a `Screen`).
 
+use std::collections::HashSet;
+
 use crate::environment::ScreenSection;
 use crate::text;
 
@@ -77,27 +79,77 @@ impl Screen {
     /// that are the same as in `before` are only named in a last line, so
     /// a person sees what a command changed.
     pub fn render_changes_since(&self, before: Option<&Screen>) -> String {
+        self.render_marked(before, &Unmarked)
+    }
+
+    /// [`render_changes_since`](Screen::render_changes_since) with its parts
+    /// marked by `marks` (the REPL's colours): each section's header, the
+    /// lines of a section that were not in it in `before`, and the line
+    /// that names the unchanged sections.
+    pub fn render_marked(&self, before: Option<&Screen>, marks: &dyn ScreenMarks) -> String {
         let mut out = String::new();
         let mut unchanged = Vec::new();
         for (name, section) in &self.sections {
-            if before.and_then(|b| b.get(name)) == Some(section) {
+            let previous = before.and_then(|b| b.get(name));
+            if previous == Some(section) {
                 unchanged.push(name.as_str());
                 continue;
             }
-            out.push_str(&format!(
-                "==================== {} ====================\n",
+            let header = format!(
+                "==================== {} ====================",
                 name.to_uppercase()
-            ));
-            out.push_str(&section.content);
+            );
+            out.push_str(&marks.header(&header));
+            out.push('\n');
+            let old: Option<HashSet<&str>> = previous.map(|p| p.content.lines().collect());
+            for piece in section.content.split_inclusive('\n') {
+                let line = piece.strip_suffix('\n').unwrap_or(piece);
+                match &old {
+                    Some(old) if !old.contains(line) && !line.trim().is_empty() => {
+                        out.push_str(&marks.changed(line));
+                        out.push_str(&piece[line.len()..]);
+                    }
+                    _ => out.push_str(piece),
+                }
+            }
             if !section.content.ends_with('\n') {
                 out.push('\n');
             }
             out.push('\n');
         }
         if !unchanged.is_empty() {
-            out.push_str(&format!("(unchanged: {})\n\n", unchanged.join(", ")));
+            let note = format!("(unchanged: {})", unchanged.join(", "));
+            out.push_str(&marks.note(&note));
+            out.push_str("\n\n");
         }
         out
+    }
+}
+
+/// How [`Screen::render_marked`] marks the parts of a screen for a person
+/// (colours, in the REPL). Each method gets one line without its line end
+/// and returns it marked; it must not change the text a person reads.
+pub trait ScreenMarks {
+    /// A section's header line.
+    fn header(&self, line: &str) -> String;
+    /// A line that was not in its section the last time it was shown.
+    fn changed(&self, line: &str) -> String;
+    /// The line that names the sections that did not change.
+    fn note(&self, line: &str) -> String;
+}
+
+/// The plain rendering: nothing marked.
+struct Unmarked;
+
+impl ScreenMarks for Unmarked {
+    fn header(&self, line: &str) -> String {
+        line.to_owned()
+    }
+    fn changed(&self, line: &str) -> String {
+        line.to_owned()
+    }
+    fn note(&self, line: &str) -> String {
+        line.to_owned()
     }
 }
 
@@ -193,5 +245,39 @@ mod tests {
         assert!(!changes.contains("== BASH =="));
         assert!(changes.contains("PYTHON ====================\nq\n"));
         assert!(changes.ends_with("(unchanged: bash)\n\n"));
+    }
+
+    #[test]
+    fn marks_show_headers_new_lines_and_the_unchanged_note() {
+        struct Brackets;
+        impl ScreenMarks for Brackets {
+            fn header(&self, line: &str) -> String {
+                format!("<h>{line}</h>")
+            }
+            fn changed(&self, line: &str) -> String {
+                format!("<c>{line}</c>")
+            }
+            fn note(&self, line: &str) -> String {
+                format!("<n>{line}</n>")
+            }
+        }
+        let mut before = Screen::new();
+        before.push("bash", ScreenSection::new("cwd: /a\nexit: 0\n\nhelp"));
+        before.push("python", ScreenSection::new("p"));
+        let mut after = Screen::new();
+        after.push("bash", ScreenSection::new("cwd: /a\nexit: 1\n\nhelp"));
+        after.push("python", ScreenSection::new("p"));
+        assert_eq!(
+            after.render_marked(Some(&before), &Brackets),
+            "<h>==================== BASH ====================</h>\n\
+             cwd: /a\n<c>exit: 1</c>\n\nhelp\n\n<n>(unchanged: python)</n>\n\n"
+        );
+        // A first rendering marks no line as changed.
+        assert!(!after.render_marked(None, &Brackets).contains("<c>"));
+        // Unmarked, the rendering is the plain one, byte for byte.
+        assert_eq!(
+            after.render_changes_since(Some(&before)),
+            "==================== BASH ====================\ncwd: /a\nexit: 1\n\nhelp\n\n(unchanged: python)\n\n"
+        );
     }
 }

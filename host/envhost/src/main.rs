@@ -429,7 +429,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
         Mode::Repl => {
             let input = Box::new(BufReader::with_capacity(64 * 1024, io::stdin()));
             let mut stdout = io::stdout().lock();
-            repl::run(&orchestrator, input, &mut stdout, &cancel)
+            repl::run(&orchestrator, &project, input, &mut stdout, &cancel)
         }
     };
     orchestrator.shutdown(&reason);
