@@ -93,6 +93,7 @@ pub struct HostBuilder {
     args: Vec<String>,
     env: Vec<(String, String)>,
     env_remove: Vec<String>,
+    wrapper: Vec<String>,
 }
 
 impl HostBuilder {
@@ -120,8 +121,26 @@ impl HostBuilder {
         self
     }
 
+    /// Starts the host through this command (e.g. `unshare --pid --fork`),
+    /// which runs it with its arguments; `Host::pid` is then the wrapper's.
+    pub fn wrapped_in<I, S>(mut self, wrapper: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.wrapper = wrapper.into_iter().map(Into::into).collect();
+        self
+    }
+
     pub fn start(self, project: &Path) -> Host {
-        let mut command = Command::new(envhost_binary());
+        let mut command = match self.wrapper.split_first() {
+            Some((program, wrapper_args)) => {
+                let mut command = Command::new(program);
+                command.args(wrapper_args).arg(envhost_binary());
+                command
+            }
+            None => Command::new(envhost_binary()),
+        };
         command
             .arg("serve")
             .arg("--project")
@@ -184,6 +203,7 @@ impl Host {
             args: Vec::new(),
             env: Vec::new(),
             env_remove: Vec::new(),
+            wrapper: Vec::new(),
         }
     }
 

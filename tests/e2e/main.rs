@@ -5,7 +5,9 @@
 
 mod bash;
 mod capabilities;
+mod container;
 mod editor;
+mod files;
 mod harness;
 mod plugins;
 mod polyglot;

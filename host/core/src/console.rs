@@ -131,6 +131,23 @@ pub fn describe(event: &Event) -> String {
         Event::PluginTrapped { environment, cause } => {
             format!("plugin {environment} trapped: {cause}")
         }
+        Event::FileRead {
+            path,
+            offset,
+            bytes,
+        } => format!("sent {path}: {bytes} bytes from offset {offset}"),
+        Event::FileWritten {
+            path,
+            bytes,
+            complete,
+        } => {
+            if *complete {
+                format!("wrote {path} ({bytes} bytes)")
+            } else {
+                format!("writing {path}: {bytes} bytes so far")
+            }
+        }
+        Event::FileRefused { path, reason, .. } => format!("refused file {path} ({reason})"),
         Event::ProtocolError { message } => format!("bad input: {message}"),
         Event::Error { context, message } => format!("error in {context}: {message}"),
     }

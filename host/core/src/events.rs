@@ -169,6 +169,33 @@ pub enum Event {
         /// What happened, in a few words.
         cause: String,
     },
+    /// A chunk of a project file was sent (`read_file`).
+    FileRead {
+        /// The path, as the request gave it.
+        path: String,
+        /// Where the chunk starts.
+        offset: u64,
+        /// The chunk's size.
+        bytes: u64,
+    },
+    /// A chunk of a project file was written (`write_file`).
+    FileWritten {
+        /// The path, as the request gave it.
+        path: String,
+        /// Bytes written so far.
+        bytes: u64,
+        /// Whether the file is now in place.
+        complete: bool,
+    },
+    /// A file request was refused.
+    FileRefused {
+        /// The path, as the request gave it.
+        path: String,
+        /// The one-word reason.
+        reason: String,
+        /// The message sent back.
+        message: String,
+    },
     /// A bad input line, answered with `{"type":"error"}`.
     ProtocolError {
         /// What was wrong.

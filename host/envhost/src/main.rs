@@ -20,10 +20,12 @@ use envhost_core::{
     CancelFlag, ConsoleObserver, Event, EventBus, LoadedEnvironment, Orchestrator,
     OrchestratorSettings, TranscriptObserver,
 };
+use envhost_files::{ProjectFiles, ProjectRoot};
 use envhost_plugin::{self as plugin, CodeCache, DiscardSink, LogSink, PluginSettings, StderrSink};
 use envhost_process::{DEFAULT_CAP_BYTES, SecretPolicy, install_reaper, terminate_descendants};
 use envhost_protocol::DEFAULT_MAX_LINE_BYTES;
 
+mod healthcheck;
 mod repl;
 mod serve;
 mod signals;
@@ -55,6 +57,34 @@ enum Command {
     /// Check plugins (.wasm files) exactly as the host would load them, and
     /// show what they offer; exits non-zero if any would be refused.
     Check(CheckArgs),
+    /// Check that a session can be served here (for Docker HEALTHCHECK and
+    /// Kubernetes probes): the project is readable, bash and python start
+    /// and answer, and with --plugins every plugin loads. Exits 1 if not.
+    Healthcheck(HealthArgs),
+}
+
+#[derive(Args)]
+struct HealthArgs {
+    /// The project directory a session would serve.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    project: PathBuf,
+
+    /// How long bash and python may each take to answer.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
+    timeout: Duration,
+
+    /// The Python interpreter for the python environment [default: python3
+    /// on PATH].
+    #[arg(long, value_name = "PATH")]
+    python: Option<PathBuf>,
+
+    /// Load the project's plugins too (compiling those not in the cache);
+    /// any refused plugin fails the check.
+    #[arg(long)]
+    plugins: bool,
+
+    #[command(flatten)]
+    plugin_args: PluginArgs,
 }
 
 #[derive(Args)]
@@ -231,6 +261,7 @@ fn main() -> ExitCode {
             args.session,
         ),
         Command::Check(args) => run_check(args),
+        Command::Healthcheck(args) => return run_healthcheck(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -357,7 +388,18 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<()> {
         }
         Mode::Serve => {
             let mut stdout = io::stdout().lock();
-            serve::run_stdin(&orchestrator, &mut stdout, &cancel, DEFAULT_MAX_LINE_BYTES).describe()
+            let mut files = ProjectFiles::new(ProjectRoot::new(
+                project.clone(),
+                args.allow_outside_project,
+            ));
+            serve::run_stdin(
+                &orchestrator,
+                &mut files,
+                &mut stdout,
+                &cancel,
+                DEFAULT_MAX_LINE_BYTES,
+            )
+            .describe()
         }
         Mode::Repl => {
             let input = Box::new(BufReader::with_capacity(64 * 1024, io::stdin()));
@@ -408,6 +450,33 @@ fn run_check(args: CheckArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// `envhost healthcheck`: the report on stdout, exit status 1 if unhealthy.
+fn run_healthcheck(args: HealthArgs) -> ExitCode {
+    let mut stdout = io::stdout().lock();
+    let project = match resolve_project(&args.project) {
+        Ok(project) => project,
+        Err(err) => {
+            let _ = writeln!(stdout, "FAIL {err:#}\nunhealthy");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut settings = envhost_envs::Settings::for_project(project);
+    settings.python = args.python;
+    let checks = healthcheck::Checks {
+        settings,
+        timeout: args.timeout,
+        plugins: args.plugins.then(|| args.plugin_args.settings()),
+    };
+    match healthcheck::run(checks, &mut stdout) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(err) => {
+            eprintln!("envhost: cannot write the report: {err}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Registers an environment in the orchestrator.

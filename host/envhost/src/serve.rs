@@ -14,7 +14,8 @@ use std::io::{BufRead, BufReader, Write};
 use crate::signals::{self, InterruptibleInput};
 use envhost_core::CancelFlag;
 use envhost_core::Event;
-use envhost_core::Orchestrator;
+use envhost_core::{Orchestrator, RequestId};
+use envhost_files::{FileError, ProjectFiles};
 use envhost_protocol::{self as protocol, LineReader, Parsed, RawLine, Reply, Request};
 
 /// Why the server stopped.
@@ -41,6 +42,7 @@ impl StopReason {
 /// orchestrator down afterwards.
 pub fn run_stdin(
     orchestrator: &Orchestrator,
+    files: &mut ProjectFiles,
     output: &mut dyn Write,
     cancel: &CancelFlag,
     max_line_bytes: usize,
@@ -48,6 +50,7 @@ pub fn run_stdin(
     match InterruptibleInput::new(std::io::stdin(), cancel) {
         Ok(input) => run(
             orchestrator,
+            files,
             BufReader::with_capacity(64 * 1024, input),
             output,
             cancel,
@@ -59,6 +62,7 @@ pub fn run_stdin(
             );
             run(
                 orchestrator,
+                files,
                 BufReader::with_capacity(64 * 1024, std::io::stdin()),
                 output,
                 cancel,
@@ -72,6 +76,7 @@ pub fn run_stdin(
 /// or `output` is closed.
 pub fn run(
     orchestrator: &Orchestrator,
+    files: &mut ProjectFiles,
     input: impl BufRead,
     output: &mut dyn Write,
     cancel: &CancelFlag,
@@ -96,7 +101,7 @@ pub fn run(
                 None => return StopReason::InputFailed(err.to_string()),
             },
         };
-        if let Err(err) = answer(orchestrator, &raw, output, max_line_bytes) {
+        if let Err(err) = answer(orchestrator, files, &raw, output, max_line_bytes) {
             return StopReason::OutputClosed(err.to_string());
         }
     }
@@ -104,6 +109,7 @@ pub fn run(
 
 fn answer(
     orchestrator: &Orchestrator,
+    files: &mut ProjectFiles,
     raw: &RawLine,
     output: &mut dyn Write,
     max_line_bytes: usize,
@@ -135,6 +141,61 @@ fn answer(
                 },
             );
         }
+        Request::ReadFile {
+            id,
+            path,
+            offset,
+            length,
+        } => {
+            return match files.read(path, *offset, *length) {
+                Ok(chunk) => {
+                    orchestrator.emit(Event::FileRead {
+                        path: path.clone(),
+                        offset: *offset,
+                        bytes: chunk.content.len() as u64,
+                    });
+                    protocol::write_reply(
+                        output,
+                        &Reply::File {
+                            id: id.as_ref(),
+                            path,
+                            size: chunk.size,
+                            offset: chunk.offset,
+                            content: &chunk.content,
+                            eof: chunk.eof,
+                        },
+                    )
+                }
+                Err(err) => refuse(orchestrator, output, id.as_ref(), path, &err),
+            };
+        }
+        Request::WriteFile {
+            id,
+            path,
+            content,
+            append,
+            more,
+        } => {
+            return match files.write(path, content, *append, *more) {
+                Ok(written) => {
+                    orchestrator.emit(Event::FileWritten {
+                        path: path.clone(),
+                        bytes: written.size,
+                        complete: written.complete,
+                    });
+                    protocol::write_reply(
+                        output,
+                        &Reply::FileWritten {
+                            id: id.as_ref(),
+                            path,
+                            size: written.size,
+                            complete: written.complete,
+                        },
+                    )
+                }
+                Err(err) => refuse(orchestrator, output, id.as_ref(), path, &err),
+            };
+        }
         Request::Command(command) => orchestrator.execute(command),
         Request::Control(control) => orchestrator.control(control),
     };
@@ -146,6 +207,30 @@ fn answer(
             success: outcome.success,
             running: outcome.running,
             screen: &outcome.screen,
+        },
+    )
+}
+
+/// The answer to a file request that could not be done.
+fn refuse(
+    orchestrator: &Orchestrator,
+    output: &mut dyn Write,
+    id: Option<&RequestId>,
+    path: &str,
+    err: &FileError,
+) -> std::io::Result<()> {
+    let message = err.to_string();
+    orchestrator.emit(Event::FileRefused {
+        path: path.to_owned(),
+        reason: err.reason().to_owned(),
+        message: message.clone(),
+    });
+    protocol::write_reply(
+        output,
+        &Reply::Refused {
+            id,
+            message: &message,
+            reason: err.reason(),
         },
     )
 }

@@ -17,11 +17,16 @@
 //!   a command that is still running; `{"type":"restart","environment":"bash"}`.
 //! - `{"type":"screen"}`: the current screen without running anything (so an
 //!   agent can see the environments before its first command).
+//! - `{"type":"read_file","path":P}` and
+//!   `{"type":"write_file","path":P,"content_base64":B64}`: a project file's
+//!   bytes, moved in base64 chunks that fit a line (see `files`).
 //!
 //! Output, exactly one line per non-blank input line:
 //! `{"type":"response",...}` (with `"running":true` in the response only
-//! while the command still runs), `{"type":"screen",...}` or
-//! `{"type":"error","message":...}`.
+//! while the command still runs), `{"type":"screen",...}`,
+//! `{"type":"file",...}`, `{"type":"file_written",...}` or
+//! `{"type":"error","message":...}` (with a one-word `"reason"` when a file
+//! request is refused).
 //!
 //! Blank lines (empty or only whitespace) are skipped without an answer, as
 //! JSON Lines / NDJSON readers conventionally do, so that a stray newline
@@ -30,6 +35,8 @@
 
 #![deny(missing_docs)]
 
+mod fields;
+mod files;
 mod framing;
 mod reply;
 mod request;

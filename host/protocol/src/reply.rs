@@ -6,6 +6,8 @@ use envhost_core::{RequestId, Screen};
 use serde::Serialize;
 use serde::ser::SerializeMap;
 
+use crate::files;
+
 /// An answer to one line.
 #[derive(Debug, Clone)]
 pub enum Reply<'a> {
@@ -35,6 +37,42 @@ pub enum Reply<'a> {
         id: Option<&'a RequestId>,
         /// What was wrong, and what to send instead.
         message: &'a str,
+    },
+    /// A valid file request that could not be done: an `error` line with a
+    /// one-word `reason` for programs besides the message.
+    Refused {
+        /// The request's `id`, echoed.
+        id: Option<&'a RequestId>,
+        /// What was wrong, and what to do instead.
+        message: &'a str,
+        /// One word: `not_found`, `is_directory`, `outside_project`, ...
+        reason: &'a str,
+    },
+    /// The answer to `read_file`: a chunk of the file.
+    File {
+        /// The request's `id`, echoed.
+        id: Option<&'a RequestId>,
+        /// The path, as the request gave it.
+        path: &'a str,
+        /// The file's size when the chunk was read.
+        size: u64,
+        /// Where the chunk starts.
+        offset: u64,
+        /// The chunk's bytes (sent as base64).
+        content: &'a [u8],
+        /// Whether the chunk reaches the end of the file.
+        eof: bool,
+    },
+    /// The answer to `write_file`.
+    FileWritten {
+        /// The request's `id`, echoed.
+        id: Option<&'a RequestId>,
+        /// The path, as the request gave it.
+        path: &'a str,
+        /// Bytes written so far (the file's size once complete).
+        size: u64,
+        /// Whether the file is in place (false while more chunks are expected).
+        complete: bool,
     },
 }
 
@@ -110,6 +148,50 @@ impl Serialize for Reply<'_> {
                     map.serialize_entry("id", id)?;
                 }
                 map.serialize_entry("message", message)?;
+            }
+            Reply::Refused {
+                id,
+                message,
+                reason,
+            } => {
+                map.serialize_entry("type", "error")?;
+                if let Some(id) = id {
+                    map.serialize_entry("id", id)?;
+                }
+                map.serialize_entry("message", message)?;
+                map.serialize_entry("reason", reason)?;
+            }
+            Reply::File {
+                id,
+                path,
+                size,
+                offset,
+                content,
+                eof,
+            } => {
+                map.serialize_entry("type", "file")?;
+                if let Some(id) = id {
+                    map.serialize_entry("id", id)?;
+                }
+                map.serialize_entry("path", path)?;
+                map.serialize_entry("size", size)?;
+                map.serialize_entry("offset", offset)?;
+                map.serialize_entry("content_base64", &files::encode(content))?;
+                map.serialize_entry("eof", eof)?;
+            }
+            Reply::FileWritten {
+                id,
+                path,
+                size,
+                complete,
+            } => {
+                map.serialize_entry("type", "file_written")?;
+                if let Some(id) = id {
+                    map.serialize_entry("id", id)?;
+                }
+                map.serialize_entry("path", path)?;
+                map.serialize_entry("size", size)?;
+                map.serialize_entry("complete", complete)?;
             }
         }
         map.end()
@@ -194,6 +276,54 @@ mod tests {
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "{\"type\":\"response\",\"id\":18446744073709551617,\"response\":{\"output\":\"so far\\n\",\"success\":true,\"running\":true},\"screen\":{}}\n"
+        );
+    }
+
+    #[test]
+    fn file_answers_are_lines() {
+        let id = RequestId::from("r");
+        let mut out = Vec::new();
+        write_reply(
+            &mut out,
+            &Reply::File {
+                id: Some(&id),
+                path: "a.bin",
+                size: 2,
+                offset: 0,
+                content: &[0, 255],
+                eof: true,
+            },
+        )
+        .unwrap();
+        write_reply(
+            &mut out,
+            &Reply::FileWritten {
+                id: None,
+                path: "a.bin",
+                size: 2,
+                complete: false,
+            },
+        )
+        .unwrap();
+        write_reply(
+            &mut out,
+            &Reply::Refused {
+                id: None,
+                message: "a.bin does not exist",
+                reason: "not_found",
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            concat!(
+                r#"{"type":"file","id":"r","path":"a.bin","size":2,"offset":0,"content_base64":"AP8=","eof":true}"#,
+                "\n",
+                r#"{"type":"file_written","path":"a.bin","size":2,"complete":false}"#,
+                "\n",
+                r#"{"type":"error","message":"a.bin does not exist","reason":"not_found"}"#,
+                "\n"
+            )
         );
     }
 }

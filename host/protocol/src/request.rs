@@ -6,13 +6,14 @@
 //! rounded through a float), then each field the message type takes is
 //! read and checked. It must not know which environments exist.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use envhost_core::{CommandRequest, Control, ControlRequest, RequestId};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::fields::{self, Fields, check_fields, json_kind, value};
+use crate::files;
 use crate::framing::RawLine;
 
 /// The longest line read; a longer line is skipped in bounded memory and
@@ -23,7 +24,8 @@ pub const DEFAULT_MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 pub const MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
 
 /// The message types, as the errors list them.
-const TYPES: &str = r#""command", "wait", "input", "interrupt", "restart" or "screen""#;
+const TYPES: &str =
+    r#""command", "wait", "input", "interrupt", "restart", "screen", "read_file" or "write_file""#;
 
 /// A well-formed request.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +41,30 @@ pub enum Request {
         /// The agent's `id`, to echo on the answer.
         id: Option<RequestId>,
     },
+    /// Send up to `length` bytes of a project file from `offset`.
+    ReadFile {
+        /// The agent's `id`, to echo on the answer.
+        id: Option<RequestId>,
+        /// The file, as given.
+        path: String,
+        /// Where to start (0 when not given).
+        offset: u64,
+        /// How many bytes at most (the host's maximum when not given).
+        length: Option<u64>,
+    },
+    /// Write a chunk of a project file.
+    WriteFile {
+        /// The agent's `id`, to echo on the answer.
+        id: Option<RequestId>,
+        /// The file, as given.
+        path: String,
+        /// The bytes, decoded from base64.
+        content: Vec<u8>,
+        /// Continue the unfinished write of this file (rather than start it afresh).
+        append: bool,
+        /// More chunks follow (the file is put in place with the last one).
+        more: bool,
+    },
 }
 
 impl Request {
@@ -47,7 +73,9 @@ impl Request {
         match self {
             Request::Command(command) => command.id.as_ref(),
             Request::Control(control) => control.id.as_ref(),
-            Request::Screen { id } => id.as_ref(),
+            Request::Screen { id }
+            | Request::ReadFile { id, .. }
+            | Request::WriteFile { id, .. } => id.as_ref(),
         }
     }
 }
@@ -87,9 +115,6 @@ impl ProtocolError {
 }
 
 const EXAMPLE: &str = r#"{"type":"command","environment":"bash","command":"ls"}"#;
-
-/// A line's fields, each still raw JSON text.
-type Fields<'a> = BTreeMap<String, &'a RawValue>;
 
 /// Parses one raw line.
 pub fn parse_line(raw: &RawLine, max_bytes: usize) -> Parsed {
@@ -224,6 +249,25 @@ fn read_request(fields: &Fields<'_>, kind: &str, id: Option<RequestId>) -> Resul
             check_fields(fields, &["type", "id"])?;
             Request::Screen { id }
         }
+        "read_file" => {
+            let read = files::parse_read(fields)?;
+            Request::ReadFile {
+                id,
+                path: read.path,
+                offset: read.offset,
+                length: read.length,
+            }
+        }
+        "write_file" => {
+            let write = files::parse_write(fields)?;
+            Request::WriteFile {
+                id,
+                path: write.path,
+                content: write.content,
+                append: write.append,
+                more: write.more,
+            }
+        }
         other => return Err(format!("unknown type {other:?}: expected {TYPES}")),
     };
     Ok(request)
@@ -253,53 +297,26 @@ fn example(kind: &str) -> &'static str {
     }
 }
 
-/// The field `name` read as JSON; `None` when absent.
-fn value(fields: &Fields<'_>, name: &str) -> Result<Option<Value>, String> {
-    match fields.get(name) {
-        None => Ok(None),
-        Some(raw) => serde_json::from_str(raw.get())
-            .map(Some)
-            .map_err(|err| format!("field {name:?} cannot be read: {err}")),
-    }
-}
-
-fn check_fields(fields: &Fields<'_>, known: &[&str]) -> Result<(), String> {
-    match fields.keys().find(|k| !known.contains(&k.as_str())) {
-        None => Ok(()),
-        Some(unknown) => Err(format!(
-            "unknown field {unknown:?}; this message type takes: {}",
-            known.join(", ")
-        )),
-    }
-}
-
 fn required_string(fields: &Fields<'_>, field: &str, kind: &str) -> Result<String, String> {
-    match value(fields, field)? {
-        Some(Value::String(s)) => Ok(s),
-        None => Err(match kind {
-            "command" => format!(
-                "missing field {field:?}: a command needs \"environment\" and \"command\" strings, e.g. {EXAMPLE}"
-            ),
-            _ => format!(
-                "missing field {field:?}: {} {kind} needs {}, e.g. {}",
-                if kind == "input" || kind == "interrupt" {
-                    "an"
-                } else {
-                    "a"
-                },
-                if kind == "input" {
-                    "\"environment\" and \"text\" strings"
-                } else {
-                    "an \"environment\" string"
-                },
-                example(kind)
-            ),
-        }),
-        Some(other) => Err(format!(
-            "field {field:?} must be a string, got {}",
-            json_kind(&other)
-        )),
-    }
+    fields::string(fields, field, || match kind {
+        "command" => format!(
+            "missing field {field:?}: a command needs \"environment\" and \"command\" strings, e.g. {EXAMPLE}"
+        ),
+        _ => format!(
+            "missing field {field:?}: {} {kind} needs {}, e.g. {}",
+            if kind == "input" || kind == "interrupt" {
+                "an"
+            } else {
+                "a"
+            },
+            if kind == "input" {
+                "\"environment\" and \"text\" strings"
+            } else {
+                "an \"environment\" string"
+            },
+            example(kind)
+        ),
+    })
 }
 
 /// A field of whole milliseconds from `min` to [`MAX_TIMEOUT_MS`]; `None`
@@ -335,17 +352,6 @@ fn raw_kind(raw: &RawValue) -> &'static str {
         Some(b'n') => "null",
         Some(b'{') => "an object",
         _ => "a number",
-    }
-}
-
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
@@ -549,7 +555,7 @@ mod tests {
             ),
             (
                 r#"{"type":"exec"}"#,
-                r#"expected "command", "wait", "input", "interrupt", "restart" or "screen""#,
+                r#"expected "command", "wait", "input", "interrupt", "restart", "screen", "read_file" or "write_file""#,
             ),
             ("true", "expected a JSON object, got a boolean"),
             ("null", "expected a JSON object, got null"),
@@ -569,5 +575,69 @@ mod tests {
             Parsed::Invalid(err) => assert!(err.message.starts_with("line too long: 99 bytes")),
             other => panic!("{other:?}"),
         }
+    }
+
+    fn file_error(text: &str) -> String {
+        error_of(text).message
+    }
+
+    #[test]
+    fn file_requests_parse_with_their_defaults() {
+        assert_eq!(
+            parse(r#"{"type":"read_file","path":"a.bin","id":3}"#),
+            Parsed::Request(Request::ReadFile {
+                id: Some(RequestId::from(3_i64)),
+                path: "a.bin".into(),
+                offset: 0,
+                length: None
+            })
+        );
+        assert_eq!(
+            parse(r#"{"type":"read_file","path":"a","offset":10,"length":5}"#),
+            Parsed::Request(Request::ReadFile {
+                id: None,
+                path: "a".into(),
+                offset: 10,
+                length: Some(5)
+            })
+        );
+        assert_eq!(
+            parse(r#"{"type":"write_file","path":"a","content_base64":"AP8=","more":true}"#),
+            Parsed::Request(Request::WriteFile {
+                id: None,
+                path: "a".into(),
+                content: vec![0, 255],
+                append: false,
+                more: true
+            })
+        );
+    }
+
+    #[test]
+    fn bad_file_requests_say_what_to_send() {
+        assert!(file_error(r#"{"type":"read_file"}"#).starts_with("missing field \"path\""));
+        assert!(
+            file_error(r#"{"type":"read_file","path":"a","offset":-1}"#).contains("\"offset\"")
+        );
+        assert!(file_error(r#"{"type":"read_file","path":"a","length":0}"#).contains("from 1"));
+        assert!(
+            file_error(r#"{"type":"read_file","path":"a","size":1}"#)
+                .starts_with("unknown field \"size\"")
+        );
+        assert!(
+            file_error(r#"{"type":"write_file","path":"a"}"#)
+                .starts_with("missing field \"content_base64\"")
+        );
+        assert!(
+            file_error(r#"{"type":"write_file","path":"a","content_base64":"not base64!"}"#)
+                .contains("not standard base64")
+        );
+        assert!(
+            file_error(r#"{"type":"write_file","path":"a","content_base64":"","append":"yes"}"#)
+                .contains("true or false")
+        );
+        assert!(
+            file_error(r#"{"type":"rename_file"}"#).contains("\"read_file\" or \"write_file\"")
+        );
     }
 }

@@ -12,7 +12,7 @@ use std::io::{ErrorKind, Read};
 use envhost_core::text;
 
 use super::lines::is_binary;
-use super::paths::{ProjectRoot, ResolvedPath};
+use envhost_files::{ProjectRoot, ResolvedPath};
 
 /// Views re-read their file on every screen, so a view's file is kept
 /// below a size that re-reading cannot make slow.

@@ -10,12 +10,10 @@
 //! (pattern views and their rendering), `edit` (verified splices), `atomic`
 //! (crash-safe writes) and `search`. Nothing here knows about the protocol.
 
-mod atomic;
 mod edit;
 mod files;
 mod lines;
 mod parse;
-mod paths;
 mod patterns;
 mod search;
 mod views;
@@ -32,9 +30,9 @@ use envhost_core::{
 use envhost_core::{CommandHelp, CommandSpec, HelpError};
 
 use edit::VisibleView;
+use envhost_files::{ProjectRoot, ResolvedPath};
 use lines::split_lines;
 use parse::LineRange;
-use paths::ProjectRoot;
 use patterns::LinePattern;
 use views::{MAX_VIEW_LINES, MAX_VIEWS, NewView, Shown, ViewSet};
 
@@ -286,7 +284,7 @@ impl EditorEnvironment {
             content.push('\n');
         }
         let display = &path.display;
-        match atomic::create_new(&path.real, content.as_bytes()) {
+        match envhost_files::create_new(&path.real, content.as_bytes()) {
             Ok(()) => CommandResponse::success(format!("Created {display}")),
             Err(err) if err.kind() == ErrorKind::AlreadyExists => {
                 CommandResponse::failure(format!(
@@ -340,7 +338,7 @@ impl EditorEnvironment {
         }
         let new_lines = parse::content_lines(body);
         let new_bytes = edit::splice(&bytes, range, &new_lines);
-        if let Err(err) = atomic::replace(&path.real, &new_bytes) {
+        if let Err(err) = envhost_files::replace(&path.real, &new_bytes) {
             return CommandResponse::failure(format!(
                 "Cannot write {display}: {err}\nThe file was not changed."
             ));
@@ -467,7 +465,7 @@ impl EditorEnvironment {
 /// A `view` command that would show the lines an edit asked for: their
 /// first and last lines as literal patterns when the file has them, the
 /// help's example otherwise.
-fn suggest_view(path: &paths::ResolvedPath, display: &str, range: LineRange) -> String {
+fn suggest_view(path: &ResolvedPath, display: &str, range: LineRange) -> String {
     let fallback = format!("view {display} /^def main/ /^$/");
     let Ok(bytes) = files::read_resolved(path) else {
         return fallback;

@@ -23,9 +23,9 @@ use grep_regex::RegexMatcher;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
 use ignore::{WalkBuilder, WalkState};
 
-use super::paths::ProjectRoot;
 use super::patterns::LinePattern;
 use envhost_core::CancelFlag;
+use envhost_files::ProjectRoot;
 
 /// Matches listed in a response; the rest are counted.
 pub const MAX_SHOWN_MATCHES: usize = 100;

@@ -17,8 +17,8 @@ use super::files::{self, FileProblem, TextFile};
 use super::lines::{
     count_newlines, display, line_count, lines_from, offset_after_lines, searchable,
 };
-use super::paths::ProjectRoot;
 use super::patterns::LinePattern;
+use envhost_files::ProjectRoot;
 
 /// Views open at once; adding one more closes the oldest.
 pub const MAX_VIEWS: usize = 5;

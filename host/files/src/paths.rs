@@ -1,9 +1,10 @@
-//! Paths the agent names, resolved against the project directory.
+//! Paths the agent (or a client) names, resolved against the project
+//! directory.
 //!
-//! This module owns the rule that the editor only touches files inside the
-//! project: a path that leaves it by `..`, by being absolute, or through a
-//! symlink is refused with the reason, unless the host was started with
-//! `--allow-outside-project`. It also decides how a path is shown (relative
+//! This module owns the rule that the host only touches files inside the
+//! project on the agent's behalf: a path that leaves it by `..`, by being
+//! absolute, or through a symlink is refused with the reason, unless the
+//! host was started with `--allow-outside-project`. It also decides how a path is shown (relative
 //! to the project, as the agent wrote it, `./` and `a/../` folded away). It
 //! must not read or write file contents.
 
@@ -17,7 +18,7 @@ pub struct ProjectRoot {
     allow_outside: bool,
 }
 
-/// A path the editor may use.
+/// A path the host may use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedPath {
     /// How the screen and responses name it: relative to the project with
@@ -31,26 +32,49 @@ pub struct ResolvedPath {
 /// Why a path was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PathError {
+    /// An empty path.
     #[error("no file path given")]
     Empty,
+    /// A relative path whose `..` climbs out of the project.
     #[error(
-        "{path} leads outside the project ({root}) through `..`; the editor only works on files inside the project (start envhost with --allow-outside-project to lift this)"
+        "{path} leads outside the project ({root}) through `..`; only files inside the project can be used (start envhost with --allow-outside-project to lift this)"
     )]
-    DotDotEscape { path: String, root: String },
+    DotDotEscape {
+        /// The path as written.
+        path: String,
+        /// The project directory.
+        root: String,
+    },
+    /// An absolute path outside the project.
     #[error(
         "{path} is an absolute path outside the project ({root}); use a path relative to the project (start envhost with --allow-outside-project to lift this)"
     )]
-    AbsoluteOutside { path: String, root: String },
-    #[error(
-        "{path} goes through a symlink to {target}, outside the project ({root}); the editor only works on files inside the project (start envhost with --allow-outside-project to lift this)"
-    )]
-    SymlinkEscape {
+    AbsoluteOutside {
+        /// The path as written.
         path: String,
-        target: String,
+        /// The project directory.
         root: String,
     },
+    /// A path inside the project that a symlink leads out of it.
+    #[error(
+        "{path} goes through a symlink to {target}, outside the project ({root}); only files inside the project can be used (start envhost with --allow-outside-project to lift this)"
+    )]
+    SymlinkEscape {
+        /// The path as written.
+        path: String,
+        /// Where the symlinks lead.
+        target: String,
+        /// The project directory.
+        root: String,
+    },
+    /// The path's folders cannot be read to find where it leads.
     #[error("{path} cannot be resolved: {reason}")]
-    Unresolvable { path: String, reason: String },
+    Unresolvable {
+        /// The path as written.
+        path: String,
+        /// The system's words.
+        reason: String,
+    },
 }
 
 impl ProjectRoot {
@@ -62,6 +86,7 @@ impl ProjectRoot {
         }
     }
 
+    /// The project directory.
     pub fn path(&self) -> &Path {
         &self.root
     }

@@ -16,18 +16,32 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Replaces an existing file's content; its mode and owner stay as they were.
 pub fn replace(target: &Path, content: &[u8]) -> io::Result<()> {
-    let metadata = fs::metadata(target)?;
+    fs::metadata(target)?;
     let (temp, mut file) = open_temp_beside(target)?;
+    if let Err(err) = file.write_all(content) {
+        let _ = fs::remove_file(&temp);
+        return Err(err);
+    }
+    put_in_place(&temp, file, target)
+}
+
+/// Moves a finished temporary file (from [`open_temp_beside`]) over
+/// `target` in one step, flushed to disk first. A file it replaces passes
+/// on its mode and owner. On failure the temporary file is removed.
+pub(crate) fn put_in_place(temp: &Path, file: File, target: &Path) -> io::Result<()> {
     let result = (|| {
-        file.write_all(content)?;
-        file.set_permissions(fs::Permissions::from_mode(metadata.mode() & 0o7777))?;
-        // Keeping the owner needs privileges the host may not have; the
-        // content and mode matter more than failing the edit over it.
-        let _ = std::os::unix::fs::fchown(&file, Some(metadata.uid()), Some(metadata.gid()));
+        if let Ok(metadata) = fs::metadata(target)
+            && metadata.is_file()
+        {
+            file.set_permissions(fs::Permissions::from_mode(metadata.mode() & 0o7777))?;
+            // Keeping the owner needs privileges the host may not have; the
+            // content and mode matter more than failing the write over it.
+            let _ = std::os::unix::fs::fchown(&file, Some(metadata.uid()), Some(metadata.gid()));
+        }
         file.sync_all()?;
-        fs::rename(&temp, target)
+        fs::rename(temp, target)
     })();
-    finish(result, &temp, target)
+    finish(result, temp, target)
 }
 
 /// Creates a file that must not exist yet (`ErrorKind::AlreadyExists` if it
@@ -61,7 +75,7 @@ fn finish(result: io::Result<()>, temp: &Path, target: &Path) -> io::Result<()> 
 
 /// A fresh file next to `target` (same folder, so the rename is atomic),
 /// created with the mode a new file gets.
-fn open_temp_beside(target: &Path) -> io::Result<(PathBuf, File)> {
+pub(crate) fn open_temp_beside(target: &Path) -> io::Result<(PathBuf, File)> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let folder = match target.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
@@ -92,14 +106,34 @@ fn open_temp_beside(target: &Path) -> io::Result<(PathBuf, File)> {
 /// Renames only if nothing is at `to` (renameat2 RENAME_NOREPLACE, or a
 /// hard link where the file system lacks it).
 fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
-    use nix::fcntl::{RenameFlags, renameat2};
-    match renameat2(None, from, None, to, RenameFlags::RENAME_NOREPLACE) {
-        Ok(()) => Ok(()),
-        Err(nix::errno::Errno::EINVAL) | Err(nix::errno::Errno::ENOSYS) => {
+    use nix::libc;
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    // The system call itself: nix wraps renameat2 for glibc only, and the
+    // musl of the static build has no wrapper at all.
+    let from_c = CString::new(from.as_os_str().as_bytes())?;
+    let to_c = CString::new(to.as_os_str().as_bytes())?;
+    // SAFETY: both paths are NUL-terminated strings that outlive the call.
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            from_c.as_ptr(),
+            libc::AT_FDCWD,
+            to_c.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if result == 0 {
+        return Ok(());
+    }
+    let error = io::Error::last_os_error();
+    match error.raw_os_error() {
+        Some(libc::EINVAL) | Some(libc::ENOSYS) => {
             fs::hard_link(from, to)?;
             fs::remove_file(from)
         }
-        Err(errno) => Err(io::Error::from(errno)),
+        _ => Err(error),
     }
 }
 

@@ -1,0 +1,63 @@
+//! A request line's fields, read one by one: shared by every message type.
+//!
+//! A line is split into its fields as raw JSON text first (so an `id` is
+//! kept exactly as written); this module reads a field when a message type
+//! asks for it, with the sentence to send back when it is wrong. It must
+//! not know any message type.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+/// A line's fields, each still raw JSON text.
+pub(crate) type Fields<'a> = BTreeMap<String, &'a RawValue>;
+
+/// The field `name` read as JSON; `None` when absent.
+pub(crate) fn value(fields: &Fields<'_>, name: &str) -> Result<Option<Value>, String> {
+    match fields.get(name) {
+        None => Ok(None),
+        Some(raw) => serde_json::from_str(raw.get())
+            .map(Some)
+            .map_err(|err| format!("field {name:?} cannot be read: {err}")),
+    }
+}
+
+/// Refuses a field the message type does not take (a typo is not ignored).
+pub(crate) fn check_fields(fields: &Fields<'_>, known: &[&str]) -> Result<(), String> {
+    match fields.keys().find(|k| !known.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(unknown) => Err(format!(
+            "unknown field {unknown:?}; this message type takes: {}",
+            known.join(", ")
+        )),
+    }
+}
+
+/// A required string field; `missing` is the whole sentence for its absence.
+pub(crate) fn string(
+    fields: &Fields<'_>,
+    field: &str,
+    missing: impl FnOnce() -> String,
+) -> Result<String, String> {
+    match value(fields, field)? {
+        Some(Value::String(s)) => Ok(s),
+        None => Err(missing()),
+        Some(other) => Err(format!(
+            "field {field:?} must be a string, got {}",
+            json_kind(&other)
+        )),
+    }
+}
+
+/// How a JSON value is named in messages ("a string", "an array").
+pub(crate) fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

@@ -1,0 +1,13 @@
+"""Adapters that put envhost under agent frameworks, one module each,
+each needing its framework installed (the package's optional extras):
+
+- `envhost.adapters.minisweagent` — `EnvhostEnvironment`, an
+  `environment_class` for mini-swe-agent (`envhost[mini]`);
+- `envhost.adapters.smolagents` — `EnvhostExecutor`, a remote Python
+  executor for smolagents' `CodeAgent` (`envhost[smolagents]`);
+- `envhost.adapters.deepagents` — `EnvhostSandbox`, a `BaseSandbox`
+  backend for LangChain deepagents (`envhost[deepagents]`).
+
+`envhost.adapters._shell` is what they share: a bash command's exit code
+and whether its output was cut.
+"""
