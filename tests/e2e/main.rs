@@ -9,6 +9,7 @@ mod container;
 mod editor;
 mod files;
 mod harness;
+mod mcp;
 mod plugins;
 mod polyglot;
 mod protocol;
