@@ -6,6 +6,7 @@
 mod bash;
 mod capabilities;
 mod container;
+mod distribution;
 mod editor;
 mod files;
 mod harness;

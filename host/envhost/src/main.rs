@@ -25,6 +25,7 @@ use envhost_plugin::{self as plugin, CodeCache, DiscardSink, LogSink, PluginSett
 use envhost_process::{DEFAULT_CAP_BYTES, SecretPolicy, install_reaper, terminate_descendants};
 use envhost_protocol::DEFAULT_MAX_LINE_BYTES;
 
+mod distribution;
 mod healthcheck;
 mod repl;
 mod serve;
@@ -61,6 +62,8 @@ enum Command {
     /// Kubernetes probes): the project is readable, bash and python start
     /// and answer, and with --plugins every plugin loads. Exits 1 if not.
     Healthcheck(HealthArgs),
+    #[command(flatten)]
+    Distribution(distribution::Command),
 }
 
 #[derive(Args)]
@@ -137,8 +140,9 @@ struct CheckArgs {
     plugins: PluginArgs,
 }
 
+/// How plugins are run and checked.
 #[derive(Args)]
-struct PluginArgs {
+pub(crate) struct PluginArgs {
     /// Where compiled plugin code is kept between starts (default:
     /// $XDG_CACHE_HOME/envhost/plugins or ~/.cache/envhost/plugins).
     #[arg(long, value_name = "DIR", conflicts_with = "no_plugin_cache")]
@@ -164,7 +168,7 @@ struct PluginArgs {
 }
 
 impl PluginArgs {
-    fn settings(&self) -> PluginSettings {
+    pub(crate) fn settings(&self) -> PluginSettings {
         let cache = if self.no_plugin_cache {
             CodeCache::Disabled
         } else if let Some(dir) = &self.plugin_cache {
@@ -261,6 +265,7 @@ fn main() -> ExitCode {
             args.session,
         ),
         Command::Check(args) => run_check(args),
+        Command::Distribution(command) => distribution::run(command),
         Command::Healthcheck(args) => return run_healthcheck(args),
     };
     match result {
@@ -493,7 +498,7 @@ fn register(
     orchestrator.register(name, kind, environment, detail)
 }
 
-fn resolve_project(path: &Path) -> anyhow::Result<PathBuf> {
+pub(crate) fn resolve_project(path: &Path) -> anyhow::Result<PathBuf> {
     let resolved = path
         .canonicalize()
         .with_context(|| format!("the project directory {} cannot be used", path.display()))?;

@@ -33,6 +33,8 @@ pub struct CheckReport {
     pub ok: bool,
     /// The report, for stdout.
     pub text: String,
+    /// The WIT world the component targets, when it loaded.
+    pub world: Option<String>,
 }
 
 /// Checks one file. `log` receives what the plugin writes while starting.
@@ -58,16 +60,8 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
         return CheckReport {
             ok: false,
             text: format!("{shown}: cannot check a file without a name\n"),
+            world: None,
         };
-    };
-    let sandbox = match Sandbox::new(settings.memory_limit) {
-        Ok(sandbox) => Arc::new(sandbox),
-        Err(err) => {
-            return CheckReport {
-                ok: false,
-                text: format!("{shown}: cannot check: {err}\n"),
-            };
-        }
     };
     let folder = path
         .parent()
@@ -75,14 +69,103 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
         .unwrap_or(Path::new("."));
     let project = folder.join("..");
     let (config_file, config_shown) = config_path(settings, folder, None);
-    let config = ConfigFile::read(&config_file, &config_shown);
-    let output_limits = OutputLimits::for_project(&project);
+    let place = Place {
+        folder: folder.to_owned(),
+        project,
+        config_file,
+        config_shown,
+    };
+    check_candidate(&candidate, &place, problems, notes, false, settings, log)
+}
+
+/// Checks a file that is not in `env/` yet — one `envhost add` fetched —
+/// as the plugin `name` of the project at `project`: with the grants the
+/// project's grants file gives `name`, exactly as start-up would check
+/// `env/NAME.wasm`, except for the entry's `sha256` pin, which is what
+/// `add` is about to write.
+pub fn check_as(
+    path: &Path,
+    name: &str,
+    project: &Path,
+    settings: &PluginSettings,
+    log: Arc<dyn LogSink>,
+) -> CheckReport {
+    let Ok(name) = EnvironmentName::new(name) else {
+        return CheckReport {
+            ok: false,
+            text: format!(
+                "{name:?} is not an environment name: a letter or `_`, then letters, digits or `_`\n"
+            ),
+            world: None,
+        };
+    };
+    let folder = crate::settings::plugin_dir(project);
+    let (config_file, config_shown) = config_path(settings, &folder, Some(project));
+    let place = Place {
+        folder,
+        project: project.to_owned(),
+        config_file,
+        config_shown,
+    };
+    let candidate = Candidate {
+        name,
+        path: path.to_owned(),
+    };
+    check_candidate(
+        &candidate,
+        &place,
+        Vec::new(),
+        Vec::new(),
+        true,
+        settings,
+        log,
+    )
+}
+
+/// Where a checked plugin is taken to live.
+struct Place {
+    /// Its `env/` folder (protected from read-write grants).
+    folder: PathBuf,
+    project: PathBuf,
+    config_file: PathBuf,
+    config_shown: String,
+}
+
+fn check_candidate(
+    candidate: &Candidate,
+    place: &Place,
+    mut problems: Vec<String>,
+    notes: Vec<String>,
+    ignore_pin: bool,
+    settings: &PluginSettings,
+    log: Arc<dyn LogSink>,
+) -> CheckReport {
+    let path = &candidate.path;
+    let shown = path.display().to_string();
+    let sandbox = match Sandbox::new(settings.memory_limit) {
+        Ok(sandbox) => Arc::new(sandbox),
+        Err(err) => {
+            return CheckReport {
+                ok: false,
+                text: format!("{shown}: cannot check: {err}\n"),
+                world: None,
+            };
+        }
+    };
+    let Place {
+        folder,
+        project,
+        config_file,
+        config_shown,
+    } = place;
+    let config = ConfigFile::read(config_file, config_shown);
+    let output_limits = OutputLimits::for_project(project);
     let protected = [folder.to_owned(), config_file.clone()];
     let grants = match grants::grants_for(
         config.as_ref(),
         candidate.name.as_str(),
-        &config_shown,
-        &project,
+        config_shown,
+        project,
         &protected,
         output_limits.clone(),
     ) {
@@ -94,20 +177,26 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
             );
             Grants::none(
                 candidate.name.as_str(),
-                &config_shown,
-                &project,
+                config_shown,
+                project,
                 output_limits,
             )
         }
     };
-    let loaded = loader::load(&sandbox, &settings.cache, &candidate, &Arc::new(grants));
+    let mut grants = grants;
+    if ignore_pin {
+        grants.pin = None;
+    }
+    let loaded = loader::load(&sandbox, &settings.cache, candidate, &Arc::new(grants));
     let mut text = String::new();
+    let mut world = None;
     match loaded {
         Err(refusal) => {
             problems.push(refusal.sentence(None));
             text.push_str(&format!("{shown}: REFUSED\n"));
         }
         Ok(loaded) => {
+            world = Some(crate::wit::latest::WORLD.to_owned());
             text.push_str(&if problems.is_empty() {
                 format!(
                     "{shown}: OK, loads as the environment `{}`\n",
@@ -129,6 +218,7 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
     CheckReport {
         ok: problems.is_empty(),
         text,
+        world,
     }
 }
 

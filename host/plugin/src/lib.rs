@@ -52,7 +52,9 @@ mod settings;
 mod state;
 mod wit;
 
-pub use crate::check::{CheckReport, check_file};
+pub use crate::check::{CheckReport, check_as, check_file};
+pub use crate::grants::config_file::Verify;
+pub use crate::grants::pins::{GrantsFile, PinnedEntry, VerifyChange, grants_file, with_pin};
 pub use crate::guest_io::{DiscardSink, LogSink, StderrSink};
 pub use crate::limits::DEFAULT_MEMORY_LIMIT;
 pub use crate::load::cache::{CodeCache, content_sha256};

@@ -10,7 +10,15 @@
 //! memory = "512MiB"               # instead of the host's default limit
 //! time-limit = "30s"              # the most one command may run
 //! sha256 = "4be0…"                # refuse the plugin unless its bytes match
+//! verify = { key = "keys/acme.pub" }  # `envhost add`/`install`: who signed it
 //! ```
+//!
+//! `verify` names who must have signed the plugin: a public key file
+//! (`{ key = "…" }`, relative to the project) or a Sigstore keyless
+//! identity (`{ identity = "…", issuer = "…" }`, optionally with
+//! `trusted-root = "…"`). The distribution commands check it before they
+//! write anything; start-up does not (it never touches the network, and
+//! the `sha256` pin holds the bytes that were verified).
 //!
 //! Nothing is granted by default. Every unknown key and every bad value is
 //! an error naming the file, the line and column, the plugin and the key:
@@ -37,7 +45,7 @@ use envhost_core::text::{parse_duration, parse_size};
 pub const FILE_NAME: &str = "envhost.toml";
 
 /// The keys of a plugin's entry, in the order the documentation lists them.
-pub const ENTRY_KEYS: [&str; 7] = [
+pub const ENTRY_KEYS: [&str; 8] = [
     "read-only",
     "read-write",
     "variables",
@@ -45,7 +53,28 @@ pub const ENTRY_KEYS: [&str; 7] = [
     "memory",
     "time-limit",
     "sha256",
+    "verify",
 ];
+
+/// Who must have signed a plugin (`verify = …`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verify {
+    /// The holder of this public key (a PEM file, relative to the project).
+    Key {
+        /// The key file as written.
+        key: String,
+    },
+    /// A Sigstore keyless identity.
+    Keyless {
+        /// The certificate's subject (an e-mail address or a URI).
+        identity: String,
+        /// The OIDC issuer that vouched for it.
+        issuer: String,
+        /// A Sigstore `trusted_root.json` instead of the public-good root
+        /// built into envhost, relative to the project.
+        trusted_root: Option<String>,
+    },
+}
 
 /// A place in the file, 1-based.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +132,8 @@ pub struct PluginEntry {
     pub time_limit: Option<Located<Duration>>,
     /// Lower-case hex.
     pub sha256: Option<Located<String>>,
+    /// Who must have signed it.
+    pub verify: Option<Located<Verify>>,
 }
 
 /// The whole file.
@@ -239,6 +270,17 @@ struct RawEntry {
     memory: Option<Spanned<SizeValue>>,
     time_limit: Option<Spanned<String>>,
     sha256: Option<Spanned<String>>,
+    verify: Option<Spanned<RawVerify>>,
+}
+
+/// `verify = { … }` as serde sees it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawVerify {
+    key: Option<String>,
+    identity: Option<String>,
+    issuer: Option<String>,
+    trusted_root: Option<String>,
 }
 
 /// `memory = "512MiB"` or `memory = 536870912`.
@@ -362,6 +404,38 @@ fn parse_entry(
         }
         parsed.sha256 = Some(Located {
             value: hex,
+            at: locate(span),
+        });
+    }
+    if let Some(verify) = raw.verify {
+        let span = verify.span();
+        let value = match verify.into_inner() {
+            RawVerify {
+                key: Some(key),
+                identity: None,
+                issuer: None,
+                trusted_root: None,
+            } if !key.trim().is_empty() => Verify::Key { key },
+            RawVerify {
+                key: None,
+                identity: Some(identity),
+                issuer: Some(issuer),
+                trusted_root,
+            } if !identity.trim().is_empty() && !issuer.trim().is_empty() => Verify::Keyless {
+                identity,
+                issuer,
+                trusted_root,
+            },
+            _ => {
+                return Err(error(
+                    Some(span),
+                    Some("verify"),
+                    "write verify = { key = \"keys/publisher.pub\" } (a public key file) or verify = { identity = \"…\", issuer = \"https://…\" } (a Sigstore keyless signer)".to_owned(),
+                ));
+            }
+        };
+        parsed.verify = Some(Located {
+            value,
             at: locate(span),
         });
     }
@@ -507,7 +581,7 @@ mod tests {
         let err = file.entries["sqlite"].as_ref().unwrap_err();
         assert_eq!(
             err.to_string(),
-            "env/envhost.toml:3:1: [plugins.sqlite] `reed-only`: unknown field `reed-only`; the keys of a plugin's entry are read-only, read-write, variables, programs, memory, time-limit, sha256"
+            "env/envhost.toml:3:1: [plugins.sqlite] `reed-only`: unknown field `reed-only`; the keys of a plugin's entry are read-only, read-write, variables, programs, memory, time-limit, sha256, verify"
         );
         assert!(file.entries["ok"].is_ok(), "other entries are unaffected");
     }

@@ -12,6 +12,7 @@
 //! it; the sandbox enforces it and `interactive` runs the programs.
 
 pub(crate) mod config_file;
+pub(crate) mod pins;
 
 use std::collections::BTreeSet;
 use std::fmt;

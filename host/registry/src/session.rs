@@ -1,0 +1,209 @@
+//! What every fetch shares: the options, the HTTP client, the cache and
+//! the offline switch, and the blobs checked so far. The OCI and download
+//! modules work on a [`Session`]; [`crate::Client`] owns one and decides
+//! when what they checked is written.
+
+use std::time::Duration;
+
+use crate::cache::BlobCache;
+use crate::credentials::Credentials;
+use crate::digest::Sha256;
+use crate::error::Error;
+use crate::layout::WasmConfig;
+use crate::signature::{Signer, TrustRoot};
+use crate::source::is_loopback_host;
+
+/// The largest component fetched unless the caller says otherwise: the
+/// Python and JavaScript example plugins are 12-18 MB.
+pub const DEFAULT_MAX_COMPONENT_SIZE: u64 = 256 << 20;
+
+/// The tag suffix under which a component's signatures are kept, in the
+/// component's repository: `sha256-<component hex>.sigstore`.
+pub const SIGNATURE_TAG_SUFFIX: &str = ".sigstore";
+
+/// The suffix of a signature bundle next to a downloaded or local file
+/// (`x.wasm.sigstore.json`, the name `cosign sign-blob --bundle` and
+/// sigstore-python use).
+pub const BUNDLE_FILE_SUFFIX: &str = ".sigstore.json";
+
+pub(crate) const EMPTY_CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
+pub(crate) const EMPTY_CONFIG: &[u8] = b"{}";
+
+/// How the client behaves.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Where fetched blobs are kept; `None` keeps nothing (and nothing can
+    /// be fetched offline).
+    pub cache: Option<BlobCache>,
+    /// Where registry credentials come from.
+    pub credentials: Credentials,
+    /// Hosts (`host` or `host:port`) reached over plain HTTP although they
+    /// are not loopback.
+    pub insecure_hosts: Vec<String>,
+    /// Never use the network: fetch from the cache or fail.
+    pub offline: bool,
+    /// The largest component accepted, in bytes.
+    pub max_component_size: u64,
+    /// Connecting, and waiting for the next bytes of an answer.
+    pub timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            cache: BlobCache::default_directory().map(BlobCache::new),
+            credentials: Credentials::default(),
+            insecure_hosts: Vec::new(),
+            offline: false,
+            max_component_size: DEFAULT_MAX_COMPONENT_SIZE,
+            timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A signature requirement and the root it is checked against.
+pub struct SignatureCheck<'a> {
+    /// Who must have signed.
+    pub signer: &'a Signer,
+    /// The root the signature is checked against.
+    pub trust: &'a TrustRoot,
+}
+
+/// A component that passed every check.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    /// The component's bytes.
+    pub component: Vec<u8>,
+    /// Their sha256.
+    pub sha256: Sha256,
+    /// Their length.
+    pub size: u64,
+    /// The manifest the source resolved to (OCI sources).
+    pub manifest: Option<Sha256>,
+    /// The artifact's config (OCI sources).
+    pub config: Option<WasmConfig>,
+    /// The signature bundle that was verified, when one was required.
+    pub signature: Option<Sha256>,
+    /// Cache trouble that did not stop the fetch (a read-only cache
+    /// folder, say), for the caller to show.
+    pub warnings: Vec<String>,
+}
+
+/// The options and the HTTP client of one [`crate::Client`].
+pub(crate) struct Session {
+    pub(crate) options: Options,
+    pub(crate) http: reqwest::Client,
+}
+
+/// Blobs checked in memory, written to the cache once everything passed.
+#[derive(Default)]
+pub(crate) struct Pending {
+    pub(crate) blobs: Vec<(Sha256, Vec<u8>)>,
+}
+
+impl Session {
+    pub(crate) fn new(options: Options) -> Result<Self, Error> {
+        let insecure = options.insecure_hosts.clone();
+        let http = reqwest::Client::builder()
+            .connect_timeout(options.timeout)
+            .read_timeout(options.timeout)
+            .redirect(reqwest::redirect::Policy::custom(move |attempt| {
+                // A redirect may not drop TLS the operator did not waive.
+                let url = attempt.url().clone();
+                let host = url.host_str().unwrap_or("");
+                if url.scheme() == "http" && !plain_http_allowed(&insecure, host, host) {
+                    attempt.error(format!("redirected to plain HTTP ({url})"))
+                } else if attempt.previous().len() >= 5 {
+                    attempt.error("more than 5 redirects")
+                } else {
+                    attempt.follow()
+                }
+            }))
+            .build()
+            .map_err(|e| Error::Network {
+                what: "setting up HTTPS".to_owned(),
+                host: String::new(),
+                detail: e.to_string(),
+            })?;
+        Ok(Session { options, http })
+    }
+
+    pub(crate) fn cached(&self, digest: &Sha256, max_size: u64) -> Option<Vec<u8>> {
+        // A cache that cannot be read is a cache miss: the network is the
+        // source of truth and every byte from it is verified anyway.
+        self.options
+            .cache
+            .as_ref()
+            .and_then(|cache| cache.get(digest, max_size).ok().flatten())
+    }
+
+    /// Refuses when the network is off; `digest` is what was looked for
+    /// in the cache (`None`: a tag, which only the registry can resolve).
+    pub(crate) fn online(&self, what: &str, digest: Option<&Sha256>) -> Result<(), Error> {
+        if !self.options.offline {
+            return Ok(());
+        }
+        let reason = match (digest, &self.options.cache) {
+            (None, _) => "a tag can only be resolved by its registry".to_owned(),
+            (Some(digest), Some(cache)) => {
+                format!("{digest} is not in the cache ({})", cache.dir().display())
+            }
+            (Some(digest), None) => format!("{digest} is needed and there is no cache"),
+        };
+        Err(Error::Offline {
+            what: what.to_owned(),
+            reason,
+        })
+    }
+
+    /// Writes what passed every check to the cache.
+    pub(crate) fn commit(&self, pending: Pending) -> Vec<String> {
+        let Some(cache) = &self.options.cache else {
+            return Vec::new();
+        };
+        let mut warnings = Vec::new();
+        for (digest, bytes) in pending.blobs {
+            if let Err(e) = cache.put(&digest, &bytes) {
+                warnings.push(format!("could not keep {digest} in the cache: {e}"));
+            }
+        }
+        warnings
+    }
+}
+
+impl Fetched {
+    /// A component that came as a file (a download or a local path).
+    pub(crate) fn file(component: Vec<u8>, sha256: Sha256, signature: Option<Sha256>) -> Self {
+        Fetched {
+            size: component.len() as u64,
+            component,
+            sha256,
+            manifest: None,
+            config: None,
+            signature,
+            warnings: Vec::new(),
+        }
+    }
+}
+
+impl Pending {
+    pub(crate) fn add(&mut self, digest: Sha256, bytes: &[u8]) {
+        if !self.blobs.iter().any(|(d, _)| *d == digest) {
+            self.blobs.push((digest, bytes.to_vec()));
+        }
+    }
+}
+
+/// `host` of a registry's `host:port` (an IPv6 address without brackets).
+pub(crate) fn host_of_registry(registry: &str) -> &str {
+    if let Some(rest) = registry.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    registry.split(':').next().unwrap_or(registry)
+}
+
+/// Whether plain HTTP may be used for `host` (no port) / `authority`
+/// (`host:port`).
+pub(crate) fn plain_http_allowed(insecure: &[String], host: &str, authority: &str) -> bool {
+    is_loopback_host(host) || insecure.iter().any(|h| h == host || h == authority)
+}
