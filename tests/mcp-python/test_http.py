@@ -103,6 +103,15 @@ class HttpGate(unittest.IsolatedAsyncioTestCase):
         plain = await self.post(token)
         self.assertEqual(plain.status_code, 200, plain.text)
 
+    async def test_a_foreign_host_header_is_refused(self) -> None:
+        # DNS rebinding: a page at evil.example whose name now resolves to
+        # 127.0.0.1 sends its own name as Host (and no Origin, in some cases).
+        port = self.server.origin.rsplit(":", 1)[1]
+        token = {"Authorization": f"Bearer {self.server.token}"}
+        refused = await self.post({**token, "Host": f"evil.example:{port}"})
+        self.assertEqual(refused.status_code, 403, refused.text)
+        own = await self.post({**token, "Host": f"localhost:{port}"})
+        self.assertEqual(own.status_code, 200, own.text)
 
 if __name__ == "__main__":
     unittest.main()
