@@ -94,9 +94,17 @@ pub struct HostBuilder {
     env: Vec<(String, String)>,
     env_remove: Vec<String>,
     wrapper: Vec<String>,
+    subcommand: &'static str,
 }
 
 impl HostBuilder {
+    /// Runs `envhost SUBCOMMAND` (`mcp`) instead of `envhost serve`; the
+    /// lines are then whatever that front end speaks.
+    pub fn subcommand(mut self, subcommand: &'static str) -> Self {
+        self.subcommand = subcommand;
+        self
+    }
+
     pub fn arg(mut self, arg: impl Into<String>) -> Self {
         self.args.push(arg.into());
         self
@@ -142,7 +150,7 @@ impl HostBuilder {
             None => Command::new(envhost_binary()),
         };
         command
-            .arg("serve")
+            .arg(self.subcommand)
             .arg("--project")
             .arg(project)
             .args(&self.args)
@@ -204,6 +212,7 @@ impl Host {
             env: Vec::new(),
             env_remove: Vec::new(),
             wrapper: Vec::new(),
+            subcommand: "serve",
         }
     }
 

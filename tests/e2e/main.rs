@@ -15,6 +15,7 @@ mod editor_integrity;
 mod files;
 mod harness;
 mod hostile;
+mod mcp;
 mod plugins;
 mod polyglot;
 mod protocol;

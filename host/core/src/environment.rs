@@ -59,6 +59,14 @@ pub trait Environment: Send {
         Usage::default()
     }
 
+    /// What this environment's commands can touch beyond its own state,
+    /// for front ends that declare it up front (an MCP tool's annotations).
+    /// The default claims nothing and assumes the worst: an environment
+    /// that runs arbitrary programs keeps it.
+    fn reach(&self) -> Reach {
+        Reach::UNBOUNDED
+    }
+
     // Commands that outlive the wait. A command whose context carries
     // `yield_after` and is still running then is left running: the
     // environment answers with the output so far and `running: true`, and
@@ -130,6 +138,33 @@ pub struct Usage {
     pub commands: Vec<CommandSpec>,
 }
 
+/// What an environment's commands can touch beyond its own state: what
+/// [`Environment::reach`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reach {
+    /// A command may change or delete what is outside the environment
+    /// (files, processes) in ways that cannot be undone.
+    pub destructive: bool,
+    /// A command may reach what is outside the host's control: other
+    /// machines, the network, programs that do.
+    pub open_world: bool,
+}
+
+impl Reach {
+    /// Anything at all: what an environment that runs arbitrary programs
+    /// (a shell, an interpreter) can do.
+    pub const UNBOUNDED: Reach = Reach {
+        destructive: true,
+        open_world: true,
+    };
+
+    /// Only the environment's own state: nothing outside it changes.
+    pub const CONTAINED: Reach = Reach {
+        destructive: false,
+        open_world: false,
+    };
+}
+
 /// What the default [`Environment::wait`], [`Environment::input`] and
 /// [`Environment::interrupt`] answer; the orchestrator words the refusal
 /// itself before it gets that far.
@@ -199,8 +234,16 @@ impl CommandContext {
 }
 
 /// A shared "stop what you are doing" flag, set by the signal handler.
+///
+/// A [`child`](CancelFlag::child) is a flag of its own that also reads as
+/// set while its parent is: a front end cancels one request with it (an
+/// MCP client's `notifications/cancelled`) and a signal still stops them
+/// all.
 #[derive(Debug, Clone, Default)]
-pub struct CancelFlag(Arc<AtomicBool>);
+pub struct CancelFlag {
+    flag: Arc<AtomicBool>,
+    parent: Option<Box<CancelFlag>>,
+}
 
 impl CancelFlag {
     /// A flag that is not set.
@@ -208,25 +251,34 @@ impl CancelFlag {
         CancelFlag::default()
     }
 
-    /// Sets the flag: every holder sees it.
+    /// A new flag that reads as set when it is set or this one is;
+    /// setting it leaves this one alone.
+    pub fn child(&self) -> CancelFlag {
+        CancelFlag {
+            flag: Arc::default(),
+            parent: Some(Box::new(self.clone())),
+        }
+    }
+
+    /// Sets the flag: every holder sees it (and every child).
     pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.flag.store(true, Ordering::SeqCst);
     }
 
     /// Clears the flag once the interruption has been dealt with (the REPL
-    /// keeps running after Ctrl-C).
+    /// keeps running after Ctrl-C). A parent's flag stays as it is.
     pub fn reset(&self) {
-        self.0.store(false, Ordering::SeqCst);
+        self.flag.store(false, Ordering::SeqCst);
     }
 
-    /// Whether the flag is set.
+    /// Whether the flag, or a parent's, is set.
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.flag.load(Ordering::SeqCst) || self.parent.as_ref().is_some_and(|p| p.is_cancelled())
     }
 
-    /// The flag itself, for `signal_hook::flag::register`.
+    /// The flag itself (not its parent's), for `signal_hook::flag::register`.
     pub fn as_atomic(&self) -> Arc<AtomicBool> {
-        Arc::clone(&self.0)
+        Arc::clone(&self.flag)
     }
 }
 
@@ -476,5 +528,19 @@ mod tests {
         assert!(!clone.is_cancelled());
         flag.cancel();
         assert!(clone.is_cancelled());
+    }
+
+    #[test]
+    fn a_child_sees_its_parent_but_not_the_other_way() {
+        let host = CancelFlag::new();
+        let request = host.child();
+        let other = host.child();
+        request.cancel();
+        assert!(request.is_cancelled());
+        assert!(!host.is_cancelled() && !other.is_cancelled());
+        host.cancel();
+        assert!(other.is_cancelled());
+        host.reset();
+        assert!(!other.is_cancelled());
     }
 }

@@ -69,14 +69,16 @@ mod transcript;
 pub use crate::console::ConsoleObserver;
 pub use crate::environment::{
     CancelFlag, CommandContext, CommandResponse, DEFAULT_MAX_LINES, Environment, EnvironmentError,
-    EnvironmentKind, EnvironmentName, Incident, InvalidName, LoadFailure, LoadedEnvironment,
+    EnvironmentKind, EnvironmentName, Incident, InvalidName, LoadFailure, LoadedEnvironment, Reach,
     RunningCommand, ScreenSection, Usage,
 };
 pub use crate::events::{Event, EventBus, Observer, ObserverError, StampedEvent, panic_message};
 pub use crate::help::{
     CommandHelp, CommandSpec, HelpError, Routed, UnknownCommand, render_usage, split_command,
 };
-pub use crate::orchestrator::{Orchestrator, OrchestratorSettings, Outcome, RegisterError};
+pub use crate::orchestrator::{
+    Description, Orchestrator, OrchestratorSettings, Outcome, RegisterError,
+};
 pub use crate::request::{
     CommandRequest, Control, ControlRequest, DEFAULT_INPUT_WAIT, DEFAULT_WAIT, InvalidId, RequestId,
 };

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use crate::environment::{
     CancelFlag, CommandContext, CommandResponse, Environment, EnvironmentError, EnvironmentKind,
-    EnvironmentName, Incident, RunningCommand, ScreenSection, Usage,
+    EnvironmentName, Incident, Reach, RunningCommand, ScreenSection, Usage,
 };
 use crate::events::{Event, EventBus, panic_message};
 use crate::request::{
@@ -59,6 +59,23 @@ pub struct Outcome {
     pub running: bool,
     /// The screen after it.
     pub screen: Screen,
+    /// What happened beyond the output (a timeout, capped output and where
+    /// it was saved), already said in the output's words.
+    pub incidents: Vec<Incident>,
+}
+
+/// An environment as a front end describes it before any command (an MCP
+/// server's tool list).
+#[derive(Debug, Clone)]
+pub struct Description {
+    /// Its name.
+    pub name: EnvironmentName,
+    /// Built in or a plugin.
+    pub kind: EnvironmentKind,
+    /// How to use it.
+    pub usage: Usage,
+    /// What its commands can touch.
+    pub reach: Reach,
 }
 
 struct Slot {
@@ -266,6 +283,35 @@ impl Orchestrator {
         self.slot(environment).map(|slot| &slot.usage)
     }
 
+    /// Every environment's name, kind, usage and reach, in display order.
+    /// The usage is the one asked at registration; the reach waits for a
+    /// request inside an environment to end: call it before serving.
+    pub fn describe(&self) -> Vec<Description> {
+        self.slots
+            .iter()
+            .map(|slot| {
+                let environment = slot
+                    .environment
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                let reach = catch_unwind(AssertUnwindSafe(|| environment.reach()))
+                    .unwrap_or_else(|panic| {
+                        self.emit(Event::Error {
+                            context: format!("{} reach", slot.name),
+                            message: format!("panicked: {}", panic_message(panic.as_ref())),
+                        });
+                        Reach::UNBOUNDED
+                    });
+                Description {
+                    name: slot.name.clone(),
+                    kind: slot.kind,
+                    usage: slot.usage.clone(),
+                    reach,
+                }
+            })
+            .collect()
+    }
+
     /// The settings every command gets.
     pub fn settings(&self) -> &OrchestratorSettings {
         &self.settings
@@ -305,6 +351,14 @@ impl Orchestrator {
     /// environment whose earlier command still runs is refused with a
     /// response that names what runs and the ways on.
     pub fn execute(&self, request: &CommandRequest) -> Outcome {
+        self.execute_with_cancel(request, &self.cancel)
+    }
+
+    /// [`execute`](Orchestrator::execute), where `cancel` stops the command
+    /// as the host's cancellation does. Pass a [`CancelFlag::child`] of the
+    /// host's flag, so that a signal still stops it: a front end cancels one
+    /// request this way (an MCP client's `notifications/cancelled`).
+    pub fn execute_with_cancel(&self, request: &CommandRequest, cancel: &CancelFlag) -> Outcome {
         let yield_after = request.yield_after.or(self.settings.yield_after);
         let timeout = self.settings.limit(request.timeout, yield_after);
         self.emit(Event::CommandReceived {
@@ -327,7 +381,7 @@ impl Orchestrator {
                     )),
                     None => {
                         let context =
-                            CommandContext::new(self.settings.default_timeout, self.cancel.clone())
+                            CommandContext::new(self.settings.default_timeout, cancel.clone())
                                 .limited_to(timeout)
                                 .yielding_after(yield_after);
                         let environment = &mut inside.environment;
@@ -357,6 +411,13 @@ impl Orchestrator {
     /// own limit; they wait [`DEFAULT_WAIT`] and [`DEFAULT_INPUT_WAIT`]
     /// when the request does not say.
     pub fn control(&self, request: &ControlRequest) -> Outcome {
+        self.control_with_cancel(request, &self.cancel)
+    }
+
+    /// [`control`](Orchestrator::control), where `cancel` ends the wait as
+    /// the host's cancellation does (see
+    /// [`execute_with_cancel`](Orchestrator::execute_with_cancel)).
+    pub fn control_with_cancel(&self, request: &ControlRequest, cancel: &CancelFlag) -> Outcome {
         let id = request.id.clone();
         let environment = request.environment.clone();
         self.emit(match &request.control {
@@ -379,7 +440,7 @@ impl Orchestrator {
         };
         let mut inside = slot.enter(request.control.name());
         if request.control == Control::Restart {
-            let context = CommandContext::new(self.settings.default_timeout, self.cancel.clone());
+            let context = CommandContext::new(self.settings.default_timeout, cancel.clone());
             let environment = &mut inside.environment;
             let response = self.guarded(slot, || environment.restart(&context));
             drop(inside);
@@ -391,8 +452,8 @@ impl Orchestrator {
             drop(inside);
             return self.outcome(CommandResponse::failure(refusal));
         };
-        let waiting = CommandContext::new(self.settings.default_timeout, self.cancel.clone())
-            .limited_to(None);
+        let waiting =
+            CommandContext::new(self.settings.default_timeout, cancel.clone()).limited_to(None);
         let environment = &mut inside.environment;
         let response = self.guarded(slot, || match &request.control {
             Control::Wait { timeout } => {
@@ -425,6 +486,7 @@ impl Orchestrator {
             success: response.success,
             running: response.running,
             screen: self.screen(),
+            incidents: response.incidents,
         }
     }
 
@@ -741,6 +803,9 @@ mod tests {
         ) -> Result<CommandResponse, EnvironmentError> {
             match command {
                 "panic" => panic!("echo exploded"),
+                "cancelled?" => Ok(CommandResponse::success(
+                    context.cancel.is_cancelled().to_string(),
+                )),
                 "fail" => Err(EnvironmentError::Failed("child vanished".into())),
                 "slow" => Ok(CommandResponse::failure("took too long").with_incident(
                     Incident::TimedOut {
@@ -828,6 +893,34 @@ mod tests {
         assert_eq!(names, ["bash", "python", "alpha", "zeta"]);
         assert_eq!(outcome.output, "hi");
         assert!(outcome.success);
+    }
+
+    #[test]
+    fn one_request_is_cancelled_alone_and_the_hosts_flag_still_reaches_it() {
+        let (orch, _) = orchestrator();
+        let host = orch.cancel.clone();
+        let own = host.child();
+        own.cancel();
+        let asked = |cancel: &CancelFlag| {
+            orch.execute_with_cancel(&request("bash", "cancelled?"), cancel)
+                .output
+        };
+        assert_eq!(asked(&own), "true");
+        assert_eq!(orch.execute(&request("bash", "cancelled?")).output, "false");
+        let other = host.child();
+        host.cancel();
+        assert_eq!(asked(&other), "true");
+    }
+
+    #[test]
+    fn descriptions_come_in_display_order_and_assume_the_worst() {
+        let (orch, _) = orchestrator();
+        let described = orch.describe();
+        let names: Vec<&str> = described.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["bash", "python", "alpha", "zeta"]);
+        assert_eq!(described[2].kind, EnvironmentKind::Plugin);
+        assert_eq!(described[0].reach, Reach::UNBOUNDED);
+        assert_eq!(described[0].usage, Usage::default());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 #![deny(missing_docs)]
 
 use std::io::{self, BufReader, Write};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -58,6 +59,9 @@ enum Command {
     Serve(SessionArgs),
     /// Try the environments by hand: `ENV: command` lines, readable output.
     Repl(SessionArgs),
+    /// Serve MCP clients: each environment as a Model Context Protocol
+    /// tool, on stdin/stdout, or over streamable HTTP with --http.
+    Mcp(McpArgs),
     /// Check plugins (.wasm files) exactly as the host would load them, and
     /// show what they offer; exits non-zero if any would be refused. The
     /// plugins run while they are checked, with nothing granted unless
@@ -101,6 +105,46 @@ struct HealthArgs {
 
     #[command(flatten)]
     plugin_args: PluginArgs,
+}
+
+#[derive(Args)]
+struct McpArgs {
+    /// Serve streamable HTTP at http://ADDRESS/mcp instead of stdio (e.g.
+    /// 127.0.0.1:8765, or a port alone for loopback). Every request needs
+    /// the bearer token; browser origins other than the server's own are
+    /// refused (see docs/mcp.md).
+    #[arg(long, value_name = "ADDRESS", value_parser = parse_address)]
+    http: Option<SocketAddr>,
+
+    /// With --http: the file holding the bearer token; created with a fresh
+    /// token (readable by you only) when it does not exist [default: a fresh
+    /// token, printed on stderr].
+    #[arg(long, value_name = "FILE", requires = "http")]
+    token_file: Option<PathBuf>,
+
+    /// With --http: a browser origin allowed besides the server's own, as a
+    /// browser sends it (e.g. http://localhost:6274). Repeatable.
+    #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
+    allow_origin: Vec<String>,
+
+    /// Add structuredContent (environment, success, running, truncated,
+    /// saved_output) to tool results. Off by default: some clients then
+    /// show the model only that, without the output.
+    #[arg(long)]
+    structured_content: bool,
+
+    #[command(flatten)]
+    session: SessionArgs,
+}
+
+/// `--http`: `HOST:PORT`, or a port alone for 127.0.0.1.
+fn parse_address(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, port)));
+    }
+    text.parse().map_err(|_| {
+        format!("{text:?} is not an address: write IP:PORT (127.0.0.1:8765, [::1]:8765) or a port")
+    })
 }
 
 #[derive(Args)]
@@ -277,10 +321,13 @@ struct SessionArgs {
     plugins: PluginArgs,
 }
 
-#[derive(Clone, Copy)]
 enum Mode {
     Serve,
     Repl,
+    Mcp {
+        http: Option<envhost_mcp::HttpSettings>,
+        structured_content: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -292,6 +339,17 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => run_session(Mode::Serve, args),
         Command::Repl(args) => run_session(Mode::Repl, args),
+        Command::Mcp(args) => run_session(
+            Mode::Mcp {
+                http: args.http.map(|address| envhost_mcp::HttpSettings {
+                    address,
+                    token_file: args.token_file,
+                    allowed_origins: args.allow_origin,
+                }),
+                structured_content: args.structured_content,
+            },
+            args.session,
+        ),
         Command::Check(args) => run_check(args).map(|()| ExitCode::SUCCESS),
         Command::Distribution(command) => distribution::run(command).map(|()| ExitCode::SUCCESS),
         Command::Healthcheck(args) => return run_healthcheck(args),
@@ -338,6 +396,8 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
         mode: match mode {
             Mode::Serve => "serve",
             Mode::Repl => "repl",
+            Mode::Mcp { http: None, .. } => "mcp",
+            Mode::Mcp { http: Some(_), .. } => "mcp-http",
         }
         .to_owned(),
     });
@@ -365,7 +425,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
     // Plugins' own output goes to stderr only where someone reads it: an
     // agent may never drain stderr, and a full pipe would block the host.
     let log: Arc<dyn LogSink> = match mode {
-        Mode::Serve if !args.verbose => Arc::new(DiscardSink),
+        Mode::Serve | Mode::Mcp { http: None, .. } if !args.verbose => Arc::new(DiscardSink),
         _ => Arc::new(StderrSink),
     };
     let mut plugins = plugin::load(
@@ -394,7 +454,37 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
         orchestrator.add_notice(notice);
     }
     let mut code = ExitCode::SUCCESS;
+    // Front ends that serve from several threads share it.
+    let orchestrator = Arc::new(orchestrator);
     let reason = match mode {
+        Mode::Mcp {
+            http,
+            structured_content,
+        } => {
+            let settings = envhost_mcp::Settings {
+                yield_after: args.yield_after.unwrap_or(envhost_mcp::DEFAULT_YIELD_AFTER),
+                structured_content,
+                ..envhost_mcp::Settings::default()
+            };
+            let served = match http {
+                None => {
+                    envhost_mcp::serve_stdio(Arc::clone(&orchestrator), cancel.clone(), settings)
+                }
+                Some(http) => envhost_mcp::serve_http(
+                    Arc::clone(&orchestrator),
+                    cancel.clone(),
+                    settings,
+                    http,
+                ),
+            };
+            match served {
+                Ok(reason) => reason,
+                Err(err) => {
+                    stop_session(&orchestrator, &format!("the MCP server failed: {err}"));
+                    return Err(err.into());
+                }
+            }
+        }
         Mode::Serve => {
             let mut files = ProjectFiles::new(ProjectRoot::new(
                 project.clone(),
@@ -432,7 +522,13 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
             repl::run(&orchestrator, &project, input, &mut stdout, &cancel)
         }
     };
-    orchestrator.shutdown(&reason);
+    stop_session(&orchestrator, &reason);
+    Ok(code)
+}
+
+/// Shuts every environment down and reaps every process they left.
+fn stop_session(orchestrator: &Orchestrator, reason: &str) {
+    orchestrator.shutdown(reason);
     let report = terminate_descendants(Duration::from_secs(2));
     if !report.survivors.is_empty() {
         eprintln!(
@@ -441,7 +537,6 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
             report.survivors
         );
     }
-    Ok(code)
 }
 
 /// `envhost check`: one report per file on stdout; failure if any file

@@ -42,7 +42,7 @@ use crate::yielding::{self, EndedCall, Progress, Worker, Yielded};
 use envhost_core::text;
 use envhost_core::truncate_lines;
 use envhost_core::{
-    CancelFlag, CommandContext, CommandResponse, Environment, EnvironmentError, Incident,
+    CancelFlag, CommandContext, CommandResponse, Environment, EnvironmentError, Incident, Reach,
     RunningCommand, ScreenSection, Usage,
 };
 use envhost_core::{CommandHelp, CommandSpec};
@@ -337,6 +337,17 @@ impl PluginEnvironment {
 }
 
 impl Environment for PluginEnvironment {
+    /// The sandbox keeps a plugin to its own state unless the operator
+    /// granted more: a writable folder lets it change files; a program
+    /// runs outside the sandbox and may do anything, the network included.
+    fn reach(&self) -> Reach {
+        let programs = !self.grants.programs.is_empty();
+        Reach {
+            destructive: programs || self.grants.directories.iter().any(|d| d.writable),
+            open_world: programs,
+        }
+    }
+
     fn usage(&self) -> Usage {
         match &self.help {
             Some(help) => Usage {

@@ -25,7 +25,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use envhost_core::{
-    CommandContext, CommandResponse, Environment, EnvironmentError, Incident, ScreenSection, Usage,
+    CommandContext, CommandResponse, Environment, EnvironmentError, Incident, Reach, ScreenSection,
+    Usage,
 };
 use envhost_core::{CommandHelp, CommandSpec, HelpError};
 
@@ -553,6 +554,14 @@ impl Environment for EditorEnvironment {
         Usage {
             summary: SUMMARY.to_owned(),
             commands: self.help.commands().to_vec(),
+        }
+    }
+
+    /// It writes and deletes lines of files on this machine, nothing else.
+    fn reach(&self) -> Reach {
+        Reach {
+            destructive: true,
+            open_world: false,
         }
     }
 

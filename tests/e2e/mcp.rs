@@ -1,0 +1,617 @@
+//! `envhost mcp` driven by rmcp's own client, as an MCP client would use
+//! it; and by raw JSON-RPC lines for what no client library sends (bad
+//! lines, the stateless revision) and for stopping the server.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientRequest, ProgressNotificationParam, Tool,
+};
+use rmcp::service::{
+    NotificationContext, PeerRequestOptions, RequestHandle, RoleClient, RunningService,
+    ServiceError,
+};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ServiceExt};
+use serde_json::{Value, json};
+
+use crate::harness::{
+    ANSWER_DEADLINE, Host, Project, envhost_binary, process_alive, wait_until_dead,
+};
+use crate::plugins::{events, install, transcript};
+
+/// The client's side: it records the progress notifications it gets.
+#[derive(Clone, Default)]
+struct Client {
+    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+}
+
+impl ClientHandler for Client {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(params);
+    }
+}
+
+/// A running `envhost mcp` and rmcp's client session with it.
+struct Mcp {
+    runtime: tokio::runtime::Runtime,
+    session: Option<RunningService<RoleClient, Client>>,
+    client: Client,
+    pid: u32,
+}
+
+impl Mcp {
+    /// `envhost mcp` on `project`, with its own plugin cache and a
+    /// transcript (as the plugin tests start `serve`).
+    fn start(project: &Project, extra: &[&str]) -> Mcp {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime for the client");
+        let mut command = tokio::process::Command::new(envhost_binary());
+        command
+            .arg("mcp")
+            .arg("--project")
+            .arg(project.path())
+            .arg("--plugin-cache")
+            .arg(project.path().join(".plugin-cache"))
+            .arg("--transcript")
+            .arg(project.path().join("transcript.jsonl"))
+            .args(extra);
+        let client = Client::default();
+        let (session, pid) = runtime.block_on(async {
+            let (transport, stderr) = TokioChildProcess::builder(command)
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start envhost mcp");
+            // Nobody reads the host's stderr otherwise; a full pipe would block it.
+            if let Some(mut stderr) = stderr {
+                tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await;
+                });
+            }
+            let pid = transport.id().expect("the host's pid");
+            let session = tokio::time::timeout(ANSWER_DEADLINE, client.clone().serve(transport))
+                .await
+                .expect("the MCP handshake within the deadline")
+                .expect("the MCP handshake");
+            (session, pid)
+        });
+        Mcp {
+            runtime,
+            session: Some(session),
+            client,
+            pid,
+        }
+    }
+
+    fn session(&self) -> &RunningService<RoleClient, Client> {
+        self.session.as_ref().expect("the session is open")
+    }
+
+    fn tools(&self) -> Vec<Tool> {
+        self.runtime
+            .block_on(self.session().list_all_tools())
+            .expect("tools/list")
+    }
+
+    fn try_call(&self, tool: &str, arguments: Value) -> Result<CallToolResult, ServiceError> {
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        if let Value::Object(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        self.runtime.block_on(async {
+            tokio::time::timeout(ANSWER_DEADLINE, self.session().call_tool(params))
+                .await
+                .unwrap_or_else(|_| panic!("no answer to {tool} within {ANSWER_DEADLINE:?}"))
+        })
+    }
+
+    /// The call's result, which must not be a protocol error.
+    fn call(&self, tool: &str, arguments: Value) -> CallToolResult {
+        self.try_call(tool, arguments.clone())
+            .unwrap_or_else(|err| panic!("{tool} {arguments}: {err}"))
+    }
+
+    /// Text of a call that must succeed.
+    fn ok(&self, tool: &str, arguments: Value) -> String {
+        let result = self.call(tool, arguments.clone());
+        assert_eq!(
+            result.is_error,
+            Some(false),
+            "{tool} {arguments} failed: {}",
+            text(&result)
+        );
+        text(&result).to_owned()
+    }
+
+    /// Text of a call that must be an error result.
+    fn failed(&self, tool: &str, arguments: Value) -> String {
+        let result = self.call(tool, arguments.clone());
+        assert_eq!(
+            result.is_error,
+            Some(true),
+            "{tool} {arguments} should have failed: {}",
+            text(&result)
+        );
+        text(&result).to_owned()
+    }
+
+    /// Sends a call without waiting for its answer.
+    fn start_call(&self, tool: &str, arguments: Value) -> RequestHandle<RoleClient> {
+        let Value::Object(arguments) = arguments else {
+            panic!("arguments are an object");
+        };
+        let request = ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+            CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments),
+        ));
+        self.runtime
+            .block_on(
+                self.session()
+                    .peer()
+                    .send_cancellable_request(request, PeerRequestOptions::no_options()),
+            )
+            .expect("send the call")
+    }
+
+    fn progress(&self) -> Vec<ProgressNotificationParam> {
+        self.client
+            .progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Ends the session as a client does (closes the host's stdin) and
+    /// waits for the host to exit.
+    fn close(mut self) {
+        if let Some(session) = self.session.take() {
+            let _ = self.runtime.block_on(session.cancel());
+        }
+        assert!(
+            wait_until_dead(self.pid as i32, Duration::from_secs(30)),
+            "envhost mcp did not exit after its client left"
+        );
+    }
+}
+
+fn text(result: &CallToolResult) -> &str {
+    assert_eq!(result.content.len(), 1, "one content block: {result:?}");
+    result.content[0]
+        .as_text()
+        .map(|t| t.text.as_str())
+        .expect("a text block")
+}
+
+/// Waits for `path` to exist, for a command that writes it when it starts.
+fn wait_for_file(path: &Path) {
+    let deadline = Instant::now() + ANSWER_DEADLINE;
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn pid_in(path: &Path) -> i32 {
+    std::fs::read_to_string(path)
+        .expect("read the pid file")
+        .trim()
+        .parse()
+        .expect("a pid")
+}
+
+#[test]
+fn tools_are_the_environments_then_the_controls_with_truthful_hints() {
+    let project = Project::new();
+    install(&project, &[("timer", "timer")]);
+    let mcp = Mcp::start(&project, &[]);
+    let tools = mcp.tools();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(
+        names,
+        [
+            "bash",
+            "python",
+            "editor",
+            "timer",
+            "screen",
+            "wait",
+            "input",
+            "interrupt",
+            "restart"
+        ]
+    );
+    let tool = |name: &str| tools.iter().find(|t| t.name == name).expect("listed");
+    let hints = |name: &str| tool(name).annotations.clone().expect("annotations");
+
+    for (name, destructive, open_world) in [
+        ("bash", true, true),
+        ("python", true, true),
+        ("editor", true, false),
+        ("timer", false, false),
+    ] {
+        let hints = hints(name);
+        assert_eq!(hints.read_only_hint, Some(false), "{name}");
+        assert_eq!(hints.destructive_hint, Some(destructive), "{name}");
+        assert_eq!(hints.open_world_hint, Some(open_world), "{name}");
+        let schema = &tool(name).input_schema;
+        assert_eq!(schema["required"], json!(["command"]), "{name}");
+        assert!(schema["properties"]["wait_seconds"].is_object(), "{name}");
+    }
+    assert_eq!(hints("screen").read_only_hint, Some(true));
+    assert_eq!(
+        tool("wait").input_schema["properties"]["environment"]["enum"],
+        json!(["bash", "python", "editor", "timer"])
+    );
+    // The editor's and the plugin's commands, in their long help: the
+    // screen's own renderer.
+    let editor = tool("editor").description.as_deref().unwrap_or_default();
+    assert!(editor.starts_with("Views of project files"), "{editor}");
+    assert!(editor.contains("Commands:\n  view "), "{editor}");
+    let timer = tool("timer").description.as_deref().unwrap_or_default();
+    assert!(timer.contains("  start\n    Start the timer"), "{timer}");
+    mcp.close();
+}
+
+#[test]
+fn state_persists_and_each_result_shows_what_changed() {
+    let project = Project::new();
+    install(&project, &[("timer", "timer")]);
+    project.write("notes.txt", "alpha\nbeta\ngamma\n");
+    let mcp = Mcp::start(&project, &[]);
+
+    let first = mcp.ok("bash", json!({"command": "mkdir -p sub && cd sub && X=41"}));
+    for section in ["BASH", "PYTHON", "EDITOR", "TIMER"] {
+        assert!(
+            first.contains(&format!(
+                "==================== {section} ===================="
+            )),
+            "the first result shows the whole screen: {first}"
+        );
+    }
+    let second = mcp.ok(
+        "bash",
+        json!({"command": "echo $((X + 1)) $(basename $PWD)"}),
+    );
+    assert!(second.starts_with("42 sub\n"), "{second}");
+    assert!(
+        second.ends_with("(unchanged: bash, python, editor, timer)"),
+        "nothing changed on the screen: {second}"
+    );
+
+    mcp.ok("python", json!({"command": "x = 20"}));
+    let answer = mcp.ok("python", json!({"command": "print(x * 2 + 2)"}));
+    assert!(answer.starts_with("42\n"), "{answer}");
+
+    mcp.ok(
+        "editor",
+        json!({"command": "view notes.txt /^alpha/ /^gamma/"}),
+    );
+    let edited = mcp.ok("editor", json!({"command": "edit notes.txt 2-2\nBETA"}));
+    assert!(
+        edited.contains("== EDITOR =="),
+        "the editor's section changed: {edited}"
+    );
+    assert_eq!(project.read("notes.txt"), "alpha\nBETA\ngamma\n");
+
+    let started = mcp.ok("timer", json!({"command": "start"}));
+    assert!(started.starts_with("Timer started"), "{started}");
+    let again = mcp.failed("timer", json!({"command": "start"}));
+    assert!(again.contains("already running"), "{again}");
+
+    let screen = mcp.ok("screen", json!({}));
+    assert!(
+        screen.contains("== TIMER ==") && screen.contains("== BASH =="),
+        "{screen}"
+    );
+    mcp.close();
+
+    let record = transcript(&project);
+    assert_eq!(events(&record, "host_started")[0]["mode"], "mcp");
+    assert_eq!(events(&record, "command_finished").len(), 8);
+    assert_eq!(
+        events(&record, "host_stopping")[0]["reason"],
+        "end of input"
+    );
+}
+
+#[test]
+fn failures_are_error_results_and_bad_calls_say_what_is_wrong() {
+    let project = Project::new();
+    let mcp = Mcp::start(&project, &[]);
+
+    let failed = mcp.failed("bash", json!({"command": "echo to stderr >&2; false"}));
+    assert!(failed.starts_with("to stderr\n"), "{failed}");
+    assert!(
+        failed.contains("== BASH =="),
+        "an error shows the screen too: {failed}"
+    );
+
+    let unknown = mcp
+        .try_call("nope", json!({}))
+        .expect_err("a protocol error");
+    let ServiceError::McpError(error) = unknown else {
+        panic!("a JSON-RPC error, got {unknown:?}");
+    };
+    assert_eq!(error.code.0, -32602);
+    assert_eq!(
+        error.message,
+        "Unknown tool: nope. The tools are: bash, python, editor, screen, wait, input, interrupt, restart."
+    );
+
+    let missing = mcp.failed("bash", json!({}));
+    assert_eq!(missing, "The bash tool needs `command` (a string).");
+    let extra = mcp.failed("python", json!({"command": "1", "cwd": "/"}));
+    assert!(
+        extra.starts_with("The python tool has no argument `cwd`"),
+        "{extra}"
+    );
+    let negative = mcp.failed("bash", json!({"command": "ls", "wait_seconds": -1}));
+    assert!(
+        negative.starts_with("`wait_seconds` must be more than 0"),
+        "{negative}"
+    );
+
+    let nowhere = mcp.failed("wait", json!({"environment": "ruby"}));
+    assert!(
+        nowhere.starts_with("Unknown environment: ruby\nAvailable: bash, editor, python"),
+        "{nowhere}"
+    );
+    let idle = mcp.failed("interrupt", json!({"environment": "bash"}));
+    assert!(idle.starts_with("Nothing is running in bash"), "{idle}");
+
+    // The server still serves.
+    assert!(
+        mcp.ok("bash", json!({"command": "echo still here"}))
+            .starts_with("still here")
+    );
+    mcp.close();
+    let record = transcript(&project);
+    let bad: Vec<&str> = events(&record, "protocol_error")
+        .iter()
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    assert_eq!(bad.len(), 4, "{bad:?}");
+    assert!(bad[0].starts_with("Unknown tool: nope."), "{bad:?}");
+}
+
+#[test]
+fn a_plugin_trap_is_an_error_result_and_the_next_call_works() {
+    let project = Project::new();
+    install(&project, &[("rogue", "rogue")]);
+    let mcp = Mcp::start(&project, &[]);
+    mcp.ok("rogue", json!({"command": "count"}));
+    let trapped = mcp.failed(
+        "rogue",
+        json!({"command": "panic the plugin lost its marbles"}),
+    );
+    assert!(
+        trapped.starts_with(
+            "The rogue plugin stopped during this command: it panicked: the plugin lost its marbles"
+        ),
+        "{trapped}"
+    );
+    assert!(trapped.contains("Its state was lost"), "{trapped}");
+    let looped = mcp.failed("rogue", json!({"command": "loop", "timeout_seconds": 0.3}));
+    assert!(
+        looped.contains("ran past its time limit of 300 ms"),
+        "{looped}"
+    );
+    assert_eq!(
+        mcp.ok("rogue", json!({"command": "count"})).lines().next(),
+        Some("count = 1"),
+        "a fresh instance answers"
+    );
+    assert!(
+        mcp.ok("bash", json!({"command": "echo fine"}))
+            .starts_with("fine")
+    );
+    mcp.close();
+}
+
+#[test]
+fn progress_notifications_say_what_runs() {
+    let project = Project::new();
+    let mcp = Mcp::start(&project, &[]);
+    let done = mcp.ok("bash", json!({"command": "sleep 4; echo done"}));
+    assert!(done.starts_with("done\n"), "{done}");
+    let progress = mcp.progress();
+    assert!(!progress.is_empty(), "no progress during a 4 s command");
+    let message = progress[0].message.as_deref().unwrap_or_default();
+    assert!(
+        message.starts_with("bash: `sleep 4; echo done` running for 3 s"),
+        "{message}"
+    );
+    mcp.close();
+}
+
+#[test]
+fn a_cancelled_call_interrupts_its_command() {
+    let project = Project::new();
+    let mcp = Mcp::start(&project, &[]);
+    let pid_file = project.path().join("sleeper.pid");
+    let call = mcp.start_call(
+        "bash",
+        json!({"command": "sh -c 'echo $$ > sleeper.pid; exec sleep 60'; echo finished"}),
+    );
+    wait_for_file(&pid_file);
+    let sleeper = pid_in(&pid_file);
+    assert!(process_alive(sleeper));
+    mcp.runtime
+        .block_on(call.cancel(Some("the user pressed Esc".into())))
+        .expect("send notifications/cancelled");
+    assert!(
+        wait_until_dead(sleeper, Duration::from_secs(30)),
+        "the cancelled command still runs"
+    );
+    let after = mcp.ok("bash", json!({"command": "echo after"}));
+    assert!(after.contains("after\n"), "{after}");
+    assert!(!after.contains("finished"), "{after}");
+    mcp.close();
+    let record = transcript(&project);
+    let finished = events(&record, "command_finished");
+    assert_eq!(finished[0]["success"], false, "{:?}", finished[0]);
+}
+
+/// What the client libraries never send: lines that are not JSON,
+/// requests rmcp cannot type, an old protocol version, the stateless
+/// revision without `initialize`.
+#[test]
+fn bad_lines_get_json_rpc_errors_and_every_protocol_era_is_served() {
+    let project = Project::new();
+    let mut host = Host::builder().subcommand("mcp").start(project.path());
+    host.send_raw(b"this is not json\n");
+    let error = host.recv();
+    assert_eq!(error["id"], Value::Null);
+    assert_eq!(error["error"]["code"], -32700);
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Parse error: the line is not JSON"),
+        "{error}"
+    );
+    host.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2024-11-05", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}}),
+    );
+    let initialized = host.recv();
+    assert_eq!(initialized["result"]["protocolVersion"], "2024-11-05");
+    assert_eq!(initialized["result"]["serverInfo"]["name"], "envhost");
+    host.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    host.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": 3}}));
+    let bad_params = host.recv();
+    assert_eq!(bad_params["id"], 2);
+    assert_eq!(bad_params["error"]["code"], -32602);
+    assert_eq!(
+        bad_params["error"]["message"],
+        "Invalid params for tools/call: invalid type: integer `3`, expected a string."
+    );
+    host.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "files/delete"}));
+    let unknown = host.recv();
+    assert_eq!(unknown["error"]["code"], -32601);
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Unknown method: files/delete."),
+        "{unknown}"
+    );
+    host.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "bash", "arguments": {"command": "echo served"}}}));
+    let served = host.recv();
+    assert_eq!(served["id"], 4);
+    assert!(
+        served["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("served\n"),
+        "{served}"
+    );
+    let (status, _) = host.finish();
+    assert!(status.success());
+
+    // The stateless revision: no initialize, every request says who asks.
+    let mut stateless = Host::builder().subcommand("mcp").start(project.path());
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+    });
+    stateless.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "_meta": meta, "name": "python", "arguments": {"command": "print(6 * 7)"}}}),
+    );
+    let answer = stateless.recv();
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("42\n"),
+        "{answer}"
+    );
+    let (status, _) = stateless.finish();
+    assert!(status.success());
+}
+
+#[test]
+fn closing_stdin_or_sigterm_stops_the_server_and_reaps_everything() {
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}});
+    let call = |id: u64, command: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "bash", "arguments": {"command": command}}})
+    };
+
+    // End of input, with a background job left in the shell.
+    let project = Project::new();
+    let mut host = Host::builder()
+        .subcommand("mcp")
+        .arg("--transcript")
+        .arg(
+            project
+                .path()
+                .join("transcript.jsonl")
+                .to_str()
+                .expect("utf-8"),
+        )
+        .start(project.path());
+    host.send(&initialize);
+    host.recv();
+    host.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    host.send(&call(1, "sleep 300 & echo $! > background.pid"));
+    host.recv();
+    let background = pid_in(&project.path().join("background.pid"));
+    assert!(process_alive(background));
+    let (status, _) = host.finish();
+    assert!(status.success());
+    assert!(
+        wait_until_dead(background, Duration::from_secs(10)),
+        "the background job outlived the host"
+    );
+    let record = transcript(&project);
+    assert_eq!(
+        events(&record, "host_stopping")[0]["reason"],
+        "end of input"
+    );
+
+    // SIGTERM while a command runs.
+    let project = Project::new();
+    let mut host = Host::builder().subcommand("mcp").start(project.path());
+    host.send(&initialize);
+    host.recv();
+    host.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    host.send(&call(1, "sh -c 'echo $$ > sleeper.pid; exec sleep 60'"));
+    let pid_file = project.path().join("sleeper.pid");
+    wait_for_file(&pid_file);
+    let sleeper = pid_in(&pid_file);
+    let started = Instant::now();
+    host.signal("TERM");
+    let status = host.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "it did not hang"
+    );
+    assert!(
+        wait_until_dead(sleeper, Duration::from_secs(10)),
+        "the command outlived the host"
+    );
+}
