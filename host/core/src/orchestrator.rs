@@ -294,14 +294,15 @@ impl Orchestrator {
                     .environment
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner);
-                let reach = catch_unwind(AssertUnwindSafe(|| environment.reach()))
-                    .unwrap_or_else(|panic| {
+                let reach = catch_unwind(AssertUnwindSafe(|| environment.reach())).unwrap_or_else(
+                    |panic| {
                         self.emit(Event::Error {
                             context: format!("{} reach", slot.name),
                             message: format!("panicked: {}", panic_message(panic.as_ref())),
                         });
                         Reach::UNBOUNDED
-                    });
+                    },
+                );
                 Description {
                     name: slot.name.clone(),
                     kind: slot.kind,

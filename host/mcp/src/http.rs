@@ -23,9 +23,11 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::error::ServeError;
 use crate::session::{Session, Shared};
+use crate::settings::HttpSettings;
+use crate::stop;
 use crate::token::BearerToken;
-use crate::{HttpSettings, ServeError, stop};
 
 /// The path MCP is served at.
 const PATH: &str = "/mcp";

@@ -33,95 +33,24 @@
 
 mod arguments;
 mod call;
+mod error;
 mod http;
 mod result;
 mod session;
+mod settings;
 mod stdio;
 mod stop;
 mod token;
 mod tools;
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use envhost_core::{CancelFlag, Orchestrator};
 
+pub use crate::error::ServeError;
 pub use crate::http::ALLOWED_ORIGIN_RULE;
-
-/// How long a command may run before its call answers with the output so
-/// far, when the call does not say (`wait_seconds`) and the host has no
-/// `--yield-after`: under the 60 s after which clients give up on a call.
-pub const DEFAULT_YIELD_AFTER: Duration = Duration::from_secs(25);
-
-/// How often a running call reports progress to a client that asked for it.
-pub const PROGRESS_EVERY: Duration = Duration::from_secs(3);
-
-/// What the MCP server does beyond what the orchestrator settles.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// A command still running after this long answers with its output so
-    /// far (a call's `wait_seconds` overrides it).
-    pub yield_after: Duration,
-    /// Add `structuredContent` to results. Off by default: some clients
-    /// show the model only `structuredContent` when it is present, and the
-    /// model would lose the output.
-    pub structured_content: bool,
-    /// How often a running call sends progress notifications.
-    pub progress_every: Duration,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            yield_after: DEFAULT_YIELD_AFTER,
-            structured_content: false,
-            progress_every: PROGRESS_EVERY,
-        }
-    }
-}
-
-/// Where the HTTP server listens and whom it lets in.
-#[derive(Debug, Clone)]
-pub struct HttpSettings {
-    /// The address to listen on (loopback unless the operator says).
-    pub address: SocketAddr,
-    /// The file holding the bearer token clients must send; created with a
-    /// fresh token when it does not exist. `None`: a fresh token, printed
-    /// on stderr.
-    pub token_file: Option<PathBuf>,
-    /// Browser origins allowed besides the server's own (see
-    /// [`ALLOWED_ORIGIN_RULE`]).
-    pub allowed_origins: Vec<String>,
-}
-
-/// Why the server could not start or stopped early.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    /// The async runtime could not be built.
-    #[error("cannot start the MCP server's runtime: {0}")]
-    Runtime(#[source] std::io::Error),
-    /// The HTTP address could not be bound.
-    #[error("cannot listen on {address}: {source}")]
-    Bind {
-        /// The address asked for.
-        address: SocketAddr,
-        #[source]
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The bearer token could not be read, made or written.
-    #[error("{0}")]
-    Token(String),
-    /// An `--allow-origin` value is not an origin.
-    #[error("{0}")]
-    Origin(String),
-    /// The MCP session over stdio could not start (the client never
-    /// completed the handshake, or stdio failed).
-    #[error("the MCP session did not start: {0}")]
-    Session(String),
-}
+pub use crate::settings::{DEFAULT_YIELD_AFTER, HttpSettings, PROGRESS_EVERY, Settings};
 
 /// Serves one MCP client on stdin/stdout until stdin closes or a signal
 /// arrives; returns why it stopped. `cancel` is the host's flag: a signal

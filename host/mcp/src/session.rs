@@ -22,8 +22,9 @@ use serde_json::Value;
 
 use crate::arguments::{self, Call};
 use crate::call::{self, Progress};
+use crate::result;
+use crate::settings::Settings;
 use crate::tools::{self, ToolSet};
-use crate::{Settings, result};
 
 /// What every session shares: the environments, the host's cancel flag,
 /// the settings and the tool list.

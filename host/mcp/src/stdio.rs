@@ -19,8 +19,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::mpsc;
 
+use crate::error::ServeError;
 use crate::session::{Session, Shared};
-use crate::{ServeError, stop};
+use crate::stop;
 
 /// The longest line taken from the client, as for NDJSON.
 const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;

@@ -5,7 +5,7 @@
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use crate::ServeError;
+use crate::error::ServeError;
 
 /// The watched signals.
 pub(crate) struct Signals {

@@ -7,7 +7,7 @@ use std::io::{ErrorKind, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-use crate::ServeError;
+use crate::error::ServeError;
 
 /// Shortest token accepted from a file: guessing it must stay hopeless.
 const SHORTEST: usize = 16;

@@ -405,5 +405,5 @@ mod tests {
         );
     }
 
-    const DEFAULT: Duration = crate::DEFAULT_YIELD_AFTER;
+    const DEFAULT: Duration = crate::settings::DEFAULT_YIELD_AFTER;
 }

@@ -32,11 +32,11 @@ use rustyline::{
     Event, EventContext, EventHandler, Helper, KeyCode, KeyEvent, Modifiers, Movement, RepeatCount,
 };
 
-use super::Input;
 use super::blocks::Blocks;
 use super::colour::Colours;
 use super::completion::Completions;
 use super::history::{self, Walk};
+use super::input::Input;
 
 /// What the editor needs to know about the session.
 pub struct Setup {

@@ -26,6 +26,7 @@ mod colour;
 mod completion;
 mod entry;
 mod history;
+mod input;
 mod interrupts;
 mod line_editor;
 
@@ -47,6 +48,7 @@ use self::blocks::{Blocks, entry_of_block};
 use self::colour::{Colours, Status};
 use self::completion::Completions;
 use self::entry::{Entry, Meta, parse_entry};
+use self::input::Input;
 use self::interrupts::Interrupts;
 use self::line_editor::{LineEditor, Setup};
 
@@ -89,17 +91,6 @@ const CTRL_C_MARGIN: Duration = Duration::from_millis(150);
 
 /// How often the REPL shows the new output of a command it follows.
 const FOLLOW_EVERY: Duration = Duration::from_millis(500);
-
-/// What reaches the REPL's loop.
-pub(crate) enum Input {
-    /// An entry: a line, or at a terminal a whole block.
-    Line(String),
-    /// Ctrl-C at the prompt: the line was cleared.
-    Cleared,
-    /// The end of input (Ctrl-D at an empty prompt).
-    End,
-    Signal(HostSignal),
-}
 
 /// Runs the REPL in `project` until `:quit`, end of input, SIGTERM or
 /// SIGHUP. Returns the reason it stopped.
