@@ -596,14 +596,9 @@ fn a_script_read_from_a_pipe_is_plain_even_on_a_terminal() {
     assert!(!shown.contains('\u{1b}'), "{shown:?}");
 }
 
-/// Needs bash to leave a command running when it waits for input or runs
-/// past `--yield-after` (commands that outlive the wait), which main's bash
-/// does not do yet: there it stops a `read` at once. Passes on this branch
-/// merged with the `core` and `bash` branches; run it once they are in main
-/// (`cargo test -p envhost --test e2e -- --ignored a_command_left`), then
-/// remove the `ignore`.
+/// bash leaves a command running when it waits for input or runs past
+/// `--yield-after`; the REPL follows it, types into it and stops it.
 #[test]
-#[ignore = "needs bash's commands that outlive the wait (branch bash)"]
 fn a_command_left_running_takes_input_wait_and_ctrl_c() {
     let project = Project::new();
     let state = state_folder();
