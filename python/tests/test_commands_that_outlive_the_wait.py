@@ -68,7 +68,7 @@ class Yielding(ProjectTest):
         session = self.session()
         session.run("python", "kept = 1")
         restarted = session.restart("python")
-        self.assertIn("lost", restarted.output)
+        self.assertIn("lost", restarted.output.lower())
         self.assertNotIn("kept", restarted.screen["python"].content)
         self.assertIn("NameError", session.run("python", "kept").output)
 

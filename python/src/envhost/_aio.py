@@ -147,6 +147,8 @@ class AsyncSession:
                 raise error from None
             try:
                 return p.decode(line[:-1], message)
+            except p.LastWords as words:
+                raise await self._died(f"stopped: {words.message}") from None
             except p.ProtocolViolation as error:
                 await self._close_with(error)
                 raise

@@ -204,6 +204,8 @@ class Session:
             line = self._read_line(deadline)
             try:
                 return p.decode(line, message)
+            except p.LastWords as words:
+                raise self._died(f"stopped: {words.message}") from None
             except p.ProtocolViolation as error:
                 self._close_with(error)
                 raise

@@ -216,9 +216,21 @@ def encode(message: Mapping[str, Any]) -> bytes:
     return json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n"
 
 
+class LastWords(Exception):
+    """Internal: the host answered with an `error` line that names no
+    request: its last words before it stops (it cannot serve, or a signal
+    or an internal error ends it). The session turns it into HostDied."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
 def decode(line: bytes, sent: Mapping[str, Any]) -> Dict[str, Any]:
     """Parses one answer line and checks it answers `sent`; raises
-    RequestRefused for an `error` answer."""
+    RequestRefused for an `error` answer, LastWords for an `error` line
+    that names no request (every request this client sends has an id, and
+    the host echoes it whenever it could read one)."""
     try:
         reply = json.loads(line)
     except ValueError as err:
@@ -232,6 +244,8 @@ def decode(line: bytes, sent: Mapping[str, Any]) -> Dict[str, Any]:
             f"envhost answered request {reply['id']!r} while request {sent['id']!r} was waiting; "
             "the session is out of step and was closed"
         )
+    if reply.get("type") == "error" and "id" not in reply:
+        raise LastWords(str(reply.get("message", "(no message)")))
     if reply.get("type") == "error":
         reason = reply.get("reason")
         raise RequestRefused(
