@@ -615,3 +615,55 @@ fn closing_stdin_or_sigterm_stops_the_server_and_reaps_everything() {
         "the command outlived the host"
     );
 }
+
+/// A long command answers with its output so far when its `wait_seconds`
+/// is up; the other environments serve meanwhile; the `wait` tool collects
+/// the rest, and nothing shown is shown twice. In bash and in python.
+#[test]
+fn a_long_command_yields_and_wait_collects_the_rest() {
+    let project = Project::new();
+    let mcp = Mcp::start(&project, &[]);
+
+    let first = mcp.ok(
+        "bash",
+        json!({"command": "echo first; sleep 3; echo second", "wait_seconds": 0.5}),
+    );
+    assert!(first.starts_with("first\n"), "{first}");
+    assert!(!output_part(&first).contains("second"), "{first}");
+    assert!(
+        first.contains("[envhost] The command is still running"),
+        "the result says the command goes on: {first}"
+    );
+
+    let meanwhile = mcp.ok("python", json!({"command": "print(6 * 7)"}));
+    assert!(meanwhile.starts_with("42\n"), "{meanwhile}");
+
+    let rest = mcp.ok("wait", json!({"environment": "bash", "wait_seconds": 30}));
+    assert!(rest.starts_with("second\n"), "{rest}");
+    assert!(
+        !output_part(&rest).contains("first"),
+        "shown once only: {rest}"
+    );
+    assert!(!rest.contains("still running"), "{rest}");
+
+    let started = mcp.ok(
+        "python",
+        json!({
+            "command": "import time\nprint('a', flush=True)\ntime.sleep(3)\nprint('b')",
+            "wait_seconds": 0.5
+        }),
+    );
+    assert!(started.starts_with("a\n"), "{started}");
+    assert!(started.contains("still running"), "{started}");
+    let ended = mcp.ok("wait", json!({"environment": "python", "wait_seconds": 30}));
+    assert!(ended.starts_with("b\n"), "{ended}");
+    mcp.close();
+}
+
+/// A result's output, without the screen sections after it (which show
+/// the running command's text).
+fn output_part(result: &str) -> &str {
+    result
+        .split_once("\n====================")
+        .map_or(result, |(output, _)| output)
+}

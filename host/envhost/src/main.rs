@@ -253,7 +253,8 @@ struct SessionArgs {
     project: PathBuf,
 
     /// Default time a command may run before it is interrupted (e.g. 90s,
-    /// 2m, 500ms). A command's `timeout_ms` overrides it.
+    /// 2m, 500ms). A command's own limit overrides it (`timeout_ms` over NDJSON,
+    /// `timeout_seconds` over MCP).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration,
           default_value = DEFAULT_TIMEOUT_TEXT)]
     timeout: Duration,
