@@ -29,17 +29,6 @@ fn interrupt(host: &mut Host) -> Reply {
     host.request(&json!({"type": "interrupt", "environment": "bash"}))
 }
 
-/// The command's own output in a still-running answer (without the host's
-/// closing note).
-fn own_output(reply: &Reply) -> String {
-    reply
-        .output()
-        .lines()
-        .filter(|line| !line.starts_with("[envhost]"))
-        .map(|line| format!("{line}\n"))
-        .collect()
-}
-
 #[test]
 fn a_read_prompt_is_answered_with_input() {
     let project = Project::new();
@@ -76,11 +65,11 @@ fn a_counting_loop_is_read_piece_by_piece_with_wait_no_line_lost_or_repeated() {
         300,
     );
     assert!(reply.running(), "{}", reply.0);
-    let mut text = own_output(&reply);
+    let mut text = reply.own_output();
     let mut answers = 1;
     while reply.running() {
         reply = wait(&mut host, 400);
-        text.push_str(&own_output(&reply));
+        text.push_str(&reply.own_output());
         answers += 1;
         assert!(answers < 100, "it never ended");
     }
@@ -160,11 +149,11 @@ fn late_output_through_tee_comes_with_the_running_command() {
     host.command("bash", "exec > >(tee -a build.log) 2>&1").ok();
     let reply = start(&mut host, "echo start; sleep 1; echo end", 200);
     assert!(reply.running(), "{}", reply.0);
-    let mut text = own_output(&reply);
+    let mut text = reply.own_output();
     let mut reply = reply;
     while reply.running() {
         reply = wait(&mut host, 2000);
-        text.push_str(&own_output(&reply));
+        text.push_str(&reply.own_output());
     }
     assert_eq!(text, "start\nend\n");
     assert_eq!(host.command("bash", "echo after").ok(), "after\n");
@@ -313,7 +302,7 @@ fn yield_after_makes_yielding_the_default_and_the_end_gives_the_commands_own_out
         "a running command has not failed: {}",
         reply.0
     );
-    assert_eq!(own_output(&reply), "begun\n");
+    assert_eq!(reply.own_output(), "begun\n");
     // The screen shows what runs, for how long, how much it said, its last line.
     let screen = reply.screen("bash");
     for shown in [

@@ -397,6 +397,16 @@ impl Reply {
         self.output()
     }
 
+    /// The command's own output: the host's notes (`[envhost] ...`, such
+    /// as the one that ends a still-running answer) removed.
+    pub fn own_output(&self) -> String {
+        self.output()
+            .lines()
+            .filter(|line| !line.starts_with("[envhost]"))
+            .map(|line| format!("{line}\n"))
+            .collect()
+    }
+
     /// Whether the command is still running (`running` is sent only when
     /// true, and then must be `true`).
     pub fn running(&self) -> bool {

@@ -40,20 +40,6 @@ fn input(host: &mut Host, text: &str) -> Reply {
     )
 }
 
-fn running(reply: &Reply) -> bool {
-    reply.0["response"]["running"].as_bool().unwrap_or(false)
-}
-
-/// The command's own output: the host's notes (`[envhost] ...`) removed.
-fn own_output(reply: &Reply) -> String {
-    reply
-        .output()
-        .lines()
-        .filter(|line| !line.starts_with("[envhost]"))
-        .map(|line| format!("{line}\n"))
-        .collect()
-}
-
 #[test]
 fn input_is_answered_while_the_command_waits() {
     let project = Project::new();
@@ -70,14 +56,14 @@ fn input_is_answered_while_the_command_waits() {
         "took {:?}",
         started.elapsed()
     );
-    assert!(running(&reply), "{}", reply.0);
+    assert!(reply.running(), "{}", reply.0);
     assert!(reply.success(), "{}", reply.0);
     let output = reply.output();
     assert!(output.starts_with("Your name? "), "{output}");
     assert!(output.contains("waiting for input"), "{output}");
     // While it waits, wait answers at once with the same news.
     let reply = wait(&mut host, 10_000);
-    assert!(running(&reply));
+    assert!(reply.running());
     assert!(
         reply.output().contains("waiting for input"),
         "{}",
@@ -85,7 +71,7 @@ fn input_is_answered_while_the_command_waits() {
     );
 
     let reply = input(&mut host, "Ada\n");
-    assert!(!running(&reply), "{}", reply.0);
+    assert!(!reply.running(), "{}", reply.0);
     assert_eq!(reply.ok(), "Hello Ada\n");
     assert_eq!(python(&mut host, "name").ok(), "'Ada'\n");
     // A command sent without yield_ms still cannot wait for a keyboard.
@@ -103,14 +89,14 @@ fn stdin_takes_several_lines_and_ctrl_d_ends_it() {
          print(subprocess.run(['cat'], capture_output=True).stdout)",
         500,
     );
-    assert!(running(&reply), "{}", reply.0);
+    assert!(reply.running(), "{}", reply.0);
     assert!(
         reply.output().contains("waiting for input"),
         "{}",
         reply.output()
     );
     let reply = input(&mut host, "abc\ndéf\n\u{4}");
-    assert!(!running(&reply), "{}", reply.0);
+    assert!(!reply.running(), "{}", reply.0);
     // The subprocess reads the same, already ended, stdin.
     assert_eq!(reply.ok(), "'abc\\ndéf\\n'\nb''\n");
 }
@@ -126,7 +112,7 @@ fn a_long_loop_is_read_piece_by_piece_without_losing_or_repeating_a_line() {
         "import sys, time\nfor i in range(60):\n    sys.stdout.write(f'line {i}\\n')\n    time.sleep(0.03)",
         300,
     );
-    assert!(running(&reply), "{}", reply.0);
+    assert!(reply.running(), "{}", reply.0);
     assert!(
         reply
             .output()
@@ -134,12 +120,12 @@ fn a_long_loop_is_read_piece_by_piece_without_losing_or_repeating_a_line() {
         "{}",
         reply.output()
     );
-    let mut collected = own_output(&reply);
+    let mut collected = reply.own_output();
     let mut answers = 1;
     let mut last = reply;
-    while running(&last) {
+    while last.running() {
         last = wait(&mut host, 300);
-        collected.push_str(&own_output(&last));
+        collected.push_str(&last.own_output());
         answers += 1;
         assert!(answers < 200, "never ended");
     }
@@ -167,7 +153,7 @@ fn interrupt_stops_the_command_and_keeps_the_variables() {
         "import time\nx = 6\nprint('started', flush=True)\nwhile True:\n    time.sleep(0.05)",
         500,
     );
-    assert!(running(&reply), "{}", reply.0);
+    assert!(reply.running(), "{}", reply.0);
     assert!(
         reply.output().starts_with("started\n"),
         "{}",
@@ -183,7 +169,7 @@ fn interrupt_stops_the_command_and_keeps_the_variables() {
         &mut host,
         json!({"type": "interrupt", "environment": "python"}),
     );
-    assert!(!running(&reply), "{}", reply.0);
+    assert!(!reply.running(), "{}", reply.0);
     let output = reply.failed();
     assert!(output.contains("KeyboardInterrupt"), "{output}");
     assert!(
@@ -200,9 +186,9 @@ fn ctrl_c_typed_as_input_interrupts_input() {
     let mut host = Host::start(project.path());
     python(&mut host, "kept = 1").ok();
     let reply = yielding(&mut host, "answer = input('? ')", 20_000);
-    assert!(running(&reply), "{}", reply.0);
+    assert!(reply.running(), "{}", reply.0);
     let reply = input(&mut host, "\u{3}");
-    assert!(!running(&reply), "{}", reply.0);
+    assert!(!reply.running(), "{}", reply.0);
     assert!(
         reply.failed().contains("KeyboardInterrupt"),
         "{}",
@@ -251,8 +237,9 @@ fn restart_starts_a_fresh_interpreter_and_says_what_was_lost() {
          print(os.getpid(), child.pid, flush=True)\nwhile True:\n    time.sleep(0.05)",
         1000,
     );
-    assert!(running(&reply));
-    let pids: Vec<i32> = own_output(&reply)
+    assert!(reply.running());
+    let pids: Vec<i32> = reply
+        .own_output()
         .split_whitespace()
         .map(|n| n.parse().expect("a pid"))
         .collect();
@@ -278,8 +265,9 @@ fn shutdown_while_a_command_runs_leaves_no_process() {
          print(os.getpid(), child.pid, flush=True)\nwhile True:\n    time.sleep(0.05)",
         1000,
     );
-    assert!(running(&reply), "{}", reply.0);
-    let pids: Vec<i32> = own_output(&reply)
+    assert!(reply.running(), "{}", reply.0);
+    let pids: Vec<i32> = reply
+        .own_output()
         .split_whitespace()
         .map(|n| n.parse().expect("a pid"))
         .collect();
