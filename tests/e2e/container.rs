@@ -8,7 +8,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::harness::{Host, Project, envhost_binary, process_alive};
+use crate::harness::{Host, Project, envhost_binary, process_alive, skip_without_pid_namespaces};
 
 fn healthcheck(project: &std::path::Path, args: &[&str]) -> (bool, String) {
     let output = Command::new(envhost_binary())
@@ -61,27 +61,6 @@ fn healthcheck_fails_with_the_reason() {
     assert!(ok, "plugins are not loaded without --plugins: {report}");
 }
 
-/// Whether this machine lets the tests make PID namespaces (root, or a
-/// user namespace); when it does not, the tests fail unless
-/// ENVHOST_SKIP_PRIVILEGED=1 says to skip them (CI runs as root).
-fn skip_without_namespaces(test: &str) -> bool {
-    let works = Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "true"])
-        .status()
-        .is_ok_and(|status| status.success());
-    if works {
-        return false;
-    }
-    let opted_out = std::env::var_os("ENVHOST_SKIP_PRIVILEGED").is_some_and(|v| v == "1");
-    assert!(
-        opted_out,
-        "{test} runs envhost as PID 1 of a new PID namespace (`unshare --pid --fork --mount-proc`), \
-         which this machine refuses: run the tests as root, or set ENVHOST_SKIP_PRIVILEGED=1 to skip it"
-    );
-    eprintln!("SKIPPED {test}: no PID namespaces here and ENVHOST_SKIP_PRIVILEGED=1");
-    true
-}
-
 fn start_as_pid_1(project: &Project) -> Host {
     Host::builder()
         .wrapped_in(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"])
@@ -126,7 +105,7 @@ const ZOMBIES: &str = "[p for p in __import__('os').listdir('/proc') if p.isdigi
 #[test]
 fn as_pid_1_every_orphan_in_the_container_is_reaped() {
     let test = "as_pid_1_every_orphan_in_the_container_is_reaped";
-    if skip_without_namespaces(test) {
+    if skip_without_pid_namespaces(test) {
         return;
     }
     let project = Project::new();
@@ -174,7 +153,7 @@ fn as_pid_1_every_orphan_in_the_container_is_reaped() {
 #[test]
 fn as_pid_1_sigterm_ends_everything() {
     let test = "as_pid_1_sigterm_ends_everything";
-    if skip_without_namespaces(test) {
+    if skip_without_pid_namespaces(test) {
         return;
     }
     let project = Project::new();

@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::harness::{Host, Project, process_alive, skip_unprivileged, wait_until_dead};
+use crate::harness::{
+    Host, Project, process_alive, skip_unprivileged, skip_without_pid_namespaces, wait_until_dead,
+};
 
 fn pids(output: &str) -> Vec<i32> {
     output
@@ -190,22 +192,46 @@ fn a_timed_out_pipeline_leaves_no_grandchild_that_ignores_sigint() {
     host.finish();
 }
 
+/// Runs the host as an agent would, its child and a member of the agent's
+/// process group, where the agent is a throw-away `sh` leading a session of
+/// its own: an attack the guard misses ends that session, never the test
+/// run. (`Host::pid` and `is_running` are then the agent's.)
+fn start_under_an_agent(project: &Project) -> Host {
+    Host::builder()
+        .wrapped_in(["setsid", "--wait", "sh", "-c", r#""$0" "$@""#])
+        .start(project.path())
+}
+
 #[test]
-fn the_shell_cannot_kill_the_host() {
-    if !guard_possible() && skip_unprivileged("the_shell_cannot_kill_the_host", "CAP_SYS_ADMIN") {
+fn the_shell_cannot_kill_the_host_or_the_agent() {
+    if !guard_possible()
+        && skip_unprivileged(
+            "the_shell_cannot_kill_the_host_or_the_agent",
+            "CAP_SYS_ADMIN",
+        )
+    {
         return;
     }
     let project = Project::new();
-    let mut host = Host::start(project.path());
+    let mut host = start_under_an_agent(&project);
     for attack in [
         "kill -9 $PPID",
-        "kill -KILL -1",
+        // The host's process group, which holds the agent.
+        "kill -9 -- -$(ps -o pgid= $PPID | tr -d ' ')",
+        // Unquoted, ps's padding splits this into `-` and the group
+        // leader's pid: the agent, by pid. (This one, unguarded, once
+        // killed the script that ran the test suite.)
         "kill -9 -- -$(ps -o pgid= $PPID)",
+        // The agent, as the host's parent.
+        "kill -9 $(ps -o ppid= $PPID)",
         "python3 -c 'import os, sys; os.kill(int(sys.argv[1]), 9)' $PPID",
         "bash -c 'kill -9 $(ps -o ppid= $PPID)'",
     ] {
         let reply = host.command("bash", &format!("{attack}; echo after"));
-        assert!(host.is_running(), "`{attack}` killed the host");
+        assert!(
+            host.is_running(),
+            "`{attack}` killed the host or the agent that started it"
+        );
         assert!(reply.output().contains("after"), "{attack}: {}", reply.0);
         assert_eq!(
             host.command("bash", "echo alive").ok(),
@@ -213,6 +239,44 @@ fn the_shell_cannot_kill_the_host() {
             "{attack}"
         );
     }
+    host.finish();
+}
+
+/// `kill -1` from root signals every process on the machine but init: it
+/// is tried only inside a PID namespace of its own (`sh` its init, the
+/// host the next process), so that if the guard ever misses it, it ends
+/// that namespace and nothing else.
+#[test]
+fn kill_minus_one_does_not_reach_the_host() {
+    let test = "kill_minus_one_does_not_reach_the_host";
+    if !guard_possible() && skip_unprivileged(test, "CAP_SYS_ADMIN") {
+        return;
+    }
+    if skip_without_pid_namespaces(test) {
+        return;
+    }
+    let project = Project::new();
+    let mut host = Host::builder()
+        .wrapped_in([
+            "unshare",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--kill-child",
+            "sh",
+            "-c",
+            r#""$0" "$@""#,
+        ])
+        .start(project.path());
+    assert_eq!(
+        host.command("bash", "ps -o pid= $PPID | tr -d ' '").ok(),
+        "2\n",
+        "the host is the second process of its namespace"
+    );
+    let reply = host.command("bash", "kill -KILL -1; echo after");
+    assert!(host.is_running(), "`kill -KILL -1` killed the host");
+    assert!(reply.output().contains("after"), "{}", reply.0);
+    assert_eq!(host.command("bash", "echo alive").ok(), "alive\n");
     host.finish();
 }
 

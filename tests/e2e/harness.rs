@@ -475,6 +475,23 @@ pub fn wait_until_dead(pid: i32, limit: Duration) -> bool {
     !process_alive(pid)
 }
 
+/// Whether this machine lets the tests make PID namespaces (root, or a
+/// user namespace); when it does not, the tests fail unless
+/// ENVHOST_SKIP_PRIVILEGED=1 says to skip them (CI runs as root).
+pub fn skip_without_pid_namespaces(test: &str) -> bool {
+    let works = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "true"])
+        .status()
+        .is_ok_and(|status| status.success());
+    if works {
+        return false;
+    }
+    skip_unprivileged(
+        test,
+        "a new PID namespace (`unshare --pid --fork --mount-proc`)",
+    )
+}
+
 /// Whether a test whose mechanism this machine lacks (`missing` says why)
 /// is skipped: only when ENVHOST_SKIP_PRIVILEGED=1 says so; otherwise it
 /// fails (CI runs as root, where every mechanism is there).

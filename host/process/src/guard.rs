@@ -4,7 +4,8 @@
 //! filter, inherited by everything it starts, that refuses with `EPERM` the
 //! system calls that would signal, trace or read the memory of the host
 //! itself: `kill` of the host's pid, of its process group (which holds the
-//! agent that started it) and of every process (`kill -1`), `tgkill` /
+//! agent that started it), of the agent by pid (the host's parent, and the
+//! leader of its process group) and of every process (`kill -1`), `tgkill` /
 //! `tkill` / `rt_sigqueueinfo` / `rt_tgsigqueueinfo` aimed at the host,
 //! `pidfd_open` of the host, `pidfd_send_signal` altogether (its target
 //! cannot be read from its arguments; programs fall back to `kill`),
@@ -71,7 +72,8 @@ fn build() -> Option<Vec<libc::sock_filter>> {
     let arch = TargetArch::try_from(std::env::consts::ARCH).ok()?;
     let host = std::process::id() as i32;
     let group = nix::unistd::getpgrp().as_raw();
-    let program = filter(arch, host, group).ok()?;
+    let parent = nix::unistd::getppid().as_raw();
+    let program = filter(arch, host, group, parent).ok()?;
     Some(program)
 }
 
@@ -94,11 +96,14 @@ fn may_install() -> bool {
     cap_sys_admin || no_new_privs
 }
 
-/// The filter: refuse what reaches `host` (pid) or its process `group`.
+/// The filter: refuse what reaches `host` (pid) or its process `group`,
+/// and `kill` of the agent that started it: its `parent` and the group's
+/// leader, by pid.
 fn filter(
     arch: TargetArch,
     host: i32,
     group: i32,
+    parent: i32,
 ) -> Result<Vec<libc::sock_filter>, seccompiler::Error> {
     let equals = |arg: u8, value: i32| {
         SeccompCondition::new(
@@ -111,8 +116,18 @@ fn filter(
     let rule = |arg: u8, value: i32| SeccompRule::new(vec![equals(arg, value)?]);
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     let mut kill_targets = vec![rule(0, host)?, rule(0, -1)?];
+    // `kill -- -$(ps -o pgid= $PPID)` in a shell splits into `-` and the
+    // leader's pid: the agent must be out of reach by pid as well as by
+    // group. Pid 1 (a container's init, or the host's parent after the agent
+    // died) is left alone: the kernel already protects it.
     if group > 1 {
         kill_targets.push(rule(0, -group)?);
+        if group != host {
+            kill_targets.push(rule(0, group)?);
+        }
+    }
+    if parent > 1 && parent != group {
+        kill_targets.push(rule(0, parent)?);
     }
     rules.insert(libc::SYS_kill, kill_targets);
     for (syscall, arg) in [
@@ -217,7 +232,7 @@ mod tests {
 
     #[test]
     fn the_filter_lets_other_architectures_through_before_any_check() {
-        let program = filter(TargetArch::x86_64, 4242, 4240).unwrap();
+        let program = filter(TargetArch::x86_64, 4242, 4240, 4241).unwrap();
         assert_eq!(program[0].code, 0x20);
         assert_eq!(program[1].k, 0xC000_003E);
         assert_eq!(program[2].k, libc::SECCOMP_RET_ALLOW);
