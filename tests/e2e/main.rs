@@ -12,6 +12,7 @@ mod containment;
 mod distribution;
 mod editor;
 mod editor_integrity;
+mod figures;
 mod files;
 mod harness;
 mod hostile;

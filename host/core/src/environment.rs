@@ -67,6 +67,15 @@ pub trait Environment: Send {
         Reach::UNBOUNDED
     }
 
+    /// Where this environment's commands run now (its current directory),
+    /// for environments that run arbitrary programs: after each answer the
+    /// host looks there and in the project root (a bounded look, never a
+    /// walk of the project) for files the command created or changed.
+    /// `None` (the default): only the files the response names itself.
+    fn working_dir(&self) -> Option<PathBuf> {
+        None
+    }
+
     // Commands that outlive the wait. A command whose context carries
     // `yield_after` and is still running then is left running: the
     // environment answers with the output so far and `running: true`, and
@@ -298,6 +307,11 @@ pub struct CommandResponse {
     /// sent to the agent as such (the output already says them in words);
     /// they become events for the transcript and the console.
     pub incidents: Vec<Incident>,
+    /// Files the host itself wrote for this command (figures, saved
+    /// output), absolute paths. The orchestrator adds the files it finds
+    /// changed in the environment's [`working_dir`](Environment::working_dir)
+    /// and the project root, and describes them all to the agent.
+    pub files: Vec<PathBuf>,
 }
 
 impl CommandResponse {
@@ -308,6 +322,7 @@ impl CommandResponse {
             success: true,
             running: false,
             incidents: Vec::new(),
+            files: Vec::new(),
         }
     }
 
@@ -320,6 +335,7 @@ impl CommandResponse {
             success: true,
             running: true,
             incidents: Vec::new(),
+            files: Vec::new(),
         }
     }
 
@@ -330,6 +346,7 @@ impl CommandResponse {
             success: false,
             running: false,
             incidents: Vec::new(),
+            files: Vec::new(),
         }
     }
 

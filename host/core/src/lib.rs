@@ -84,3 +84,4 @@ pub use crate::request::{
 };
 pub use crate::screen::{NoticeSection, Screen, ScreenMarks, truncate_lines};
 pub use crate::transcript::TranscriptObserver;
+pub use envhost_files::changes::ProducedFile;

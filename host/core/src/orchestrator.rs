@@ -16,10 +16,13 @@
 //! busy, instead of waiting for it.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use envhost_files::changes::{self, ProducedFile, Reported, Since};
 
 use crate::environment::{
     CancelFlag, CommandContext, CommandResponse, Environment, EnvironmentError, EnvironmentKind,
@@ -62,6 +65,10 @@ pub struct Outcome {
     /// What happened beyond the output (a timeout, capped output and where
     /// it was saved), already said in the output's words.
     pub incidents: Vec<Incident>,
+    /// Files the command created or changed inside the project, as far as
+    /// the host knows (what it wrote itself, and a bounded look at the
+    /// environment's working directory and the project root).
+    pub files: Vec<ProducedFile>,
 }
 
 /// An environment as a front end describes it before any command (an MCP
@@ -158,6 +165,9 @@ pub struct OrchestratorSettings {
     /// Yield every command after this long unless it says otherwise
     /// (`--yield-after`); `None`: commands yield only when they ask to.
     pub yield_after: Option<Duration>,
+    /// The project: answers name the files a command produced in it.
+    /// `None`: answers name no files.
+    pub project_dir: Option<PathBuf>,
 }
 
 impl OrchestratorSettings {
@@ -166,6 +176,7 @@ impl OrchestratorSettings {
         OrchestratorSettings {
             default_timeout,
             yield_after: None,
+            project_dir: None,
         }
     }
 
@@ -205,6 +216,9 @@ pub struct Orchestrator {
     settings: OrchestratorSettings,
     cancel: CancelFlag,
     shut_down: AtomicBool,
+    /// The files answers named lately (so the next answer does not name
+    /// them again).
+    reported: Mutex<Reported>,
 }
 
 impl Orchestrator {
@@ -218,6 +232,7 @@ impl Orchestrator {
             settings,
             cancel,
             shut_down: AtomicBool::new(false),
+            reported: Mutex::default(),
         }
     }
 
@@ -385,10 +400,12 @@ impl Orchestrator {
                             CommandContext::new(self.settings.default_timeout, cancel.clone())
                                 .limited_to(timeout)
                                 .yielding_after(yield_after);
+                        let since = Since::now();
                         let environment = &mut inside.environment;
                         let response = self.guarded(slot, || {
                             environment.handle_command(&request.command, &context)
                         });
+                        let response = self.with_changed_files(&inside, response, since);
                         self.noted(slot, &inside, response)
                     }
                 }
@@ -466,6 +483,8 @@ impl Orchestrator {
             ),
             Control::Interrupt | Control::Restart => environment.interrupt(&waiting),
         });
+        let since = Since::before_now(running.started.elapsed());
+        let response = self.with_changed_files(&inside, response, since);
         let response = self.noted(slot, &inside, response);
         drop(inside);
         self.record_answer(
@@ -482,13 +501,59 @@ impl Orchestrator {
     }
 
     fn outcome(&self, response: CommandResponse) -> Outcome {
+        let files = match &self.settings.project_dir {
+            Some(project) => response
+                .files
+                .iter()
+                .filter_map(|path| changes::describe(project, path))
+                .collect(),
+            None => Vec::new(),
+        };
         Outcome {
+            files,
             output: response.output,
             success: response.success,
             running: response.running,
             screen: self.screen(),
             incidents: response.incidents,
         }
+    }
+
+    /// The response, naming also the saved output and the files changed
+    /// since `since` in the environment's working directory and the
+    /// project root (for environments that have one), each once.
+    fn with_changed_files(
+        &self,
+        inside: &Inside<'_>,
+        mut response: CommandResponse,
+        since: Since,
+    ) -> CommandResponse {
+        let Some(project) = &self.settings.project_dir else {
+            return response;
+        };
+        for incident in &response.incidents {
+            if let Incident::OutputCapped {
+                saved_to: Some(path),
+                ..
+            } = incident
+            {
+                response.files.push(path.clone());
+            }
+        }
+        let working_dir =
+            catch_unwind(AssertUnwindSafe(|| inside.environment.working_dir())).unwrap_or(None);
+        if let Some(dir) = working_dir {
+            let found = self
+                .reported
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .changed_since(project, &[dir, project.clone()], since);
+            response.files.extend(found);
+        }
+        let mut seen = std::collections::HashSet::new();
+        response.files.retain(|path| seen.insert(path.clone()));
+        response.files.truncate(changes::MAX_FILES);
+        response
     }
 
     /// The environment's running command; a panic in it counts as none.

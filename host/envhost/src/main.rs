@@ -408,6 +408,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
         OrchestratorSettings {
             default_timeout: args.timeout,
             yield_after: args.yield_after,
+            project_dir: Some(project.clone()),
         },
         bus,
         cancel.clone(),

@@ -222,6 +222,7 @@ fn answer(
             output: &outcome.output,
             success: outcome.success,
             running: outcome.running,
+            files: &outcome.files,
             screen: &outcome.screen,
         },
     )

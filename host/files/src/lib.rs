@@ -14,12 +14,16 @@
 //! - [`ProjectFiles`]: whole files moved in bounded chunks (the protocol's
 //!   `read_file` / `write_file`), a chunked write appearing all at once.
 //!
+//! - [`changes`]: the files a command created or changed, found with a
+//!   bounded look at a few directories, never a walk of the project.
+//!
 //! The editor uses the first two; the front ends use the third. It must
 //! not know the wire format (JSON, base64) or any environment.
 
 #![deny(missing_docs)]
 
 mod atomic;
+pub mod changes;
 mod paths;
 mod transfer;
 pub mod writers;

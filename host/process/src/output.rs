@@ -119,6 +119,7 @@ impl CommandOutput {
             success: self.success,
             running: false,
             incidents,
+            files: Vec::new(),
         }
     }
 }

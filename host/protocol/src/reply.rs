@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 
-use envhost_core::{RequestId, Screen};
+use envhost_core::{ProducedFile, RequestId, Screen};
 use serde::Serialize;
 use serde::ser::SerializeMap;
 
@@ -21,6 +21,9 @@ pub enum Reply<'a> {
         success: bool,
         /// The command is still running (sent only when true).
         running: bool,
+        /// Files it created or changed in the project (sent only when
+        /// there are some).
+        files: &'a [ProducedFile],
         /// The screen after it.
         screen: &'a Screen,
     },
@@ -83,6 +86,17 @@ struct ResponseBody<'a> {
     /// Present only while the command runs: absent means it has ended.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     running: bool,
+    /// Present only when the command created or changed files.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    files: Vec<WireFile<'a>>,
+}
+
+/// One of the files a command produced, as the wire names it.
+#[derive(Serialize)]
+struct WireFile<'a> {
+    path: &'a str,
+    size: u64,
+    media_type: &'a str,
 }
 
 /// Serialises a screen as a JSON object whose keys keep display order.
@@ -119,6 +133,7 @@ impl Serialize for Reply<'_> {
                 output,
                 success,
                 running,
+                files,
                 screen,
             } => {
                 map.serialize_entry("type", "response")?;
@@ -131,6 +146,14 @@ impl Serialize for Reply<'_> {
                         output,
                         success: *success,
                         running: *running,
+                        files: files
+                            .iter()
+                            .map(|file| WireFile {
+                                path: &file.path,
+                                size: file.size,
+                                media_type: &file.media_type,
+                            })
+                            .collect(),
                     },
                 )?;
                 map.serialize_entry("screen", &WireScreen(screen))?;
@@ -232,6 +255,7 @@ mod tests {
                 output: "hi\n",
                 success: true,
                 running: false,
+                files: &[],
                 screen: &screen,
             },
         )
@@ -269,6 +293,7 @@ mod tests {
                 output: "so far\n",
                 success: true,
                 running: true,
+                files: &[],
                 screen: &screen,
             },
         )

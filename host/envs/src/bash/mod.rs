@@ -465,6 +465,10 @@ fn describe_stop(cause: &StopCause, escalation: Escalation, kept_state: bool) ->
 }
 
 impl Environment for BashEnvironment {
+    fn working_dir(&self) -> Option<std::path::PathBuf> {
+        Some(self.status.cwd.clone())
+    }
+
     fn usage(&self) -> Usage {
         Usage {
             summary: screen::HELP.to_owned(),

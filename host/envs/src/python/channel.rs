@@ -186,6 +186,8 @@ struct WireReply {
     variables: Vec<(String, String)>,
     #[serde(default)]
     rejected: u64,
+    #[serde(default)]
+    figures: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -214,6 +216,7 @@ impl From<WireReply> for Reply {
                     cwd: wire.cwd,
                     variables: wire.variables,
                     rejected: wire.rejected,
+                    figures: wire.figures,
                 },
             },
             ReplyKind::Synced => Reply::Synced {
@@ -252,6 +255,10 @@ pub struct Done {
     /// Lines on the request pipe the driver refused since its last reply
     /// (untagged, wrongly tagged, or replayed).
     pub rejected: u64,
+    /// The PNG files the code's figures (matplotlib figures shown or left
+    /// open, a PIL image as the trailing expression) were saved to,
+    /// absolute paths, in the order they were saved.
+    pub figures: Vec<String>,
 }
 
 impl Done {

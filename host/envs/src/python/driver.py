@@ -202,6 +202,187 @@ def use_stdin(pipe):
         stdin_on_pipe = pipe
 
 
+# Figures. matplotlib is forced onto its non-interactive Agg backend (there
+# is no display, and a GUI backend would block or fail); subprocesses of the
+# code inherit the setting. Figures shown with plt.show(), figures still
+# open when a piece of code ends (as Jupyter's inline backend does) and a
+# PIL image left as the value of a trailing expression are saved as PNG
+# under <project>/.envhost/figures/ and named to the host in `done`.
+# Nothing here imports matplotlib or PIL: the hooks act only once the code
+# has imported them.
+os.environ["MPLBACKEND"] = "agg"
+PROJECT_DIR = os.getcwd()
+FIGURES_DIR = os.path.join(PROJECT_DIR, ".envhost", "figures")
+figures_saved = []  # paths saved by the running piece of code
+figure_number = 0  # the last figure-N.png used (0: look in the folder first)
+# PNG holds these modes as they are; any other is converted first.
+PNG_MODES = ("1", "L", "LA", "I", "I;16", "P", "RGB", "RGBA")
+
+
+def figure_note(text):
+    """A line in the command's output about a figure that could not be
+    saved (the driver's only words on stderr besides a lost channel)."""
+    try:
+        sys.stderr.write("envhost: %s\n" % text)
+    except Exception:
+        pass
+
+
+def open_figure_file():
+    """A new file figure-N.png in the figures folder, opened for writing,
+    and its path; None when the folder cannot be used. The folder must stay
+    inside the project: a project that makes it a symlink to somewhere
+    else gets no figures."""
+    global figure_number
+    try:
+        os.makedirs(FIGURES_DIR, exist_ok=True)
+        real = os.path.realpath(FIGURES_DIR)
+        if not real.startswith(os.path.realpath(PROJECT_DIR) + os.sep):
+            figure_note("%s leads outside the project; figures are not saved" % FIGURES_DIR)
+            return None
+        if figure_number == 0:
+            for name in os.listdir(FIGURES_DIR):
+                stem = name[len("figure-") : -len(".png")]
+                if name.startswith("figure-") and name.endswith(".png") and stem.isdigit():
+                    figure_number = max(figure_number, int(stem))
+        for _attempt in range(1000):
+            figure_number += 1
+            path = os.path.join(FIGURES_DIR, "figure-%d.png" % figure_number)
+            try:
+                # "x": never through a file or symlink that is already there.
+                return open(path, "xb"), path
+            except FileExistsError:
+                continue
+    except OSError as err:
+        figure_note("could not save a figure in %s: %s" % (FIGURES_DIR, err.strerror or err))
+    return None
+
+
+def save_figure(write):
+    """Saves one picture with `write(file)`; True when it was saved."""
+    opened = open_figure_file()
+    if opened is None:
+        return False
+    stream, path = opened
+    try:
+        with stream:
+            write(stream)
+    except Exception as err:
+        figure_note("could not save a figure: %s: %s" % (type(err).__name__, err))
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return False
+    figures_saved.append(path)
+    return True
+
+
+def save_open_figures():
+    """Saves every open matplotlib figure, then closes them all (what
+    plt.show() does here, and the end of every piece of code)."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:
+        return
+    try:
+        from matplotlib._pylab_helpers import Gcf
+
+        managers = Gcf.get_all_fig_managers()
+    except Exception:
+        return
+    if not managers:
+        return
+    for manager in managers:
+        figure = manager.canvas.figure
+        save_figure(lambda stream: figure.savefig(stream, format="png"))
+    try:
+        pyplot.close("all")
+    except Exception:
+        pass
+
+
+def install_show(pyplot):
+    """pyplot.show, replaced: the figures are saved instead of shown."""
+    original = getattr(pyplot, "show", None)
+
+    def show(*args, **kwargs):
+        save_open_figures()
+
+    if original is not None:
+        show.__doc__ = original.__doc__
+        show.__wrapped__ = original
+    pyplot.show = show
+
+
+class ShowingLoader:
+    """matplotlib.pyplot's own loader, which then replaces its show()."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        try:
+            install_show(module)
+        except Exception:
+            pass
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
+
+class PyplotFinder:
+    """Finds matplotlib.pyplot as the other finders do, with a loader that
+    hooks its show(); every other import goes by untouched."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "matplotlib.pyplot":
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                if hasattr(spec.loader, "exec_module"):
+                    spec.loader = ShowingLoader(spec.loader)
+                return spec
+        return None
+
+    def invalidate_caches(self):
+        pass
+
+
+sys.meta_path.insert(0, PyplotFinder())
+
+
+def show_value(value):
+    """sys.displayhook: a PIL image is saved as a figure, anything else is
+    shown as the interactive interpreter shows it."""
+    image = sys.modules.get("PIL.Image")
+    if image is not None and value is not None:
+        try:
+            is_image = isinstance(value, image.Image)
+        except Exception:
+            is_image = False
+        if is_image:
+
+            def write(stream):
+                picture = value if value.mode in PNG_MODES else value.convert("RGBA")
+                picture.save(stream, format="PNG")
+
+            if save_figure(write):
+                builtins._ = value
+                return
+    sys.__displayhook__(value)
+
+
+sys.displayhook = show_value
+
+
 running_user_code = False
 
 
@@ -472,6 +653,9 @@ def report_done(key, seq, status, refused):
         "variables": names,
         "rejected": refused,
     }
+    if figures_saved:
+        message["figures"] = list(figures_saved)
+        del figures_saved[:]
     body = encode(message)
     if len(body) > MAX_RECORD:
         # A namespace too big for one record goes ahead in parts.
@@ -559,6 +743,7 @@ def serve():
                 # it must neither answer the host nor read its requests.
                 flush_user_streams()
                 os._exit(0)
+            save_open_figures()
             flush_user_streams()
             report_done(key, last_seq, status, refused)
         except ChannelLost as lost:

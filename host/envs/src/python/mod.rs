@@ -18,6 +18,7 @@
 
 mod channel;
 mod command;
+mod figures;
 mod process;
 mod variables;
 
@@ -38,6 +39,7 @@ use envhost_process::{
 
 use channel::Done;
 use command::Command;
+use figures::Figures;
 use process::{Ending, Interpreter, Launch, StartError, TalkError, Wait};
 use variables::{MAX_SHOWN, RecentVariables, Variable};
 
@@ -95,8 +97,8 @@ const NOTHING_RUNNING: &str = "Nothing is running in python.";
 const STARTUP_LIMIT: Duration = Duration::from_secs(30);
 
 /// Room for the working directory, up to [`MAX_SHOWN`] variables, the
-/// "more" line and the help.
-const MAX_LINES: usize = MAX_SHOWN + 8;
+/// "more" line, the latest figures and the help.
+const MAX_LINES: usize = MAX_SHOWN + 8 + figures::SHOWN + 2;
 
 /// Variables set for the interpreter on top of the host's (filtered) ones:
 /// no pager may wait for a keypress nobody can give.
@@ -135,6 +137,8 @@ pub struct PythonEnvironment {
     /// The command between its request and its last answer (it yielded,
     /// or is being answered).
     busy: Option<Command>,
+    /// The latest figures saved, for the screen.
+    figures: Figures,
 }
 
 impl PythonEnvironment {
@@ -165,6 +169,7 @@ impl PythonEnvironment {
             variables: RecentVariables::new(),
             cwd: config.project_dir.display().to_string(),
             busy: None,
+            figures: Figures::default(),
         }
     }
 
@@ -338,12 +343,20 @@ impl PythonEnvironment {
     }
 
     fn conclude_done(&mut self, done: Done) -> CommandResponse {
-        let Some(command) = self.busy.take() else {
+        let Some(mut command) = self.busy.take() else {
             return CommandResponse::failure(NOTHING_RUNNING);
         };
         let success = done.succeeded();
+        let figures = self.figures.take(&self.project_dir, &done.figures);
+        for figure in &figures {
+            command.output().after(figure.sentence());
+        }
         self.absorb(&command.text, done);
-        self.conclude(command, success)
+        let mut response = self.conclude(command, success);
+        response
+            .files
+            .extend(figures.into_iter().map(|figure| figure.path));
+        response
     }
 
     fn conclude_ended(&mut self, ending: Ending) -> CommandResponse {
@@ -737,6 +750,10 @@ impl Interruption {
 }
 
 impl Environment for PythonEnvironment {
+    fn working_dir(&self) -> Option<PathBuf> {
+        Some(PathBuf::from(&self.cwd))
+    }
+
     fn usage(&self) -> Usage {
         Usage {
             summary: HELP.to_owned(),
@@ -952,6 +969,10 @@ impl PythonEnvironment {
             }
         }
         text.push('\n');
+        if let Some(figures) = self.figures.screen_lines() {
+            text.push_str(&figures);
+            text.push('\n');
+        }
         text.push_str(HELP);
         text
     }
