@@ -16,7 +16,7 @@ use crate::harness::{Host, Project, Reply, target_dir};
 
 /// The python that has matplotlib and Pillow, or `None` when the skip is
 /// asked for.
-fn figures_python() -> Option<PathBuf> {
+pub fn figures_python() -> Option<PathBuf> {
     if std::env::var_os("ENVHOST_SKIP_FIGURES").is_some_and(|v| v == "1") {
         eprintln!("ENVHOST_SKIP_FIGURES=1: the figure test is skipped");
         return None;
@@ -48,27 +48,19 @@ fn python_host(project: &Project, python: &Path) -> Host {
 /// signature.
 fn png_size(path: &Path) -> (u32, u32) {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    assert!(
-        bytes.len() > 33,
-        "{} is too short for a PNG",
-        path.display()
-    );
-    assert_eq!(
-        &bytes[..8],
-        b"\x89PNG\r\n\x1a\n",
-        "{} is not a PNG",
-        path.display()
-    );
+    png_bytes_size(&bytes)
+}
+
+/// [`png_size`] of a PNG's bytes.
+pub fn png_bytes_size(bytes: &[u8]) -> (u32, u32) {
+    assert!(bytes.len() > 33, "too short for a PNG");
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
     assert_eq!(&bytes[12..16], b"IHDR");
     let number = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap());
     // The IHDR's CRC covers its type and data: the header is intact.
     let crc = crc32(&bytes[12..29]);
-    assert_eq!(crc, number(29), "{}: IHDR checksum", path.display());
-    assert!(
-        bytes.ends_with(b"IEND\xaeB`\x82"),
-        "{} does not end with IEND",
-        path.display()
-    );
+    assert_eq!(crc, number(29), "IHDR checksum");
+    assert!(bytes.ends_with(b"IEND\xaeB`\x82"), "no IEND at the end");
     (number(16), number(20))
 }
 

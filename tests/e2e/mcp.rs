@@ -667,3 +667,81 @@ fn output_part(result: &str) -> &str {
         .split_once("\n====================")
         .map_or(result, |(output, _)| output)
 }
+
+/// A 1 × 1 PNG.
+const DOT_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
+fn image_bytes(block: &rmcp::model::ContentBlock) -> (String, Vec<u8>) {
+    use base64::Engine;
+    let image = block.as_image().expect("an image block");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(&image.data)
+        .expect("base64 image data");
+    (image.mime_type.clone(), bytes)
+}
+
+#[test]
+fn images_a_command_writes_come_back_as_image_blocks_up_to_a_mebibyte() {
+    let project = Project::new();
+    let mcp = Mcp::start(&project, &[]);
+    let result = mcp.call(
+        "bash",
+        json!({"command": format!(
+            "echo {DOT_PNG} | base64 -d > dot.png && head -c 2000000 /dev/zero > big.png && echo x > a.txt"
+        )}),
+    );
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    assert_eq!(result.content.len(), 2, "text, then one image: {result:?}");
+    let words = result.content[0]
+        .as_text()
+        .expect("text first")
+        .text
+        .clone();
+    assert!(
+        words.starts_with(
+            "[envhost] Image big.png is not attached (2000000 bytes, over the 1048576-byte \
+             limit); it is in the project.\n"
+        ),
+        "{words}"
+    );
+    let (media_type, bytes) = image_bytes(&result.content[1]);
+    assert_eq!(media_type, "image/png");
+    assert_eq!(
+        bytes,
+        std::fs::read(project.path().join("dot.png")).unwrap()
+    );
+    assert_eq!(crate::figures::png_bytes_size(&bytes), (1, 1));
+    // A command that writes nothing carries no image.
+    let result = mcp.call("bash", json!({"command": "true"}));
+    assert_eq!(result.content.len(), 1, "{result:?}");
+    mcp.close();
+}
+
+#[test]
+fn a_matplotlib_plot_comes_back_as_an_image() {
+    let Some(python) = crate::figures::figures_python() else {
+        return;
+    };
+    let project = Project::new();
+    let python = python.display().to_string();
+    let mcp = Mcp::start(&project, &["--python", &python]);
+    let result = mcp.call(
+        "python",
+        json!({"command": "import matplotlib.pyplot as plt\nplt.figure(figsize=(3, 2), dpi=40)\nplt.plot([1, 3, 2])\nplt.show()"}),
+    );
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    assert_eq!(result.content.len(), 2, "{result:?}");
+    let words = result.content[0]
+        .as_text()
+        .expect("text first")
+        .text
+        .clone();
+    assert!(
+        words.starts_with("[Figure saved: .envhost/figures/figure-1.png (120 × 80 pixels)]\n"),
+        "{words}"
+    );
+    let (media_type, bytes) = image_bytes(&result.content[1]);
+    assert_eq!(media_type, "image/png");
+    assert_eq!(crate::figures::png_bytes_size(&bytes), (120, 80));
+    mcp.close();
+}

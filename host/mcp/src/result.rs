@@ -7,9 +7,22 @@
 //! [`content`]. `structuredContent`, when the operator turns it on, stays
 //! small: the facts a program would branch on, never the output again.
 
-use envhost_core::{Incident, Outcome, Screen};
+use std::io::Read;
+
+use base64::Engine;
+use envhost_core::{Incident, Outcome, ProducedFile, Screen};
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::json;
+
+/// The largest image a result carries as an image block; bigger ones are
+/// named by path only (a model reads them from the project if it must).
+pub(crate) const MAX_IMAGE_BYTES: u64 = 1024 * 1024;
+
+/// Images one result carries at most; the others are named by path.
+const MAX_IMAGES: usize = 4;
+
+/// The image types MCP clients show (and models read).
+const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 
 /// The answer to a command, `wait`, `input`, `interrupt` or `restart` in
 /// `environment`; `before` is the screen this session saw last.
@@ -26,11 +39,18 @@ pub(crate) fn outcome(
         }
         text.push('\n');
     }
+    let (images, notes) = images(&outcome.files);
+    for note in notes {
+        text.push_str(&note);
+        text.push('\n');
+    }
     text.push_str(&outcome.screen.render_changes_since(before));
+    let mut blocks = content(text);
+    blocks.extend(images);
     let mut result = if outcome.success {
-        CallToolResult::success(content(text))
+        CallToolResult::success(blocks)
     } else {
-        CallToolResult::error(content(text))
+        CallToolResult::error(blocks)
     };
     if structured {
         let saved = outcome
@@ -49,9 +69,59 @@ pub(crate) fn outcome(
         if let Some(Some(path)) = saved {
             facts["saved_output"] = json!(path.display().to_string());
         }
+        if !outcome.files.is_empty() {
+            facts["files"] = outcome
+                .files
+                .iter()
+                .map(|f| json!({"path": f.path, "size": f.size, "media_type": f.media_type}))
+                .collect();
+        }
         result.structured_content = Some(facts);
     }
     result
+}
+
+/// The image blocks for the images among `files` (a few, each at most
+/// [`MAX_IMAGE_BYTES`]), and a line for each image left out.
+fn images(files: &[ProducedFile]) -> (Vec<ContentBlock>, Vec<String>) {
+    let mut blocks = Vec::new();
+    let mut notes = Vec::new();
+    for file in files {
+        if !IMAGE_TYPES.contains(&file.media_type.as_str()) {
+            continue;
+        }
+        let why = if file.size > MAX_IMAGE_BYTES {
+            format!("{} bytes, over the {MAX_IMAGE_BYTES}-byte limit", file.size)
+        } else if blocks.len() >= MAX_IMAGES {
+            format!("{MAX_IMAGES} images are attached at most")
+        } else {
+            match read_bounded(&file.absolute) {
+                Some(bytes) => {
+                    let data = base64::engine::general_purpose::STANDARD.encode(bytes);
+                    blocks.push(ContentBlock::image(data, file.media_type.clone()));
+                    continue;
+                }
+                None => "it could not be read whole".to_owned(),
+            }
+        };
+        notes.push(format!(
+            "[envhost] Image {} is not attached ({why}); it is in the project.",
+            file.path
+        ));
+    }
+    (blocks, notes)
+}
+
+/// The file's bytes, if it holds at most [`MAX_IMAGE_BYTES`] now (it may
+/// have grown since it was described).
+fn read_bounded(path: &std::path::Path) -> Option<Vec<u8>> {
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(MAX_IMAGE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    (bytes.len() as u64 <= MAX_IMAGE_BYTES).then_some(bytes)
 }
 
 /// The answer to `screen`: all of it.
@@ -100,6 +170,7 @@ mod tests {
             running: false,
             screen: screen("cwd: /tmp", "no variables"),
             incidents: Vec::new(),
+            files: Vec::new(),
         };
         let result = super::outcome("bash", &outcome, Some(&before), false);
         assert_eq!(
@@ -123,6 +194,7 @@ mod tests {
                 total_bytes: 1 << 20,
                 saved_to: Some(PathBuf::from("/p/.envhost/output/1.txt")),
             }],
+            files: Vec::new(),
         };
         let result = super::outcome("bash", &outcome, None, true);
         assert_eq!(result.is_error, Some(true));
