@@ -254,3 +254,57 @@ fn files_python_writes_and_saved_output_are_named() {
     assert!(named[0].0.starts_with(".envhost/output/"), "{named:?}");
     assert!(named[0].1 > 1000, "{named:?}");
 }
+
+#[test]
+fn the_repl_prints_image_paths_and_opens_them_with_the_desktops_viewer() {
+    let project = Project::new();
+    let tools = tempfile::tempdir().expect("temp dir");
+    let record = tools.path().join("opened.txt");
+    let opener = tools.path().join("xdg-open");
+    std::fs::write(
+        &opener,
+        format!("#!/bin/sh\necho \"$1\" >> '{}'\n", record.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&opener, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        tools.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut child = std::process::Command::new(crate::harness::envhost_binary())
+        .args(["repl", "--open-figures", "--project"])
+        .arg(project.path())
+        .env("PATH", path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start envhost repl");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(
+            b"bash: printf '\\x89PNG\\r\\n\\x1a\\n' > dot.png && echo text > notes.txt\n:quit\n",
+        )
+        .expect("write the session");
+    let output = child.wait_with_output().expect("the REPL's output");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let image = project.canonical().join("dot.png");
+    assert!(
+        stdout.contains(&format!("image: {}\n", image.display())),
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches("image: ").count(), 1, "{stdout}");
+    // The viewer runs in the background: give it a moment to say it ran.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !record.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&record).expect("xdg-open was run"),
+        format!("{}\n", image.display())
+    );
+}

@@ -58,7 +58,7 @@ enum Command {
     /// Serve an agent: NDJSON commands on stdin, one answer per line on stdout.
     Serve(SessionArgs),
     /// Try the environments by hand: `ENV: command` lines, readable output.
-    Repl(SessionArgs),
+    Repl(ReplArgs),
     /// Serve MCP clients: each environment as a Model Context Protocol
     /// tool, on stdin/stdout, or over streamable HTTP with --http.
     Mcp(McpArgs),
@@ -105,6 +105,19 @@ struct HealthArgs {
 
     #[command(flatten)]
     plugin_args: PluginArgs,
+}
+
+#[derive(Args)]
+struct ReplArgs {
+    /// Open each image a command produces (figures saved by python, PNG,
+    /// JPEG, GIF and WebP files it wrote) with the desktop's viewer
+    /// (xdg-open). Without xdg-open on PATH the REPL says so and prints
+    /// the paths only.
+    #[arg(long)]
+    open_figures: bool,
+
+    #[command(flatten)]
+    session: SessionArgs,
 }
 
 #[derive(Args)]
@@ -324,7 +337,9 @@ struct SessionArgs {
 
 enum Mode {
     Serve,
-    Repl,
+    Repl {
+        open_figures: bool,
+    },
     Mcp {
         http: Option<envhost_mcp::HttpSettings>,
         structured_content: bool,
@@ -339,7 +354,12 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Serve(args) => run_session(Mode::Serve, args),
-        Command::Repl(args) => run_session(Mode::Repl, args),
+        Command::Repl(args) => run_session(
+            Mode::Repl {
+                open_figures: args.open_figures,
+            },
+            args.session,
+        ),
         Command::Mcp(args) => run_session(
             Mode::Mcp {
                 http: args.http.map(|address| envhost_mcp::HttpSettings {
@@ -396,7 +416,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
         project: project.clone(),
         mode: match mode {
             Mode::Serve => "serve",
-            Mode::Repl => "repl",
+            Mode::Repl { .. } => "repl",
             Mode::Mcp { http: None, .. } => "mcp",
             Mode::Mcp { http: Some(_), .. } => "mcp-http",
         }
@@ -518,10 +538,11 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        Mode::Repl => {
+        Mode::Repl { open_figures } => {
             let input = Box::new(BufReader::with_capacity(64 * 1024, io::stdin()));
             let mut stdout = io::stdout().lock();
-            repl::run(&orchestrator, &project, input, &mut stdout, &cancel)
+            let viewer = open_figures.then(repl::Viewer::find);
+            repl::run(&orchestrator, &project, input, &mut stdout, &cancel, viewer)
         }
     };
     stop_session(&orchestrator, &reason);

@@ -29,6 +29,9 @@ mod history;
 mod input;
 mod interrupts;
 mod line_editor;
+mod viewer;
+
+pub use viewer::Viewer;
 
 use std::collections::VecDeque;
 use std::io::{BufRead, IsTerminal, Write};
@@ -38,6 +41,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::signals::{self, HostSignal};
+use envhost_core::ProducedFile;
 use envhost_core::{
     CancelFlag, CommandRequest, Control, ControlRequest, Orchestrator, Outcome, Screen, running,
     text,
@@ -100,6 +104,7 @@ pub fn run(
     input: Box<dyn BufRead + Send>,
     output: &mut dyn Write,
     cancel: &CancelFlag,
+    viewer: Option<Viewer>,
 ) -> String {
     let interactive = std::io::stdin().is_terminal();
     let (sender, receiver) = mpsc::sync_channel::<Input>(1);
@@ -162,6 +167,7 @@ pub fn run(
         shown: Screen::new(),
         target: None,
         interactive,
+        viewer,
     };
     let reason = repl.converse(editor.as_ref());
     drop(editor);
@@ -185,6 +191,8 @@ struct Repl<'a> {
     target: Option<String>,
     /// A person at a terminal: commands are followed, not echoed.
     interactive: bool,
+    /// `--open-figures`: the viewer images are opened with.
+    viewer: Option<Viewer>,
 }
 
 /// Whether the REPL goes on.
@@ -442,8 +450,21 @@ impl Repl<'_> {
             let note = self.running_note(environment);
             let _ = writeln!(self.output, "{}", self.colours.note(&note));
         }
+        self.show_images(&outcome.files);
         let _ = writeln!(self.output);
         self.show_screen(outcome.screen);
+    }
+
+    /// The images among the files a command produced: their full paths,
+    /// and with `--open-figures` each opened in the desktop's viewer.
+    fn show_images(&mut self, files: &[ProducedFile]) {
+        for file in files.iter().filter(|f| f.media_type.starts_with("image/")) {
+            let line = format!("image: {}", file.absolute.display());
+            let _ = writeln!(self.output, "{}", self.colours.note(&line));
+            if let Some(problem) = self.viewer.as_mut().and_then(|v| v.open(&file.absolute)) {
+                let _ = writeln!(self.output, "{}", self.colours.note(&problem));
+            }
+        }
     }
 
     /// Follows a running command, printing its output as it comes, until it
@@ -504,6 +525,7 @@ impl Repl<'_> {
     /// The last piece of a followed command, its status and the screen.
     fn end_follow(&mut self, environment: &str, outcome: Outcome) -> Flow {
         self.write_output(&outcome.output);
+        self.show_images(&outcome.files);
         let status = if outcome.success {
             Status::Ok
         } else {
