@@ -308,3 +308,23 @@ fn the_repl_prints_image_paths_and_opens_them_with_the_desktops_viewer() {
         format!("{}\n", image.display())
     );
 }
+
+#[test]
+fn files_the_editor_writes_are_named() {
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    let reply = host.command("editor", "create src/app.py\nprint('hi')\n");
+    reply.ok();
+    assert_eq!(
+        files(&reply),
+        [("src/app.py".to_owned(), 12, "text/plain".to_owned())]
+    );
+    host.command("editor", "view src/app.py /^print/ /^print/")
+        .ok();
+    let reply = host.command("editor", "edit src/app.py 1-1\nprint('hello')\n");
+    reply.ok();
+    assert_eq!(
+        files(&reply),
+        [("src/app.py".to_owned(), 15, "text/plain".to_owned())]
+    );
+}

@@ -297,7 +297,11 @@ impl EditorEnvironment {
             ));
         }
         match envhost_files::create_new(&path.real, content.as_bytes()) {
-            Ok(()) => CommandResponse::success(format!("Created {display}")),
+            Ok(()) => {
+                let mut response = CommandResponse::success(format!("Created {display}"));
+                response.files.push(path.real.clone());
+                response
+            }
             Err(err) if err.kind() == ErrorKind::AlreadyExists => {
                 CommandResponse::failure(format!(
                     "Cannot create {display}: it already exists, and create never overwrites a file.\n\
@@ -393,7 +397,9 @@ impl EditorEnvironment {
             output.push('\n');
             output.push_str(&note);
         }
-        CommandResponse::success(output)
+        let mut response = CommandResponse::success(output);
+        response.files.push(path.real.clone());
+        response
     }
 
     /// Keeps the views of an edited file on the same lines: a replaced
