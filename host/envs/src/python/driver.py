@@ -267,12 +267,15 @@ def save_figure(write):
     try:
         with stream:
             write(stream)
-    except Exception as err:
-        figure_note("could not save a figure: %s: %s" % (type(err).__name__, err))
+    except BaseException as err:
+        # Never half a picture left behind, interrupted or not.
         try:
             os.unlink(path)
         except OSError:
             pass
+        if not isinstance(err, Exception):
+            raise
+        figure_note("could not save a figure: %s: %s" % (type(err).__name__, err))
         return False
     figures_saved.append(path)
     return True
@@ -299,6 +302,24 @@ def save_open_figures():
         pyplot.close("all")
     except Exception:
         pass
+
+
+def save_figures_left_open():
+    """Saves the figures a piece of code left open. Saving a big figure
+    takes time: an interruption (a timeout) stops it as it would stop the
+    code, instead of finding the driver deaf to SIGINT."""
+    global running_user_code
+    if "matplotlib.pyplot" not in sys.modules:
+        return
+    try:
+        running_user_code = True
+        save_open_figures()
+        running_user_code = False
+    except KeyboardInterrupt:
+        running_user_code = False
+        figure_note("interrupted while saving the figures left open")
+    finally:
+        running_user_code = False
 
 
 def install_show(pyplot):
@@ -743,7 +764,7 @@ def serve():
                 # it must neither answer the host nor read its requests.
                 flush_user_streams()
                 os._exit(0)
-            save_open_figures()
+            save_figures_left_open()
             flush_user_streams()
             report_done(key, last_seq, status, refused)
         except ChannelLost as lost:
