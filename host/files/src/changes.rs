@@ -27,10 +27,10 @@ const SKIPPED: [&str; 2] = [".git", ".envhost"];
 const MAX_DEPTH: usize = 3;
 
 /// Entries read in one directory; a bigger one is read only this far.
-const MAX_ENTRIES_PER_DIRECTORY: usize = 2_000;
+const MAX_ENTRIES_PER_DIRECTORY: usize = 1_000;
 
 /// Entries read in all, per answer.
-const MAX_ENTRIES: usize = 8_000;
+const MAX_ENTRIES: usize = 4_000;
 
 /// Files named in one answer, at most.
 pub const MAX_FILES: usize = 100;
