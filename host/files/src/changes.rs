@@ -50,6 +50,35 @@ pub struct ProducedFile {
     pub media_type: String,
 }
 
+impl ProducedFile {
+    /// Its bytes, if it is still a regular file of at most `limit` bytes
+    /// (it may have changed since it was described).
+    pub fn read_bounded(&self, limit: u64) -> Option<Vec<u8>> {
+        read_regular(&self.absolute, limit)
+    }
+}
+
+/// The first bytes of a regular file, up to `limit`; `None` when `path`
+/// is not a regular file (a FIFO swapped in must not block the host, a
+/// symlink is not followed) or holds more than `limit` bytes.
+pub fn read_regular(path: &Path, limit: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .ok()?;
+    (bytes.len() as u64 <= limit).then_some(bytes)
+}
+
 /// When a command started, on the clock the kernel stamps modification
 /// times with (coarse: it lags the precise clock by up to a tick, so a
 /// file written just after the start is never stamped before it).

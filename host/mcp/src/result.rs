@@ -7,8 +7,6 @@
 //! [`content`]. `structuredContent`, when the operator turns it on, stays
 //! small: the facts a program would branch on, never the output again.
 
-use std::io::Read;
-
 use base64::Engine;
 use envhost_core::{Incident, Outcome, ProducedFile, Screen};
 use rmcp::model::{CallToolResult, ContentBlock};
@@ -95,7 +93,7 @@ fn images(files: &[ProducedFile]) -> (Vec<ContentBlock>, Vec<String>) {
         } else if blocks.len() >= MAX_IMAGES {
             format!("{MAX_IMAGES} images are attached at most")
         } else {
-            match read_bounded(&file.absolute) {
+            match file.read_bounded(MAX_IMAGE_BYTES) {
                 Some(bytes) => {
                     let data = base64::engine::general_purpose::STANDARD.encode(bytes);
                     blocks.push(ContentBlock::image(data, file.media_type.clone()));
@@ -110,18 +108,6 @@ fn images(files: &[ProducedFile]) -> (Vec<ContentBlock>, Vec<String>) {
         ));
     }
     (blocks, notes)
-}
-
-/// The file's bytes, if it holds at most [`MAX_IMAGE_BYTES`] now (it may
-/// have grown since it was described).
-fn read_bounded(path: &std::path::Path) -> Option<Vec<u8>> {
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .ok()?
-        .take(MAX_IMAGE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .ok()?;
-    (bytes.len() as u64 <= MAX_IMAGE_BYTES).then_some(bytes)
 }
 
 /// The answer to `screen`: all of it.
