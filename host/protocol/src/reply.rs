@@ -280,6 +280,35 @@ mod tests {
     }
 
     #[test]
+    fn files_are_sent_in_the_response_only_when_there_are_some() {
+        let screen = Screen::new();
+        let files = [ProducedFile {
+            path: "out/plot.png".into(),
+            absolute: "/p/out/plot.png".into(),
+            size: 2048,
+            media_type: "image/png".into(),
+        }];
+        let mut out = Vec::new();
+        write_reply(
+            &mut out,
+            &Reply::Response {
+                id: None,
+                output: "",
+                success: true,
+                running: false,
+                files: &files,
+                screen: &screen,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"type\":\"response\",\"response\":{\"output\":\"\",\"success\":true,\"files\":\
+             [{\"path\":\"out/plot.png\",\"size\":2048,\"media_type\":\"image/png\"}]},\"screen\":{}}\n"
+        );
+    }
+
+    #[test]
     fn running_is_sent_only_when_true_and_ids_keep_their_text() {
         let screen = Screen::new();
         let id: Box<serde_json::value::RawValue> =
