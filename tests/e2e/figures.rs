@@ -328,3 +328,15 @@ fn files_the_editor_writes_are_named() {
         [("src/app.py".to_owned(), 15, "text/plain".to_owned())]
     );
 }
+
+#[test]
+fn fifos_and_symlinks_a_command_makes_are_not_named() {
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    let reply = host.command(
+        "bash",
+        "mkfifo pipe.png && ln -s /etc/hostname link.png && mkdir -p d && ln -s / d/root",
+    );
+    reply.ok();
+    assert!(files(&reply).is_empty(), "{}", reply.0);
+}
