@@ -542,14 +542,13 @@ impl Orchestrator {
         }
         let working_dir =
             catch_unwind(AssertUnwindSafe(|| inside.environment.working_dir())).unwrap_or(None);
+        let mut reported = self.reported.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(dir) = working_dir {
-            let found = self
-                .reported
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .changed_since(project, &[dir, project.clone()], since);
+            let found = reported.changed_since(project, &[dir, project.clone()], since);
             response.files.extend(found);
         }
+        reported.remember(&response.files);
+        drop(reported);
         let mut seen = std::collections::HashSet::new();
         response.files.retain(|path| seen.insert(path.clone()));
         response.files.truncate(changes::MAX_FILES);

@@ -117,6 +117,17 @@ pub struct Reported {
 }
 
 impl Reported {
+    /// Remembers files their writer names itself (the host's own writes:
+    /// an editor write, saved output), so that a look in the same tick
+    /// does not name them again.
+    pub fn remember(&mut self, paths: &[PathBuf]) {
+        for path in paths {
+            if let Ok(modified) = fs::symlink_metadata(path).and_then(|m| m.modified()) {
+                self.files.insert(path.clone(), modified);
+            }
+        }
+    }
+
     /// The regular files inside `project` modified at or after `since`,
     /// in the directories `dirs` (those outside the project are left out)
     /// and the changed subdirectories below them, sorted by path, except
@@ -262,6 +273,18 @@ mod tests {
         // The next command, maybe in the same tick, does not name them again.
         let again = reported.changed_since(&root, std::slice::from_ref(&root), since);
         assert!(again.is_empty(), "{again:?}");
+    }
+
+    #[test]
+    fn files_named_by_their_writer_are_not_named_again() {
+        let project = tempfile::tempdir().unwrap();
+        let root = project.path().to_path_buf();
+        let since = Since::now();
+        fs::write(root.join("edited.py"), "x = 1\n").unwrap();
+        let mut reported = Reported::default();
+        reported.remember(&[root.join("edited.py")]);
+        let found = reported.changed_since(&root, std::slice::from_ref(&root), since);
+        assert!(found.is_empty(), "{found:?}");
     }
 
     #[test]
