@@ -38,6 +38,7 @@ mod reader;
 mod screen;
 mod setup;
 mod shell;
+mod state;
 mod streams;
 mod yielded;
 
@@ -60,6 +61,7 @@ use self::marker::PromptReport;
 use self::screen::ShellStatus;
 use self::setup::{SessionFiles, report_fd_number, shell_environment};
 use self::shell::{Controls, Ending, Run, Shell, StartError, StopCause, exit_code};
+use self::state::{Dump, KeptShell};
 use self::yielded::{Answer, Yielded};
 
 /// What a restart loses, in the words the agent reads.
@@ -81,6 +83,12 @@ pub struct BashEnvironment {
     /// `set -e` was on at the last prompt: a failing command will end the
     /// shell, which the response then explains.
     errexit: bool,
+    /// The session is recorded: the prompt dumps the shell's state.
+    record_state: bool,
+    /// The fresh shell's dump: what is kept is what differs from it.
+    baseline: Option<Dump>,
+    /// The state last handed out, so that an unchanged one is not.
+    last_kept: Option<String>,
 }
 
 impl BashEnvironment {
@@ -95,6 +103,9 @@ impl BashEnvironment {
             yielded: None,
             status: ShellStatus::new(config.project_dir.clone()),
             errexit: false,
+            record_state: config.session_state,
+            baseline: None,
+            last_kept: None,
         }
     }
 
@@ -116,8 +127,12 @@ impl BashEnvironment {
             cwd = self.project_dir.clone();
         }
         if self.files.is_none() {
-            let files = SessionFiles::create(&std::env::temp_dir(), report_fd_number())
-                .map_err(|e| EnvironmentError::io("cannot create the shell's private folder", e))?;
+            let files = SessionFiles::create_recording(
+                &std::env::temp_dir(),
+                report_fd_number(),
+                self.record_state,
+            )
+            .map_err(|e| EnvironmentError::io("cannot create the shell's private folder", e))?;
             self.files = Some(files);
         }
         let Some(files) = &self.files else {
@@ -137,7 +152,31 @@ impl BashEnvironment {
         self.errexit = report.errexit();
         self.status.ended = None;
         self.shell = Some(shell);
+        // What a fresh shell has: what is kept is what differs from it.
+        self.baseline = self.read_dump();
         Ok(())
+    }
+
+    /// The prompt's last dump of the shell's state, if the session is
+    /// recorded and it is there.
+    fn read_dump(&self) -> Option<Dump> {
+        let path = self.files.as_ref()?.state_path()?;
+        let bytes = std::fs::read(path).ok()?;
+        Some(Dump::parse(&String::from_utf8_lossy(&bytes)))
+    }
+
+    /// The state to keep as of the last prompt.
+    fn kept(&self) -> Option<KeptShell> {
+        let baseline = self.baseline.as_ref()?;
+        let now = self.read_dump()?;
+        let jobs = self
+            .status
+            .jobs
+            .iter()
+            .filter(|job| job.is_running())
+            .map(|job| job.command.clone())
+            .collect();
+        Some(now.kept(baseline, &self.status.cwd, self.status.last_exit_code, jobs))
     }
 
     fn record(&mut self, report: &PromptReport) {
@@ -571,6 +610,61 @@ impl Environment for BashEnvironment {
         });
         output.set_success(true);
         Ok(output.finish())
+    }
+
+    fn save_state(&mut self) -> Option<String> {
+        if !self.record_state || self.yielded.is_some() || self.shell.is_none() {
+            return None;
+        }
+        let text = serde_json::to_string(&self.kept()?).ok()?;
+        if self.last_kept.as_deref() == Some(text.as_str()) {
+            return None;
+        }
+        self.last_kept = Some(text.clone());
+        Some(text)
+    }
+
+    fn restore_state(
+        &mut self,
+        state: &str,
+        context: &CommandContext,
+    ) -> Result<String, EnvironmentError> {
+        let kept: KeptShell = serde_json::from_str(state).map_err(|e| {
+            EnvironmentError::Failed(format!("the saved shell state is unreadable: {e}"))
+        })?;
+        let mut output = CommandOutput::new(&self.limits, "bash");
+        self.ready_shell(context, &mut output)?;
+        let path = self
+            .files
+            .as_ref()
+            .map(SessionFiles::restore_path)
+            .ok_or_else(|| {
+                EnvironmentError::Failed("the shell's private folder is missing".into())
+            })?;
+        std::fs::write(&path, kept.restore_script())
+            .map_err(|e| EnvironmentError::io("cannot write the restore script", e))?;
+        let quoted = path.to_string_lossy().replace('\'', r"'\''");
+        self.status.used = true;
+        self.run_command(&format!(". '{quoted}'"), context, &mut output)?;
+        let _ = std::fs::remove_file(&path);
+        let said = output.finish().output;
+        let mut words = kept.describe();
+        if self.status.cwd != kept.cwd {
+            words.push_str(&format!(
+                " The working directory {} is gone; the shell is in {}.",
+                kept.cwd.display(),
+                self.status.cwd.display()
+            ));
+        }
+        let said = said.trim();
+        if !said.is_empty() {
+            words.push_str(&format!(" Restoring said: {said}"));
+        }
+        // The state now is what is kept: nothing to write until it changes.
+        self.last_kept = self
+            .kept()
+            .and_then(|kept| serde_json::to_string(&kept).ok());
+        Ok(words)
     }
 
     fn screen(&mut self) -> Result<ScreenSection, EnvironmentError> {
