@@ -603,7 +603,7 @@ fn resume_session(
                 if !states.iter().any(|(saved, _)| saved == name)
                     && !plugins.iter().any(|plugin| plugin == name)
                 {
-                    lines.push(format!("- {name}: nothing was saved (it was not used or did not change); it starts fresh."));
+                    lines.push(format!("- {name}: starts fresh (nothing of it was saved)."));
                 }
             }
         }

@@ -143,11 +143,16 @@ impl SessionStore {
         Ok(states)
     }
 
-    /// Removes every saved state (a fresh session starts).
+    /// Removes every saved state, and temporary files a killed host left
+    /// (a fresh session starts).
     pub fn clear(&self) {
         if let Ok(entries) = fs::read_dir(&self.dir) {
             for entry in entries.flatten() {
-                let _ = fs::remove_file(entry.path());
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                if name.ends_with(".json") || name.starts_with(".state-") {
+                    let _ = fs::remove_file(entry.path());
+                }
             }
         }
     }
@@ -157,17 +162,24 @@ impl SessionStore {
         let _ = fs::remove_file(self.file(environment));
     }
 
-    /// Creates the folder (0700) if it is not there.
+    /// Creates the folder (0700, ignored by git like the output folder)
+    /// if it is not there.
     pub fn prepare(&self) -> io::Result<()> {
         if let Some(parent) = self.dir.parent() {
             fs::create_dir_all(parent)?;
         }
         match DirBuilder::new().mode(0o700).create(&self.dir) {
             Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
-                fs::set_permissions(&self.dir, fs::Permissions::from_mode(0o700))
+                fs::set_permissions(&self.dir, fs::Permissions::from_mode(0o700))?
             }
-            other => other,
+            other => other?,
         }
+        let ignore = self.dir.join(".gitignore");
+        if !ignore.exists() {
+            // Best effort: the session works without it, git just shows it.
+            let _ = fs::write(&ignore, "# envhost's saved session state\n*\n");
+        }
+        Ok(())
     }
 
     fn file(&self, environment: &str) -> PathBuf {

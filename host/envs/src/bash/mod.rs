@@ -61,7 +61,7 @@ use self::marker::PromptReport;
 use self::screen::ShellStatus;
 use self::setup::{SessionFiles, report_fd_number, shell_environment};
 use self::shell::{Controls, Ending, Run, Shell, StartError, StopCause, exit_code};
-use self::state::{Dump, KeptShell};
+use self::state::{Dump, KeptShell, could_change_state};
 use self::yielded::{Answer, Yielded};
 
 /// What a restart loses, in the words the agent reads.
@@ -87,6 +87,10 @@ pub struct BashEnvironment {
     record_state: bool,
     /// The fresh shell's dump: what is kept is what differs from it.
     baseline: Option<Dump>,
+    /// The last dump read.
+    current: Option<Dump>,
+    /// A dump was asked for with the last command: read it after.
+    dump_pending: bool,
     /// The state last handed out, so that an unchanged one is not.
     last_kept: Option<String>,
 }
@@ -105,6 +109,8 @@ impl BashEnvironment {
             errexit: false,
             record_state: config.session_state,
             baseline: None,
+            current: None,
+            dump_pending: false,
             last_kept: None,
         }
     }
@@ -154,6 +160,8 @@ impl BashEnvironment {
         self.shell = Some(shell);
         // What a fresh shell has: what is kept is what differs from it.
         self.baseline = self.read_dump();
+        self.current = self.baseline.clone();
+        self.dump_pending = false;
         Ok(())
     }
 
@@ -166,9 +174,12 @@ impl BashEnvironment {
     }
 
     /// The state to keep as of the last prompt.
-    fn kept(&self) -> Option<KeptShell> {
+    fn kept(&mut self) -> Option<KeptShell> {
+        if std::mem::take(&mut self.dump_pending) {
+            self.current = self.read_dump();
+        }
         let baseline = self.baseline.as_ref()?;
-        let now = self.read_dump()?;
+        let now = self.current.as_ref()?;
         let jobs = self
             .status
             .jobs
@@ -246,6 +257,10 @@ impl BashEnvironment {
         let (Some(shell), Some(files)) = (self.shell.as_mut(), self.files.as_mut()) else {
             return Err(EnvironmentError::Failed("the shell did not start".into()));
         };
+        if self.record_state && could_change_state(command, self.current.as_ref()) {
+            files.request_dump();
+            self.dump_pending = true;
+        }
         let mut waiter = shell
             .begin(files, command, context, &mut |b| output.feed(b))
             .map_err(|e| EnvironmentError::io("cannot pass the command to the shell", e))?;

@@ -69,6 +69,8 @@ pub struct SessionFiles {
     /// Where the prompt dumps the shell's state, when the session is
     /// recorded.
     state: Option<PathBuf>,
+    /// The next command line asks the prompt for a dump.
+    dump_next: bool,
 }
 
 impl SessionFiles {
@@ -112,6 +114,7 @@ impl SessionFiles {
                 command_file,
                 report_fd,
                 state,
+                dump_next: false,
             }),
             Err(err) => {
                 let _ = fs::remove_dir_all(&dir);
@@ -123,6 +126,12 @@ impl SessionFiles {
     /// The line typed into a new shell to set it up.
     pub fn init_line(&self) -> String {
         format!(". {}\n", shell_quote(&self.init))
+    }
+
+    /// Has the prompt after the next command dump the shell's state (when
+    /// the session is recorded).
+    pub fn request_dump(&mut self) {
+        self.dump_next = self.state.is_some();
     }
 
     /// The file the prompt dumps the shell's state to, if it does.
@@ -157,13 +166,16 @@ impl SessionFiles {
         repair_stderr: bool,
         text: &str,
     ) -> io::Result<String> {
-        let load = match ansi_c_quote(text, MAX_INLINE_COMMAND) {
+        let mut load = match ansi_c_quote(text, MAX_INLINE_COMMAND) {
             Some(quoted) => format!("__envhost_load {seq} {quoted}"),
             None => {
                 self.write_command(text)?;
                 format!("__envhost_load {seq}")
             }
         };
+        if std::mem::take(&mut self.dump_next) {
+            load.insert_str(0, "__envhost_dump=1; ");
+        }
         let repair = if repair_stderr {
             "exec 2>/dev/tty; "
         } else {
@@ -321,6 +333,7 @@ __envhost_last=0
 __envhost_notes=
 __envhost_report={report_fd}
 __envhost_state={state}
+__envhost_dump={first_dump}
 __envhost_load() {{
   if (( $# > 1 )); then
     __envhost_cmd=$2
@@ -371,6 +384,7 @@ readonly -f __envhost_load __envhost_prompt
         sink = PLUMBING_SINK,
         head = ReportFormat::HEAD,
         end = ReportFormat::END,
+        first_dump = if state.is_some() { "1" } else { "" },
         state = state.map(shell_quote).unwrap_or_default(),
         dump = super::state::DUMP,
     )

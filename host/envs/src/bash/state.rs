@@ -1,9 +1,13 @@
 //! The shell's recoverable state, for crash-safe sessions.
 //!
 //! When the session is recorded, the prompt writes a dump of the shell's
-//! state to a private file after every command, with builtins only (no
-//! fork): `declare -p`, `alias -p`, `shopt -p`, `set +o`, then, after a
-//! marker line, `declare -f`. This module reads that dump, keeps what
+//! state to a private file after a command that could have changed it
+//! ([`could_change_state`]: not after `ls`, `cargo test` or `true`), with
+//! builtins only (no fork): `declare -p`, `alias -p`, `shopt -p`,
+//! `set +o`, then, after a marker line, `declare -f`, then an end line. The
+//! file is overwritten in place, never truncated (on a disk-backed /tmp a
+//! truncated file's writes cost ten times more): what follows the end line
+//! is a longer earlier dump's tail. This module reads that dump, keeps what
 //! differs from the dump the fresh shell wrote right after its set-up (so
 //! the host's own variables and options are never kept, only what the
 //! agent changed), and turns a kept state back into a script the next
@@ -21,9 +25,95 @@ use serde::{Deserialize, Serialize};
 /// functions.
 pub const FUNCTIONS_MARKER: &str = "#envhost-functions";
 
-/// The prompt's dump, with its output file in `$__envhost_state` (empty:
-/// the session is not recorded and nothing is written).
-pub const DUMP: &str = r#"[[ -z $__envhost_state ]] || { declare -p; alias -p; shopt -p; set +o; printf '%s\n' '#envhost-functions'; declare -f; } >"$__envhost_state""#;
+/// The line that ends a dump.
+pub const END_MARKER: &str = "#envhost-end";
+
+/// The prompt's dump, when the command line asked for one
+/// (`__envhost_dump=1`), to the file in `$__envhost_state`.
+pub const DUMP: &str = r#"[[ -z $__envhost_dump ]] || { __envhost_dump=; { declare -p; alias -p; shopt -p; set +o; printf '%s\n' '#envhost-functions'; declare -f; printf '%s\n' '#envhost-end'; } 1<>"$__envhost_state"; }"#;
+
+/// Builtins and keywords that can change the shell itself.
+const STATEFUL: &[&str] = &[
+    "!",
+    ".",
+    "((",
+    "[[",
+    "alias",
+    "bg",
+    "bind",
+    "builtin",
+    "case",
+    "cd",
+    "command",
+    "complete",
+    "compopt",
+    "coproc",
+    "declare",
+    "disown",
+    "enable",
+    "eval",
+    "exec",
+    "exit",
+    "export",
+    "fc",
+    "fg",
+    "for",
+    "function",
+    "getopts",
+    "hash",
+    "history",
+    "if",
+    "kill",
+    "let",
+    "local",
+    "logout",
+    "mapfile",
+    "popd",
+    "pushd",
+    "read",
+    "readarray",
+    "readonly",
+    "select",
+    "set",
+    "shift",
+    "shopt",
+    "source",
+    "suspend",
+    "time",
+    "trap",
+    "typeset",
+    "ulimit",
+    "umask",
+    "unalias",
+    "unset",
+    "until",
+    "wait",
+    "while",
+];
+
+/// Whether `command` could change the shell's state, judged from its
+/// text: an `=` anywhere (assignments, `${x:=v}`, `$((x=1))`), or a part
+/// that starts with a builtin or keyword that changes the shell, or with
+/// one of the agent's functions or aliases (as of `known`, the last
+/// dump). Running programs (`ls`, `cargo test`) cannot; a wrong `true`
+/// only costs a dump.
+pub fn could_change_state(command: &str, known: Option<&Dump>) -> bool {
+    let Some(known) = known else { return true };
+    if command.contains('=') {
+        return true;
+    }
+    command
+        .split([';', '&', '|', '\n', '(', ')', '{', '}', '`'])
+        .any(|part| {
+            let Some(first) = part.split_whitespace().next() else {
+                return false;
+            };
+            STATEFUL.contains(&first)
+                || (first == "printf" && part.contains("-v"))
+                || known.functions.contains_key(first)
+                || known.aliases.contains_key(first)
+        })
+}
 
 /// Variables that bash itself sets or changes on its own, or that belong
 /// to the host's plumbing: never kept.
@@ -108,6 +198,16 @@ impl Dump {
         let (entries, functions) = match split_at_marker(text) {
             Some((entries, functions)) => (entries, functions),
             None => (text, ""),
+        };
+        // The functions end at the end line; a longer earlier dump's tail
+        // follows it.
+        let end = format!("{END_MARKER}\n");
+        let functions = if functions.starts_with(&end) {
+            ""
+        } else {
+            functions
+                .find(&format!("\n{end}"))
+                .map_or(functions, |at| &functions[..=at])
         };
         for line in logical_lines(entries) {
             if let Some(rest) = line.strip_prefix("declare ") {
@@ -335,7 +435,7 @@ mod tests {
             "declare -x HOME=\"/root\"\ndeclare -- __envhost_seq=\"1\"\nshopt -u extglob\nset +o errexit\n#envhost-functions\n",
         );
         let now = Dump::parse(
-            "declare -x HOME=\"/root\"\ndeclare -- X=\"a\n#envhost-functions\nb\"\ndeclare -a A=([0]=\"1\" [1]=\"2\")\nalias ll='ls -l'\nshopt -s extglob\nset +o errexit\n#envhost-functions\ngreet () \n{ \n    echo hi\n}\n__envhost_load () \n{ \n    :\n}\n",
+            "declare -x HOME=\"/root\"\ndeclare -- X=\"a\n#envhost-functions\nb\"\ndeclare -a A=([0]=\"1\" [1]=\"2\")\nalias ll='ls -l'\nshopt -s extglob\nset +o errexit\n#envhost-functions\ngreet () \n{ \n    echo hi\n}\n__envhost_load () \n{ \n    :\n}\n#envhost-end\nold () \n{ \n",
         );
         let kept = now.kept(&baseline, Path::new("/tmp"), 3, Vec::new());
         assert_eq!(
@@ -351,5 +451,30 @@ mod tests {
         );
         assert_eq!(kept.functions.keys().collect::<Vec<_>>(), ["greet"]);
         assert!(kept.restore_script().ends_with("return 3\n"));
+    }
+
+    #[test]
+    fn running_programs_asks_for_no_dump_and_changing_the_shell_does() {
+        let known = Dump::parse("alias ll='ls -l'\n#envhost-functions\ngreet () \n{ \n    :\n}\n");
+        for quiet in [
+            "true",
+            "echo hello",
+            "ls -la | wc -l",
+            "cargo test 2>&1 | tail",
+        ] {
+            assert!(!could_change_state(quiet, Some(&known)), "{quiet}");
+        }
+        for changes in [
+            "x=1",
+            "cd /tmp",
+            "ls; export A",
+            "greet",
+            "ll",
+            "echo ${x:=1}",
+            "source a.sh",
+            "for i in 1; do :; done",
+        ] {
+            assert!(could_change_state(changes, Some(&known)), "{changes}");
+        }
     }
 }
