@@ -4,9 +4,11 @@
 //!
 //! It owns `<project>/.envhost/session/`: one file per environment
 //! (`bash.json`, …), each written whole (a temporary file beside it,
-//! flushed to disk, renamed over it, the folder flushed), so that a kill at
-//! any instant leaves the state before or after a command, never a torn
-//! file; the folder is 0700 and the files 0600 (secrets in variables are
+//! flushed to disk, renamed over it), so that a kill at any instant leaves
+//! the state before or after a command, never a torn file. The folder is
+//! not flushed after the rename (that would double the cost of a write):
+//! after a power loss the rename may be undone, which leaves the state
+//! before the command, whole. The folder is 0700 and the files 0600 (secrets in variables are
 //! stored too). Every file carries the session's identity (the envhost
 //! version, the project, the plugins' hashes): a state from another
 //! project or another build is refused with a sentence that says why, as
@@ -16,7 +18,7 @@
 //! environment's own format, carried as a string.
 
 use std::collections::BTreeMap;
-use std::fs::{self, DirBuilder, File};
+use std::fs::{self, DirBuilder};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -202,7 +204,7 @@ impl SessionStore {
         temporary
             .persist(self.file(environment))
             .map_err(|err| err.error)?;
-        File::open(&self.dir)?.sync_all()
+        Ok(())
     }
 }
 

@@ -92,7 +92,7 @@ pub struct BashEnvironment {
     /// A dump was asked for with the last command: read it after.
     dump_pending: bool,
     /// The state last handed out, so that an unchanged one is not.
-    last_kept: Option<String>,
+    last_kept: Option<KeptShell>,
 }
 
 impl BashEnvironment {
@@ -631,11 +631,35 @@ impl Environment for BashEnvironment {
         if !self.record_state || self.yielded.is_some() || self.shell.is_none() {
             return None;
         }
-        let text = serde_json::to_string(&self.kept()?).ok()?;
-        if self.last_kept.as_deref() == Some(text.as_str()) {
+        // Fast path: no dump since the last state, and what every prompt
+        // reports (directory, exit code, jobs) is the same.
+        if !self.dump_pending
+            && let Some(last) = &self.last_kept
+            && last.cwd == self.status.cwd
+            && last.last_exit_code == self.status.last_exit_code
+            && self
+                .status
+                .jobs
+                .iter()
+                .filter(|job| job.is_running())
+                .count()
+                == last.jobs.len()
+            && self
+                .status
+                .jobs
+                .iter()
+                .filter(|job| job.is_running())
+                .zip(&last.jobs)
+                .all(|(job, kept)| job.command == *kept)
+        {
             return None;
         }
-        self.last_kept = Some(text.clone());
+        let kept = self.kept()?;
+        if self.last_kept.as_ref() == Some(&kept) {
+            return None;
+        }
+        let text = serde_json::to_string(&kept).ok()?;
+        self.last_kept = Some(kept);
         Some(text)
     }
 
@@ -676,9 +700,7 @@ impl Environment for BashEnvironment {
             words.push_str(&format!(" Restoring said: {said}"));
         }
         // The state now is what is kept: nothing to write until it changes.
-        self.last_kept = self
-            .kept()
-            .and_then(|kept| serde_json::to_string(&kept).ok());
+        self.last_kept = self.kept();
         Ok(words)
     }
 

@@ -3,8 +3,9 @@
 //! When the session is recorded, the prompt writes a dump of the shell's
 //! state to a private file after a command that could have changed it
 //! ([`could_change_state`]: not after `ls`, `cargo test` or `true`), with
-//! builtins only (no fork): `declare -p`, `alias -p`, `shopt -p`,
-//! `set +o`, then, after a marker line, `declare -f`, then an end line. The
+//! builtins only (no fork): `declare -p` (whose `SHELLOPTS` and
+//! `BASHOPTS` say which `set -o` and `shopt` options are on), `alias -p`,
+//! then, after a marker line, `declare -f`, then an end line. The
 //! file is overwritten in place, never truncated (on a disk-backed /tmp a
 //! truncated file's writes cost ten times more): what follows the end line
 //! is a longer earlier dump's tail. This module reads that dump, keeps what
@@ -30,7 +31,7 @@ pub const END_MARKER: &str = "#envhost-end";
 
 /// The prompt's dump, when the command line asked for one
 /// (`__envhost_dump=1`), to the file in `$__envhost_state`.
-pub const DUMP: &str = r#"[[ -z $__envhost_dump ]] || { __envhost_dump=; { declare -p; alias -p; shopt -p; set +o; printf '%s\n' '#envhost-functions'; declare -f; printf '%s\n' '#envhost-end'; } 1<>"$__envhost_state"; }"#;
+pub const DUMP: &str = r#"[[ -z $__envhost_dump ]] || { __envhost_dump=; { declare -p; alias -p; printf '%s\n' '#envhost-functions'; declare -f; printf '%s\n' '#envhost-end'; } 1<>"$__envhost_state"; }"#;
 
 /// Builtins and keywords that can change the shell itself.
 const STATEFUL: &[&str] = &[
@@ -220,13 +221,19 @@ impl Dump {
             } else if let Some(rest) = line.strip_prefix("alias ") {
                 let name = rest.split('=').next().unwrap_or("");
                 dump.aliases.insert(name.to_owned(), line.to_owned());
-            } else if let Some(rest) = line.strip_prefix("shopt ") {
-                let name = rest.rsplit(' ').next().unwrap_or("");
-                dump.options
-                    .insert(format!("shopt {name}"), line.to_owned());
-            } else if let Some(rest) = line.strip_prefix("set ") {
-                let name = rest.rsplit(' ').next().unwrap_or("");
-                dump.options.insert(format!("set {name}"), line.to_owned());
+            }
+        }
+        for (variable, command) in [("SHELLOPTS", "set -o"), ("BASHOPTS", "shopt -s")] {
+            let Some(line) = dump.variables.get(variable) else {
+                continue;
+            };
+            // declare -r SHELLOPTS="braceexpand:hashall:..."
+            let list = line
+                .split_once('=')
+                .map_or("", |(_, value)| value.trim_matches('"'));
+            for option in list.split(':').filter(|o| !o.is_empty()) {
+                let key = format!("{} {option}", &command[..command.len() - 3]);
+                dump.options.insert(key, format!("{command} {option}"));
             }
         }
         dump.functions = split_functions(functions);
@@ -250,7 +257,20 @@ impl Dump {
             functions: changed(&self.functions, &baseline.functions, keep),
             aliases: changed(&self.aliases, &baseline.aliases, |_| true),
             unaliased: removed(&self.aliases, &baseline.aliases, |_| true),
-            options: changed(&self.options, &baseline.options, |_| true),
+            options: changed(&self.options, &baseline.options, |_| true)
+                .into_iter()
+                .chain(
+                    removed(&self.options, &baseline.options, |_| true)
+                        .into_iter()
+                        .filter_map(|key| {
+                            let line = baseline.options.get(&key)?;
+                            let off = line
+                                .replacen("set -o", "set +o", 1)
+                                .replacen("shopt -s", "shopt -u", 1);
+                            Some((key, off))
+                        }),
+                )
+                .collect(),
             jobs,
         }
     }
@@ -432,10 +452,10 @@ mod tests {
     #[test]
     fn only_what_changed_is_kept_and_multi_line_values_stay_whole() {
         let baseline = Dump::parse(
-            "declare -x HOME=\"/root\"\ndeclare -- __envhost_seq=\"1\"\nshopt -u extglob\nset +o errexit\n#envhost-functions\n",
+            "declare -x HOME=\"/root\"\ndeclare -- __envhost_seq=\"1\"\ndeclare -r BASHOPTS=\"checkwinsize:cmdhist\"\ndeclare -r SHELLOPTS=\"braceexpand:hashall\"\n#envhost-functions\n",
         );
         let now = Dump::parse(
-            "declare -x HOME=\"/root\"\ndeclare -- X=\"a\n#envhost-functions\nb\"\ndeclare -a A=([0]=\"1\" [1]=\"2\")\nalias ll='ls -l'\nshopt -s extglob\nset +o errexit\n#envhost-functions\ngreet () \n{ \n    echo hi\n}\n__envhost_load () \n{ \n    :\n}\n#envhost-end\nold () \n{ \n",
+            "declare -x HOME=\"/root\"\ndeclare -- X=\"a\n#envhost-functions\nb\"\ndeclare -a A=([0]=\"1\" [1]=\"2\")\nalias ll='ls -l'\ndeclare -r BASHOPTS=\"checkwinsize:cmdhist:extglob\"\ndeclare -r SHELLOPTS=\"hashall\"\n#envhost-functions\ngreet () \n{ \n    echo hi\n}\n__envhost_load () \n{ \n    :\n}\n#envhost-end\nold () \n{ \n",
         );
         let kept = now.kept(&baseline, Path::new("/tmp"), 3, Vec::new());
         assert_eq!(
@@ -447,7 +467,7 @@ mod tests {
         assert_eq!(kept.aliases.len(), 1);
         assert_eq!(
             kept.options.values().collect::<Vec<_>>(),
-            ["shopt -s extglob"]
+            ["set +o braceexpand", "shopt -s extglob"]
         );
         assert_eq!(kept.functions.keys().collect::<Vec<_>>(), ["greet"]);
         assert!(kept.restore_script().ends_with("return 3\n"));
