@@ -48,6 +48,13 @@ fn bash_and_editor_come_back_as_the_last_answer_left_them_after_kill_9() {
     host.command("editor", "view sub/notes.txt /^beta/ /^gamma|^delta/ betas")
         .ok();
     host.command("editor", "next_match 1").ok();
+    host.command(
+        "python",
+        "import json as j\nimport threading\ncount = 41\nrows = [{'a': 1}]\nlock = threading.Lock()",
+    )
+    .ok();
+    host.command("python", "count += 1\nrows.append({'b': 2})")
+        .ok();
     host.command("bash", "false").failed();
     let folder = project.path().join(".envhost/session");
     assert_eq!(
@@ -96,6 +103,14 @@ fn bash_and_editor_come_back_as_the_last_answer_left_them_after_kill_9() {
     assert!(editor.contains("[1] sub/notes.txt"), "{editor}");
     assert!(editor.contains("(match 2/2) \"betas\""), "{editor}");
     assert!(editor.contains("beta 2"), "{editor}");
+    assert!(
+        output.contains("python: restored 2 variable(s)"),
+        "{output}"
+    );
+    assert!(output.contains("json as j"), "{output}");
+    assert!(output.contains("Could not be saved: `lock`"), "{output}");
+    let python = host.command("python", "print(count, rows, j.dumps(1))");
+    assert_eq!(python.ok(), "42 [{'a': 1}, {'b': 2}] 1\n");
     // Said once: the next answer has no session section.
     let second = host.command("bash", "echo $EXPORTED; printenv EXPORTED");
     assert_eq!(second.ok(), "yes\nyes\n");
