@@ -470,6 +470,16 @@ kept = {"values": {}, "unsaved": {}, "ids": {}, "imports": [], "cwd": None}
 IDENTIFIER_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
+def lazy_modules():
+    """pickle and base64, imported once, when first needed."""
+    global pickle, base64
+    import base64
+    import pickle
+
+
+pickle = base64 = None
+
+
 def mentioned_names(source):
     words, word = set(), []
     for ch in source:
@@ -483,9 +493,11 @@ def mentioned_names(source):
     return words
 
 
-def keep_one(name, value, pickle, base64):
+def keep_one(name, value):
     """The kept form of one variable: ("value", [type, data]) or
     ("unsaved", reason)."""
+    if pickle is None:
+        lazy_modules()
     kind = type_name(value)
     if isinstance(value, (types.FunctionType, type)) and getattr(value, "__module__", None) == "__main__":
         return "unsaved", "a %s defined in the session: its code is not saved; run its definition again" % (
@@ -508,9 +520,6 @@ def keep_state(source):
     if not STATE_FILE:
         return
     try:
-        import base64
-        import pickle
-
         values, unsaved, ids = kept["values"], kept["unsaved"], kept["ids"]
         changed = False
         mentioned = mentioned_names(source) if isinstance(source, str) else set()
@@ -536,7 +545,7 @@ def keep_state(source):
             if name not in mentioned and ids.get(name) == id(value):
                 continue
             ids[name] = id(value)
-            where, form = keep_one(name, value, pickle, base64)
+            where, form = keep_one(name, value)
             if where == "value":
                 changed |= unsaved.pop(name, None) is not None
                 if values.get(name) != form:
