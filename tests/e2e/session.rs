@@ -211,3 +211,60 @@ fn without_session_state_nothing_is_written() {
     let output = host.command("bash", "true").output().to_owned();
     assert!(output.contains("nothing was saved"), "{output}");
 }
+
+#[test]
+fn plugins_restart_fresh_and_a_rebuilt_plugin_refuses_the_old_state() {
+    let project = Project::new();
+    crate::plugins::install(&project, &[("tick", "timer")]);
+    let mut host = crate::plugins::start(&project, &[]);
+    host.command("bash", "kept=yes").ok();
+    kill_9(&mut host);
+
+    // The same plugin: the session comes back, the plugin starts fresh.
+    let mut host = crate::plugins::start(&project, &["--resume"]);
+    let output = host
+        .command("bash", "echo \"kept=${kept-unset}\"")
+        .ok()
+        .to_owned();
+    assert!(
+        output.contains("tick: a plugin, restarted fresh"),
+        "{output}"
+    );
+    assert!(output.ends_with("kept=yes\n"), "{output}");
+    kill_9(&mut host);
+
+    // Another build under the same name: the state is refused.
+    crate::plugins::install(&project, &[("tick", "sqlite")]);
+    let mut host = crate::plugins::start(&project, &["--resume"]);
+    let output = host
+        .command("bash", "echo \"kept=${kept-unset}\"")
+        .ok()
+        .to_owned();
+    assert!(
+        output.contains("the plugins changed since (added, removed or rebuilt: tick)"),
+        "{output}"
+    );
+    assert!(output.ends_with("kept=unset\n"), "{output}");
+}
+
+#[test]
+fn a_command_that_yielded_is_kept_once_its_end_is_answered() {
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    let reply = host.request(&serde_json::json!({
+        "type": "command", "environment": "bash",
+        "command": "late=1; sleep 1; later=2", "yield_ms": 50
+    }));
+    assert!(reply.running());
+    let reply = host.request(&serde_json::json!({
+        "type": "wait", "environment": "bash", "timeout_ms": 10_000
+    }));
+    assert!(!reply.running());
+    kill_9(&mut host);
+    let mut host = resumed(&project);
+    let output = host
+        .command("bash", "echo \"$late $later\"")
+        .ok()
+        .to_owned();
+    assert!(output.ends_with("1 2\n"), "{output}");
+}
