@@ -156,6 +156,12 @@ fn bash_and_editor_come_back_as_the_last_answer_left_them_after_kill_9() {
     let output = host.command("bash", "true").output().to_owned();
     assert!(output.contains("Lost: 1 background job(s)"), "{output}");
     assert!(output.contains("sleep 30"), "{output}");
+    // Said once: the state written with that answer no longer has the job.
+    kill_9(&mut host);
+    let mut host = resumed(&project);
+    let output = host.command("bash", "true").output().to_owned();
+    assert!(output.contains("bash: restored"), "{output}");
+    assert!(!output.contains("background job"), "{output}");
     drop(host);
 }
 

@@ -15,7 +15,9 @@
 //!   ([`CommandContext`], [`CancelFlag`], [`CommandResponse`], [`Incident`],
 //!   [`ScreenSection`], [`EnvironmentName`], [`EnvironmentError`]), and
 //!   [`LoadedEnvironment`], the form in which the crates that create
-//!   environments hand them over;
+//!   environments hand them over; and [`StateKeeper`], where the
+//!   orchestrator hands an environment's saved state after each answer
+//!   (crash-safe sessions; the state's format is the environment's own);
 //! - the requests a front end hands the orchestrator ([`CommandRequest`],
 //!   [`ControlRequest`] to wait for, type into, interrupt a running command
 //!   or restart an environment) and the agent's exact [`RequestId`];

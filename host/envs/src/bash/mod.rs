@@ -699,8 +699,9 @@ impl Environment for BashEnvironment {
         if !said.is_empty() {
             words.push_str(&format!(" Restoring said: {said}"));
         }
-        // The state now is what is kept: nothing to write until it changes.
-        self.last_kept = self.kept();
+        // Written with the next answer: the saved state still names what
+        // did not come back (the jobs), and must stop saying so.
+        self.last_kept = None;
         Ok(words)
     }
 

@@ -715,7 +715,8 @@ impl Environment for EditorEnvironment {
         if !lost.is_empty() {
             words.push_str(&format!(" Not restored: {}.", lost.join("; ")));
         }
-        self.last_kept = self.kept();
+        // Written with the next answer, without what did not come back.
+        self.last_kept = None;
         Ok(words)
     }
 

@@ -939,8 +939,6 @@ impl Environment for PythonEnvironment {
         let answer = self.handle_command(&kept::restore_code(&path), context);
         let _ = std::fs::remove_file(&path);
         let answer = answer?;
-        // The state now is the restored one: no need to write it again.
-        let _ = self.save_state();
         Ok(kept::describe(&saved, &answer.output))
     }
 
