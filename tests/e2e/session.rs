@@ -274,3 +274,36 @@ fn a_command_that_yielded_is_kept_once_its_end_is_answered() {
         .to_owned();
     assert!(output.ends_with("1 2\n"), "{output}");
 }
+
+#[test]
+fn a_shell_that_ended_is_kept_as_a_fresh_one_and_set_e_comes_back_safely() {
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    host.command("bash", "gone=yes").ok();
+    host.command("bash", "exit 4").failed();
+    host.command("bash", "set -e; kept=yes").ok();
+    host.command("bash", "false || true").ok();
+    kill_9(&mut host);
+    let mut host = resumed(&project);
+    let output = host
+        .command("bash", "echo \"gone=${gone-unset} kept=$kept $-\"")
+        .ok()
+        .to_owned();
+    assert!(output.contains("gone=unset kept=yes"), "{output}");
+    let flags = output.trim_end().rsplit(' ').next().unwrap_or("");
+    assert!(flags.contains('e'), "set -e is back: {output}");
+    // With set -e back, the shell still runs commands.
+    assert_eq!(host.command("bash", "echo alive").ok(), "alive\n");
+    drop(host);
+
+    let mut host = Host::start(project.path());
+    host.command("bash", "ended=no").ok();
+    host.command("bash", "exit").ok();
+    kill_9(&mut host);
+    let mut host = resumed(&project);
+    let output = host
+        .command("bash", "echo \"ended=${ended-unset}\"")
+        .ok()
+        .to_owned();
+    assert!(output.ends_with("ended=unset\n"), "{output}");
+}

@@ -628,8 +628,23 @@ impl Environment for BashEnvironment {
     }
 
     fn save_state(&mut self) -> Option<String> {
-        if !self.record_state || self.yielded.is_some() || self.shell.is_none() {
+        if !self.record_state || self.yielded.is_some() {
             return None;
+        }
+        if self.shell.is_none() {
+            // The shell ended (`exit`, `set -e`): what is kept is a fresh
+            // shell's state, in the directory the next one starts in.
+            let fresh = KeptShell {
+                cwd: self.status.cwd.clone(),
+                last_exit_code: self.status.last_exit_code,
+                ..KeptShell::default()
+            };
+            if self.last_kept.as_ref() == Some(&fresh) {
+                return None;
+            }
+            let text = serde_json::to_string(&fresh).ok()?;
+            self.last_kept = Some(fresh);
+            return Some(text);
         }
         // Fast path: no dump since the last state, and what every prompt
         // reports (directory, exit code, jobs) is the same.

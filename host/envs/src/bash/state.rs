@@ -302,14 +302,33 @@ impl KeptShell {
             script.push_str(line);
             script.push('\n');
         }
-        script.push_str(&format!("return {}\n", self.last_exit_code & 0xff));
+        // Under errexit a failing `.` would end the shell: the exit code
+        // is then not brought back.
+        let code = if self.errexit() {
+            0
+        } else {
+            self.last_exit_code & 0xff
+        };
+        script.push_str(&format!("return {code}\n"));
         script
+    }
+
+    /// `set -e` is among the options brought back.
+    pub fn errexit(&self) -> bool {
+        self.options.get("set errexit").map(String::as_str) == Some("set -o errexit")
     }
 
     /// What came back, in the agent's words.
     pub fn describe(&self) -> String {
         let mut parts = vec![format!("the working directory {}", self.cwd.display())];
-        parts.push(format!("the last exit code {}", self.last_exit_code));
+        if self.errexit() && self.last_exit_code != 0 {
+            parts.push(format!(
+                "not the last exit code {} (with set -e it would end the shell; $? is 0)",
+                self.last_exit_code
+            ));
+        } else {
+            parts.push(format!("the last exit code {}", self.last_exit_code));
+        }
         let mut counted = |what: &str, names: Vec<&String>| {
             if !names.is_empty() {
                 let list = names
