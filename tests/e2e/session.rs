@@ -72,6 +72,8 @@ fn bash_and_editor_come_back_as_the_last_answer_left_them_after_kill_9() {
     kill_9(&mut host);
 
     let mut host = resumed(&project);
+    let screen = host.screen();
+    assert!(screen.screen("session").contains("bash: restored"));
     let first = host.command("bash", PROBE);
     let output = first.output();
     assert!(output.contains("Session resumed"), "{output}");

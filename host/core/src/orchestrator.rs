@@ -268,8 +268,9 @@ impl Orchestrator {
             .collect()
     }
 
-    /// Shows `notice` on the first answer's screen and at the head of its
-    /// output, then never again.
+    /// Shows `notice` at the head of the first answered request's output
+    /// and on its screen (and on screens asked for before it), then never
+    /// again.
     pub fn announce_once(&self, notice: NoticeSection) {
         *self
             .first_notice
@@ -564,13 +565,13 @@ impl Orchestrator {
     }
 
     fn outcome(&self, response: CommandResponse) -> Outcome {
-        let mut screen = self.screen();
         let mut output = response.output;
         let first = self
             .first_notice
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
+        let mut screen = self.screen();
         if let Some(notice) = first {
             output = format!("{}\n\n{output}", notice.section.content);
             screen.push(notice.key, notice.section);
@@ -723,6 +724,15 @@ impl Orchestrator {
             screen.push(slot.name.as_str(), self.section(slot));
         }
         for notice in &self.notices {
+            screen.push(notice.key.clone(), notice.section.clone());
+        }
+        // A screen asked for before the first command shows it too; the
+        // first command's answer says it and ends it.
+        if let Some(notice) = &*self
+            .first_notice
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
             screen.push(notice.key.clone(), notice.section.clone());
         }
         screen
