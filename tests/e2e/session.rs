@@ -309,3 +309,70 @@ fn a_shell_that_ended_is_kept_as_a_fresh_one_and_set_e_comes_back_safely() {
         .to_owned();
     assert!(output.ends_with("ended=unset\n"), "{output}");
 }
+
+/// Kills at varied instants of a stream of commands (each sets two values
+/// in bash and in python): the resumed state is always the last answered
+/// command's or, for a command sent but not answered, possibly that one's
+/// — never one value from each, never older.
+#[test]
+fn kills_at_varied_instants_never_leave_a_mix() {
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    let mut answered = 0u64;
+    for round in 0..6u64 {
+        // Commands answered in this round, then one sent and the host
+        // killed after a delay that moves through the command's life.
+        for _ in 0..3 {
+            answered += 1;
+            host.command("bash", &format!("a={answered}; sleep 0.01; b={answered}"))
+                .ok();
+            host.command(
+                "python",
+                &format!("a = {answered}\nimport time; time.sleep(0.01)\nb = {answered}"),
+            )
+            .ok();
+        }
+        let sent = answered + 1;
+        let environment = if round % 2 == 0 { "bash" } else { "python" };
+        let code = if environment == "bash" {
+            format!("a={sent}; sleep 0.02; b={sent}")
+        } else {
+            format!("a = {sent}\nimport time; time.sleep(0.02)\nb = {sent}")
+        };
+        host.send(&serde_json::json!({
+            "type": "command", "environment": environment, "command": code
+        }));
+        thread::sleep(Duration::from_millis(round * 8));
+        kill_9(&mut host);
+
+        host = resumed(&project);
+        let shell = host.command("bash", "echo \"$a $b\"").ok().to_owned();
+        let shell = shell.lines().last().unwrap_or("").to_owned();
+        let python = host.command("python", "print(a, b)").ok().to_owned();
+        let python = python.lines().last().unwrap_or("").to_owned();
+        let before = format!("{answered} {answered}");
+        let after = format!("{sent} {sent}");
+        for (name, got, own) in [
+            ("bash", &shell, environment == "bash"),
+            ("python", &python, environment == "python"),
+        ] {
+            assert!(
+                *got == before || (own && *got == after),
+                "round {round}: {name} came back as `{got}`, expected `{before}`{}",
+                if own {
+                    format!(" or `{after}`")
+                } else {
+                    String::new()
+                }
+            );
+        }
+        // Go on from what came back, in both.
+        if shell == after || python == after {
+            answered = sent;
+            host.command("bash", &format!("a={answered}; b={answered}"))
+                .ok();
+            host.command("python", &format!("a = {answered}\nb = {answered}"))
+                .ok();
+        }
+    }
+}
