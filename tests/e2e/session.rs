@@ -376,3 +376,21 @@ fn kills_at_varied_instants_never_leave_a_mix() {
         }
     }
 }
+
+#[test]
+fn a_session_folder_that_is_a_symlink_is_not_written_through() {
+    let project = Project::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    fs::create_dir_all(project.path().join(".envhost")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), project.path().join(".envhost/session")).unwrap();
+    let before = fs::metadata(elsewhere.path()).unwrap().permissions().mode();
+    let mut host = Host::start(project.path());
+    host.command("bash", "secret=yes").ok();
+    let (_, stderr) = host.finish();
+    assert!(stderr.contains("is not a folder"), "{stderr}");
+    assert_eq!(fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+    assert_eq!(
+        fs::metadata(elsewhere.path()).unwrap().permissions().mode(),
+        before
+    );
+}

@@ -169,8 +169,13 @@ impl SessionStore {
     pub fn prepare(&self) -> io::Result<()> {
         if let Some(parent) = self.dir.parent() {
             fs::create_dir_all(parent)?;
+            refuse_symlink(parent)?;
         }
-        match DirBuilder::new().mode(0o700).create(&self.dir) {
+        let created = DirBuilder::new().mode(0o700).create(&self.dir);
+        // A project may hold a symlink here to make the host write (and
+        // chmod) somewhere else: only a real folder is used.
+        refuse_symlink(&self.dir)?;
+        match created {
             Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
                 fs::set_permissions(&self.dir, fs::Permissions::from_mode(0o700))?
             }
@@ -206,6 +211,17 @@ impl SessionStore {
             .map_err(|err| err.error)?;
         Ok(())
     }
+}
+
+fn refuse_symlink(path: &Path) -> io::Result<()> {
+    let meta = fs::symlink_metadata(path)?;
+    if meta.file_type().is_symlink() || !meta.is_dir() {
+        return Err(io::Error::other(format!(
+            "{} is not a folder (a symlink or a file); remove it to record the session",
+            path.display()
+        )));
+    }
+    Ok(())
 }
 
 impl StateKeeper for SessionStore {
