@@ -382,17 +382,15 @@ fn removed(
 /// The entries before the marker line and the functions after it; the
 /// marker counts only outside quotes.
 fn split_at_marker(text: &str) -> Option<(&str, &str)> {
-    let mut offset = 0;
-    for line in logical_lines(text) {
-        let start = line.as_ptr() as usize - text.as_ptr() as usize;
-        offset = start + line.len();
-        if line == FUNCTIONS_MARKER {
-            let functions = text.get(offset + 1..).unwrap_or("");
-            return Some((&text[..start], functions));
+    logical_lines(text).into_iter().find_map(|line| {
+        if line != FUNCTIONS_MARKER {
+            return None;
         }
-    }
-    let _ = offset;
-    None
+        // `line` is a slice of `text`: its offset is the pointers' distance.
+        let start = line.as_ptr() as usize - text.as_ptr() as usize;
+        let functions = text.get(start + line.len() + 1..).unwrap_or("");
+        Some((text.get(..start).unwrap_or(""), functions))
+    })
 }
 
 /// Lines, where a newline inside '…', "…" or $'…' does not end one.

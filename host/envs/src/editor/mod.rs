@@ -161,8 +161,8 @@ impl EditorEnvironment {
             .root
             .resolve(&kept.file)
             .map_err(|err| err.to_string())?;
-        let start = LinePattern::compile(&kept.start).map_err(|err| format!("{err:?}"))?;
-        let end = LinePattern::compile(&kept.end).map_err(|err| format!("{err:?}"))?;
+        let start = LinePattern::compile(&kept.start).map_err(|err| err.to_string())?;
+        let end = LinePattern::compile(&kept.end).map_err(|err| err.to_string())?;
         Ok(View {
             id: kept.id,
             written: kept.file,
