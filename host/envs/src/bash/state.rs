@@ -100,7 +100,8 @@ const STATEFUL: &[&str] = &[
 /// only costs a dump.
 pub fn could_change_state(command: &str, known: Option<&Dump>) -> bool {
     let Some(known) = known else { return true };
-    if command.contains('=') {
+    // `((x++))`, `$((x--))`: arithmetic changes variables without `=`.
+    if command.contains('=') || command.contains("((") {
         return true;
     }
     command
@@ -109,7 +110,11 @@ pub fn could_change_state(command: &str, known: Option<&Dump>) -> bool {
             let Some(first) = part.split_whitespace().next() else {
                 return false;
             };
+            // A word the shell expands or unquotes first (`$cmd`, `\cd`,
+            // `'cd'`) may turn out to be anything.
             STATEFUL.contains(&first)
+                || first.starts_with('$')
+                || first.contains(['\'', '"', '\\'])
                 || (first == "printf" && part.contains("-v"))
                 || known.functions.contains_key(first)
                 || known.aliases.contains_key(first)
@@ -510,6 +515,11 @@ mod tests {
             "echo ${x:=1}",
             "source a.sh",
             "for i in 1; do :; done",
+            "((n++))",
+            "echo $((n--))",
+            "$cmd /tmp",
+            "\\cd /tmp",
+            "'cd' /tmp",
         ] {
             assert!(could_change_state(changes, Some(&known)), "{changes}");
         }
