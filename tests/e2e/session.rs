@@ -50,7 +50,7 @@ fn bash_and_editor_come_back_as_the_last_answer_left_them_after_kill_9() {
     host.command("editor", "next_match 1").ok();
     host.command(
         "python",
-        "import json as j\nimport threading\ncount = 41\nrows = [{'a': 1}]\nlock = threading.Lock()",
+        "import json as j\nimport threading\ncount = 41\nrows = [{'a': 1}]\nlock = threading.Lock()\nbig = b'x' * 2_000_000",
     )
     .ok();
     host.command("python", "count += 1\nrows.append({'b': 2})")
@@ -110,7 +110,12 @@ fn bash_and_editor_come_back_as_the_last_answer_left_them_after_kill_9() {
         "{output}"
     );
     assert!(output.contains("json as j"), "{output}");
-    assert!(output.contains("Could not be saved: `lock`"), "{output}");
+    assert!(
+        output.contains(
+            "Could not be saved: `big` (a bytes of 1.9 MiB pickled, over the 1.0 MiB bound); `lock`"
+        ),
+        "{output}"
+    );
     let python = host.command("python", "print(count, rows, j.dumps(1))");
     assert_eq!(python.ok(), "42 [{'a': 1}, {'b': 2}] 1\n");
     // Said once: the next answer has no session section.

@@ -466,6 +466,7 @@ def flush_user_streams():
 # changed.
 STATE_FILE = os.environ.pop("ENVHOST_STATE_FILE", "")
 STATE_LIMIT = 1 << 20
+STATE_TOTAL_LIMIT = 64 << 20
 kept = {"values": {}, "unsaved": {}, "ids": {}, "imports": [], "cwd": None}
 IDENTIFIER_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
@@ -493,6 +494,20 @@ def mentioned_names(source):
     return words
 
 
+def size_words(n):
+    """A size in the host's words (envhost_core::text::bytes): 512 B, 92.7 KiB, 256 MiB."""
+    if n < 1024:
+        return "%d B" % n
+    value, unit = float(n), "B"
+    for next_unit in ("KiB", "MiB", "GiB", "TiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, next_unit
+    if value == int(value) and value >= 10:
+        return "%d %s" % (value, unit)
+    return "%.1f %s" % (value, unit)
+
+
 def keep_one(name, value):
     """The kept form of one variable: ("value", [type, data]) or
     ("unsaved", reason)."""
@@ -504,13 +519,13 @@ def keep_one(name, value):
             "class" if isinstance(value, type) else "function")
     size = getattr(value, "nbytes", None)
     if isinstance(size, int) and size > STATE_LIMIT:
-        return "unsaved", "a %s of %d bytes, over the %d-byte bound" % (kind, size, STATE_LIMIT)
+        return "unsaved", "a %s of %s, over the %s bound" % (kind, size_words(size), size_words(STATE_LIMIT))
     try:
         data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     except BaseException as exc:
         return "unsaved", "a %s that cannot be pickled (%s)" % (kind, clip(str(exc) or type(exc).__name__, 160))
     if len(data) > STATE_LIMIT:
-        return "unsaved", "a %s of %d bytes pickled, over the %d-byte bound" % (kind, len(data), STATE_LIMIT)
+        return "unsaved", "a %s of %s pickled, over the %s bound" % (kind, size_words(len(data)), size_words(STATE_LIMIT))
     if getattr(type(value), "__module__", None) == "__main__":
         return "unsaved", "a %s, a class defined in the session: it cannot be loaded before its class is defined again" % kind
     return "value", [kind, base64.b64encode(data).decode("ascii")]
@@ -546,6 +561,11 @@ def keep_state(source):
                 continue
             ids[name] = id(value)
             where, form = keep_one(name, value)
+            if where == "value":
+                others = sum(len(kept_value[1]) for other, kept_value in values.items() if other != name)
+                if others + len(form[1]) > STATE_TOTAL_LIMIT:
+                    where, form = "unsaved", "a %s: the saved variables would pass %s together" % (
+                        form[0], size_words(STATE_TOTAL_LIMIT))
             if where == "value":
                 changed |= unsaved.pop(name, None) is not None
                 if values.get(name) != form:
