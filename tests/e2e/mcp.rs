@@ -745,3 +745,18 @@ fn a_matplotlib_plot_comes_back_as_an_image() {
     assert_eq!(crate::figures::png_bytes_size(&bytes), (120, 80));
     mcp.close();
 }
+
+/// `envhost mcp --resume` brings back what `envhost mcp` recorded, and the
+/// first tool result says so.
+#[test]
+fn mcp_resumes_a_recorded_session() {
+    let project = Project::new();
+    let mcp = Mcp::start(&project, &[]);
+    mcp.ok("bash", json!({"command": "kept=yes; cd /tmp"}));
+    mcp.close();
+    let mcp = Mcp::start(&project, &["--resume"]);
+    let first = mcp.ok("bash", json!({"command": "echo \"kept=$kept in $PWD\""}));
+    assert!(first.contains("Session resumed"), "{first}");
+    assert!(first.contains("kept=yes in /tmp"), "{first}");
+    mcp.close();
+}

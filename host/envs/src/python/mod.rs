@@ -19,6 +19,7 @@
 mod channel;
 mod command;
 mod figures;
+mod kept;
 mod process;
 mod variables;
 
@@ -139,11 +140,19 @@ pub struct PythonEnvironment {
     busy: Option<Command>,
     /// The latest figures saved, for the screen.
     figures: Figures,
+    /// Where the driver keeps its state, when the session is recorded.
+    kept: Option<kept::StateFile>,
 }
 
 impl PythonEnvironment {
     /// A python environment; the interpreter starts with the first command.
     pub fn new(config: &Settings) -> Self {
+        // Without its private folder the session keeps no python state (the
+        // resumed answer then says python starts fresh).
+        let kept = config
+            .session_state
+            .then(kept::StateFile::create)
+            .and_then(Result::ok);
         let launch = find_interpreter(config.python.as_deref()).map(|program| {
             let mut environment = config.secrets.filtered_environment();
             environment.retain(|(name, _)| {
@@ -155,6 +164,9 @@ impl PythonEnvironment {
                     .iter()
                     .map(|(name, value)| ((*name).into(), (*value).into())),
             );
+            if let Some(kept) = &kept {
+                environment.push(("ENVHOST_STATE_FILE".into(), kept.path().into()));
+            }
             Launch {
                 program,
                 working_dir: config.project_dir.clone(),
@@ -170,6 +182,7 @@ impl PythonEnvironment {
             cwd: config.project_dir.display().to_string(),
             busy: None,
             figures: Figures::default(),
+            kept,
         }
     }
 
@@ -212,6 +225,9 @@ impl PythonEnvironment {
     }
 
     fn reset_view(&mut self) {
+        if let Some(kept) = &mut self.kept {
+            kept.forget();
+        }
         self.variables.clear();
         self.cwd = self.project_dir.display().to_string();
     }
@@ -915,6 +931,34 @@ impl Environment for PythonEnvironment {
         Ok(answer.answer_final(started.is_ok()))
     }
 
+    fn save_state(&mut self) -> Option<String> {
+        if self.busy.is_some() {
+            return None;
+        }
+        self.kept.as_mut()?.changed()
+    }
+
+    fn restore_state(
+        &mut self,
+        state: &str,
+        context: &CommandContext,
+    ) -> Result<String, EnvironmentError> {
+        let saved: kept::Kept = serde_json::from_str(state).map_err(|err| {
+            EnvironmentError::Failed(format!("the saved python state is unreadable: {err}"))
+        })?;
+        let Some(path) = self.kept.as_ref().map(kept::StateFile::restore_path) else {
+            return Err(EnvironmentError::Failed(
+                "this host keeps no python state".to_owned(),
+            ));
+        };
+        fs_write_private(&path, state)
+            .map_err(|err| EnvironmentError::io("cannot write the restore file", err))?;
+        let answer = self.handle_command(&kept::restore_code(&path), context);
+        let _ = std::fs::remove_file(&path);
+        let answer = answer?;
+        Ok(kept::describe(&saved, &answer.output))
+    }
+
     fn screen(&mut self) -> Result<ScreenSection, EnvironmentError> {
         self.notice_end();
         // Keep a yielded command's output flowing while the agent works
@@ -976,4 +1020,17 @@ impl PythonEnvironment {
         text.push_str(HELP);
         text
     }
+}
+
+/// Writes `text` to a new file only its owner can read.
+fn fs_write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(text.as_bytes())
 }
