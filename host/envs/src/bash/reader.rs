@@ -523,6 +523,55 @@ mod tests {
     use super::*;
     use crate::bash::marker::Notes;
 
+    /// A reader on a fresh terminal, with a report socket nobody writes to,
+    /// and the terminal's other side to write as the shell would.
+    fn reader_on_a_terminal() -> (PtyReader, File, UnixStream) {
+        let pty = nix::pty::openpty(None, None).expect("a pseudo-terminal");
+        let (host_end, shell_end) = UnixStream::pair().expect("a socket pair");
+        let place = ReportPlace {
+            shell: 0,
+            fd: 0,
+            inode: 0,
+        };
+        let reader = PtyReader::start(pty.master, ReportSocket::new(host_end, place))
+            .expect("the reader starts");
+        (reader, File::from(pty.slave), shell_end)
+    }
+
+    fn backlog_text(backlog: &IdleBacklog) -> String {
+        let mut text = Vec::new();
+        for event in &backlog.events {
+            if let ReaderEvent::Output(bytes) = event {
+                text.extend_from_slice(bytes);
+            }
+        }
+        String::from_utf8_lossy(&text).into_owned()
+    }
+
+    #[test]
+    fn output_between_commands_is_backlog_whether_or_not_the_thread_took_over() {
+        // Before the hand-over delay (the command loop reads it when the
+        // next command begins) and well after it (the thread read it).
+        for pause in [Duration::from_millis(2), HANDOVER_DELAY * 10] {
+            let (reader, mut shell_side, _reports) = reader_on_a_terminal();
+            reader.end_command();
+            shell_side.write_all(b"between\n").expect("write");
+            thread::sleep(pause);
+            let mut text = backlog_text(&reader.begin_command());
+            // The terminal may pass the bytes on late on a loaded machine:
+            // then they are still not the next command's.
+            for _ in 0..100 {
+                if text.contains("between") {
+                    break;
+                }
+                reader.end_command();
+                thread::sleep(Duration::from_millis(1));
+                text += &backlog_text(&reader.begin_command());
+            }
+            assert!(text.contains("between"), "after {pause:?}: {text:?}");
+        }
+    }
+
     #[test]
     fn idle_queue_keeps_the_newest_output_and_every_report() {
         let mut queue = Queue::default();
