@@ -295,6 +295,26 @@ impl ReadSide {
         Ok(extra_ready)
     }
 
+    /// Takes what the terminal and the socket hold now, without waiting:
+    /// one `poll` of both, and a read of each that is ready.
+    fn take_ready(&mut self, events: &mut Vec<ReaderEvent>) {
+        let mut fds = [
+            PollFd::new(self.master.as_fd(), PollFlags::POLLIN),
+            PollFd::new(self.reports.stream.as_fd(), PollFlags::POLLIN),
+        ];
+        if !matches!(poll(&mut fds, PollTimeout::ZERO), Ok(ready) if ready > 0) {
+            return;
+        }
+        let terminal_ready = fds[0].any().unwrap_or(false);
+        let socket_ready = fds[1].any().unwrap_or(false);
+        if terminal_ready {
+            self.read_terminal(events);
+        }
+        if socket_ready {
+            self.reports.drain_into(events);
+        }
+    }
+
     /// Reads the terminal once (it must be readable or hung up) and scans.
     fn read_terminal(&mut self, events: &mut Vec<ReaderEvent>) {
         let mut scanned = Vec::new();
@@ -412,8 +432,7 @@ impl PtyReader {
         } else {
             // The thread never took over: what came since the last command
             // is read here, without waiting, so that it stays backlog.
-            let mut side = self.shared.side();
-            let _ = side.poll_and_read(PollTimeout::ZERO, None, &mut events, &|| true);
+            self.shared.side().take_ready(&mut events);
         }
         IdleBacklog {
             events,
