@@ -24,4 +24,5 @@ mod python_running;
 mod python_trust;
 mod repl;
 mod running;
+mod session;
 mod stopping;

@@ -667,3 +667,18 @@ fn output_part(result: &str) -> &str {
         .split_once("\n====================")
         .map_or(result, |(output, _)| output)
 }
+
+/// `envhost mcp --resume` brings back what `envhost mcp` recorded, and the
+/// first tool result says so.
+#[test]
+fn mcp_resumes_a_recorded_session() {
+    let project = Project::new();
+    let mcp = Mcp::start(&project, &[]);
+    mcp.ok("bash", json!({"command": "kept=yes; cd /tmp"}));
+    mcp.close();
+    let mcp = Mcp::start(&project, &["--resume"]);
+    let first = mcp.ok("bash", json!({"command": "echo \"kept=$kept in $PWD\""}));
+    assert!(first.contains("Session resumed"), "{first}");
+    assert!(first.contains("kept=yes in /tmp"), "{first}");
+    mcp.close();
+}

@@ -125,6 +125,44 @@ pub trait Environment: Send {
             "this environment cannot be restarted".to_owned(),
         ))
     }
+
+    // Crash-safe sessions. While the host records the session, the
+    // orchestrator asks each environment for its state after every answered
+    // request, before the answer leaves, and hands it to its
+    // `StateKeeper`; a host started with `--resume` hands the last kept
+    // state back before the first command. The state's format is the
+    // environment's own: the orchestrator and the keeper only carry it.
+
+    /// The environment's recoverable state if it changed since the last
+    /// call (or since [`restore_state`](Environment::restore_state));
+    /// `None` when it did not or when the environment keeps none. Called
+    /// after every answered request while the session is recorded: it must
+    /// be cheap when nothing changed.
+    fn save_state(&mut self) -> Option<String> {
+        None
+    }
+
+    /// Brings back a state [`save_state`](Environment::save_state) returned
+    /// in an earlier host, and says in the agent's words what came back and
+    /// what did not. `Err` when nothing could be restored.
+    fn restore_state(
+        &mut self,
+        state: &str,
+        context: &CommandContext,
+    ) -> Result<String, EnvironmentError> {
+        let _ = (state, context);
+        Err(EnvironmentError::Failed(
+            "this environment cannot restore a saved state".to_owned(),
+        ))
+    }
+}
+
+/// Where the orchestrator hands the environments' recoverable states (see
+/// [`Environment::save_state`]): the session recorder of the front end.
+pub trait StateKeeper: Send + Sync {
+    /// Stores `state` as `environment`'s latest; returns once it is safe
+    /// on disk. `Err` says in words why it could not be kept.
+    fn keep(&self, environment: &str, state: &str) -> Result<(), String>;
 }
 
 /// How to use an environment: what [`Environment::usage`] returns.

@@ -168,6 +168,23 @@ impl CommandHelp {
         self.used.contains(name)
     }
 
+    /// The commands used so far, sorted (for a saved session).
+    pub fn used(&self) -> Vec<String> {
+        let mut used: Vec<String> = self.used.iter().cloned().collect();
+        used.sort();
+        used
+    }
+
+    /// Marks `name` used, as a restored session had it; `false` (and
+    /// nothing marked) when no command has that name.
+    pub fn mark_used(&mut self, name: &str) -> bool {
+        let known = self.commands.iter().any(|c| c.name() == name);
+        if known {
+            self.used.insert(name.to_owned());
+        }
+        known
+    }
+
     /// Finds the command a text is for, by its first word, and marks it used
     /// (before it runs).
     pub fn route<'t>(&mut self, text: &'t str) -> Result<Routed<'t>, UnknownCommand> {

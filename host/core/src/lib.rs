@@ -15,7 +15,9 @@
 //!   ([`CommandContext`], [`CancelFlag`], [`CommandResponse`], [`Incident`],
 //!   [`ScreenSection`], [`EnvironmentName`], [`EnvironmentError`]), and
 //!   [`LoadedEnvironment`], the form in which the crates that create
-//!   environments hand them over;
+//!   environments hand them over; and [`StateKeeper`], where the
+//!   orchestrator hands an environment's saved state after each answer
+//!   (crash-safe sessions; the state's format is the environment's own);
 //! - the requests a front end hands the orchestrator ([`CommandRequest`],
 //!   [`ControlRequest`] to wait for, type into, interrupt a running command
 //!   or restart an environment) and the agent's exact [`RequestId`];
@@ -70,7 +72,7 @@ pub use crate::console::ConsoleObserver;
 pub use crate::environment::{
     CancelFlag, CommandContext, CommandResponse, DEFAULT_MAX_LINES, Environment, EnvironmentError,
     EnvironmentKind, EnvironmentName, Incident, InvalidName, LoadFailure, LoadedEnvironment, Reach,
-    RunningCommand, ScreenSection, Usage,
+    RunningCommand, ScreenSection, StateKeeper, Usage,
 };
 pub use crate::events::{Event, EventBus, Observer, ObserverError, StampedEvent, panic_message};
 pub use crate::help::{

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use crate::environment::{
     CancelFlag, CommandContext, CommandResponse, Environment, EnvironmentError, EnvironmentKind,
-    EnvironmentName, Incident, Reach, RunningCommand, ScreenSection, Usage,
+    EnvironmentName, Incident, Reach, RunningCommand, ScreenSection, StateKeeper, Usage,
 };
 use crate::events::{Event, EventBus, panic_message};
 use crate::request::{
@@ -205,6 +205,10 @@ pub struct Orchestrator {
     settings: OrchestratorSettings,
     cancel: CancelFlag,
     shut_down: AtomicBool,
+    /// Where states go after each answer, while the session is recorded.
+    keeper: Option<Box<dyn StateKeeper>>,
+    /// Shown with the first answer only (what a resumed session got back).
+    first_notice: Mutex<Option<NoticeSection>>,
 }
 
 impl Orchestrator {
@@ -218,6 +222,82 @@ impl Orchestrator {
             settings,
             cancel,
             shut_down: AtomicBool::new(false),
+            keeper: None,
+            first_notice: Mutex::new(None),
+        }
+    }
+
+    /// Records the session: after every answered request, the state of
+    /// the environment that answered goes to `keeper` if it changed, before
+    /// the answer is returned.
+    pub fn keep_states(&mut self, keeper: Box<dyn StateKeeper>) {
+        self.keeper = Some(keeper);
+    }
+
+    /// Hands each `(environment, state)` back to its environment (before
+    /// the first command) and returns, per environment, what came back in
+    /// its words or why nothing did. An environment that is not registered
+    /// gets an `Err`.
+    pub fn restore_states(
+        &self,
+        states: &[(String, String)],
+    ) -> Vec<(String, Result<String, String>)> {
+        states
+            .iter()
+            .map(|(name, state)| {
+                let Some(slot) = self.slot(name) else {
+                    return (
+                        name.clone(),
+                        Err("it is not loaded in this host".to_owned()),
+                    );
+                };
+                let context =
+                    CommandContext::new(self.settings.default_timeout, self.cancel.clone());
+                let mut inside = slot.enter("restore");
+                let restored = catch_unwind(AssertUnwindSafe(|| {
+                    inside.environment.restore_state(state, &context)
+                }));
+                let result = match restored {
+                    Ok(Ok(words)) => Ok(words),
+                    Ok(Err(err)) => Err(err.to_string()),
+                    Err(panic) => Err(format!("panicked: {}", panic_message(panic.as_ref()))),
+                };
+                drop(inside);
+                (name.clone(), result)
+            })
+            .collect()
+    }
+
+    /// Shows `notice` at the head of the first answered request's output
+    /// and on its screen (and on screens asked for before it), then never
+    /// again.
+    pub fn announce_once(&self, notice: NoticeSection) {
+        *self
+            .first_notice
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(notice);
+    }
+
+    /// Hands the environment's state to the keeper if it changed.
+    fn keep_state(&self, slot: &Slot, environment: &mut Box<dyn Environment>) {
+        let Some(keeper) = &self.keeper else { return };
+        let saved = catch_unwind(AssertUnwindSafe(|| environment.save_state()));
+        let state = match saved {
+            Ok(Some(state)) => state,
+            Ok(None) => return,
+            Err(panic) => {
+                self.emit(Event::Error {
+                    context: format!("{} state", slot.name),
+                    message: format!("panicked: {}", panic_message(panic.as_ref())),
+                });
+                return;
+            }
+        };
+        if let Err(message) = keeper.keep(slot.name.as_str(), &state) {
+            self.emit(Event::Error {
+                context: format!("{} state", slot.name),
+                message,
+            });
         }
     }
 
@@ -389,6 +469,7 @@ impl Orchestrator {
                         let response = self.guarded(slot, || {
                             environment.handle_command(&request.command, &context)
                         });
+                        self.keep_state(slot, &mut inside.environment);
                         self.noted(slot, &inside, response)
                     }
                 }
@@ -444,6 +525,7 @@ impl Orchestrator {
             let context = CommandContext::new(self.settings.default_timeout, cancel.clone());
             let environment = &mut inside.environment;
             let response = self.guarded(slot, || environment.restart(&context));
+            self.keep_state(slot, &mut inside.environment);
             drop(inside);
             self.record_restart(slot, &response);
             return self.outcome(response);
@@ -466,6 +548,7 @@ impl Orchestrator {
             ),
             Control::Interrupt | Control::Restart => environment.interrupt(&waiting),
         });
+        self.keep_state(slot, &mut inside.environment);
         let response = self.noted(slot, &inside, response);
         drop(inside);
         self.record_answer(
@@ -482,11 +565,22 @@ impl Orchestrator {
     }
 
     fn outcome(&self, response: CommandResponse) -> Outcome {
+        let mut output = response.output;
+        let first = self
+            .first_notice
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let mut screen = self.screen();
+        if let Some(notice) = first {
+            output = format!("{}\n\n{output}", notice.section.content);
+            screen.push(notice.key, notice.section);
+        }
         Outcome {
-            output: response.output,
+            output,
             success: response.success,
             running: response.running,
-            screen: self.screen(),
+            screen,
             incidents: response.incidents,
         }
     }
@@ -630,6 +724,15 @@ impl Orchestrator {
             screen.push(slot.name.as_str(), self.section(slot));
         }
         for notice in &self.notices {
+            screen.push(notice.key.clone(), notice.section.clone());
+        }
+        // A screen asked for before the first command shows it too; the
+        // first command's answer says it and ends it.
+        if let Some(notice) = &*self
+            .first_notice
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
             screen.push(notice.key.clone(), notice.section.clone());
         }
         screen

@@ -313,4 +313,48 @@ fn main() {
     );
     envhost.stop();
     raw.stop();
+    session_state(n);
+}
+
+/// The cost of recording the session: the same commands through a host
+/// that records it (the default) and one started with
+/// `--no-session-state`, interleaved. `true` runs no dump (it cannot
+/// change the shell); `cd .` makes the prompt dump the shell's state but
+/// the state stays the same (nothing is written); `x=$RANDOM` changes it
+/// every time (the state file is rewritten and flushed to disk each time).
+fn session_state(n: usize) {
+    let on_project = tempfile::tempdir().expect("project dir");
+    let off_project = tempfile::tempdir().expect("project dir");
+    let mut on = Serve::start(on_project.path(), &[]);
+    let mut off = Serve::start(off_project.path(), &["--no-session-state"]);
+    for _ in 0..WARM_UP {
+        on.command("bash", "true");
+        off.command("bash", "true");
+    }
+    println!("session recording, {n} iterations each (median / p95, microseconds)");
+    println!(
+        "{:<12} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}",
+        "command", "on p50", "on p95", "off p50", "off p95", "ratio p50", "ratio p95"
+    );
+    for command in ["true", "cd .", "x=$RANDOM"] {
+        let mut with = Vec::with_capacity(n);
+        let mut without = Vec::with_capacity(n);
+        for _ in 0..n {
+            with.push(on.command("bash", command).0);
+            without.push(off.command("bash", command).0);
+        }
+        let (with, without) = (summarize(&with), summarize(&without));
+        println!(
+            "{:<12} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>8.2}x {:>8.2}x",
+            command,
+            micros(with.median),
+            micros(with.p95),
+            micros(without.median),
+            micros(without.p95),
+            micros(with.median) / micros(without.median),
+            micros(with.p95) / micros(without.p95),
+        );
+    }
+    on.stop();
+    off.stop();
 }

@@ -236,4 +236,42 @@ fn main() {
     );
     envhost.stop();
     floor.stop();
+    session_state(rounds_override.unwrap_or(500));
+}
+
+/// The cost of recording the session: the same code through a host that
+/// records it (the default) and one started with `--no-session-state`,
+/// interleaved. `x = 1` re-pickles `x` (it is named) and finds the state
+/// unchanged; `n += 1` changes it every time (the state file is rewritten
+/// and flushed to disk).
+fn session_state(rounds: usize) {
+    let on_project = tempfile::tempdir().expect("temporary project");
+    let off_project = tempfile::tempdir().expect("temporary project");
+    let mut on = Serve::start(on_project.path(), &[]);
+    let mut off = Serve::start(off_project.path(), &["--no-session-state"]);
+    for host in [&mut on, &mut off] {
+        host.command("python", "import os\nn = 0\nx = 1");
+    }
+    println!("session recording, {rounds} rounds each (median / p95)");
+    for code in ["x = 1", "n += 1"] {
+        let mut with = Vec::with_capacity(rounds);
+        let mut without = Vec::with_capacity(rounds);
+        for _ in 0..rounds {
+            with.push(on.command("python", code).0);
+            without.push(off.command("python", code).0);
+        }
+        let (with, without) = (summarize(&with), summarize(&without));
+        println!(
+            "{:<20} on {:>8.3}ms {:>8.3}ms  off {:>8.3}ms {:>8.3}ms  {:>6.2}x {:>6.2}x",
+            code,
+            millis(with.median),
+            millis(with.p95),
+            millis(without.median),
+            millis(without.p95),
+            millis(with.median) / millis(without.median),
+            millis(with.p95) / millis(without.p95),
+        );
+    }
+    on.stop();
+    off.stop();
 }

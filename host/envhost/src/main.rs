@@ -18,8 +18,8 @@ use clap::{Args, Parser, Subcommand};
 
 use envhost_core::text::{parse_duration, parse_size};
 use envhost_core::{
-    CancelFlag, ConsoleObserver, Event, EventBus, LoadedEnvironment, Orchestrator,
-    OrchestratorSettings, TranscriptObserver, panic_message,
+    CancelFlag, ConsoleObserver, Event, EventBus, LoadedEnvironment, NoticeSection, Orchestrator,
+    OrchestratorSettings, ScreenSection, TranscriptObserver, panic_message,
 };
 use envhost_files::{ProjectFiles, ProjectRoot};
 use envhost_plugin::{self as plugin, CodeCache, DiscardSink, LogSink, PluginSettings, StderrSink};
@@ -32,6 +32,7 @@ mod distribution;
 mod healthcheck;
 mod repl;
 mod serve;
+mod session;
 mod signals;
 mod stdout;
 
@@ -318,6 +319,19 @@ struct SessionArgs {
     #[arg(long, value_name = "FILE")]
     plugin_config: Option<PathBuf>,
 
+    /// Restore the session a previous host recorded in
+    /// <project>/.envhost/session/ (bash's directory, variables,
+    /// functions, aliases and options; the editor's views) before the
+    /// first command; the first answer says what came back and what did
+    /// not. Plugins start fresh.
+    #[arg(long, conflicts_with = "no_session_state")]
+    resume: bool,
+
+    /// Do not record the session: nothing is written under
+    /// <project>/.envhost/session/ and `--resume` has nothing to restore.
+    #[arg(long)]
+    no_session_state: bool,
+
     #[command(flatten)]
     plugins: PluginArgs,
 }
@@ -377,6 +391,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
     config.secrets = SecretPolicy::new(args.pass_env);
     config.allow_outside_project = args.allow_outside_project;
     config.python = args.python;
+    config.session_state = !args.no_session_state;
 
     // Before any child exists, so that nothing it starts can escape.
     configure_containment(!args.no_cgroups);
@@ -436,11 +451,15 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
         &cancel,
         log,
     );
+    let mut identity = session::Identity::new(&project);
+    let mut plugin_names = Vec::new();
     for loaded in plugins.take_loaded() {
         // A plugin named like a built-in (env/bash.wasm) is refused here.
         let name = loaded.environment.name.to_string();
-        if let Err(err) = register(&mut orchestrator, loaded.environment) {
-            plugins.refuse(&name, &loaded.file, err.to_string());
+        identity.add_plugin(&name, &loaded.file);
+        match register(&mut orchestrator, loaded.environment) {
+            Ok(()) => plugin_names.push(name),
+            Err(err) => plugins.refuse(&name, &loaded.file, err.to_string()),
         }
     }
     let report = plugins.finish();
@@ -453,6 +472,28 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
     }
     for notice in report.notices {
         orchestrator.add_notice(notice);
+    }
+    if !args.no_session_state {
+        let store = session::SessionStore::new(identity);
+        let words = args
+            .resume
+            .then(|| resume_session(&orchestrator, &store, &plugin_names));
+        if !args.resume {
+            store.clear();
+        }
+        match store.prepare() {
+            Ok(()) => orchestrator.keep_states(Box::new(store)),
+            Err(err) => eprintln!(
+                "envhost: cannot create {} ({err}); the session is not recorded.",
+                store.dir().display()
+            ),
+        }
+        if let Some(words) = words {
+            orchestrator.announce_once(NoticeSection {
+                key: "session".to_owned(),
+                section: ScreenSection::with_max_lines(words, 30),
+            });
+        }
     }
     let mut code = ExitCode::SUCCESS;
     // Front ends that serve from several threads share it.
@@ -525,6 +566,54 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
     };
     stop_session(&orchestrator, &reason);
     Ok(code)
+}
+
+/// Restores what `store` holds into the environments and says, in the
+/// agent's words, what came back and what did not.
+fn resume_session(
+    orchestrator: &Orchestrator,
+    store: &session::SessionStore,
+    plugins: &[String],
+) -> String {
+    let mut lines = Vec::new();
+    match store.load() {
+        Err(reason) => {
+            store.clear();
+            lines.push(format!(
+                "Session not resumed: {reason}. Every environment starts fresh (the saved state was removed)."
+            ));
+        }
+        Ok(states) if states.is_empty() => lines.push(format!(
+            "Session not resumed: nothing was saved in {}. Every environment starts fresh.",
+            store.dir().display()
+        )),
+        Ok(states) => {
+            lines.push(format!("Session resumed from {}:", store.dir().display()));
+            let restored = orchestrator.restore_states(&states);
+            for (name, result) in restored {
+                match result {
+                    Ok(words) => lines.push(format!("- {name}: {words}")),
+                    Err(why) => {
+                        store.forget(&name);
+                        lines.push(format!("- {name}: not restored ({why}); it starts fresh."));
+                    }
+                }
+            }
+            for name in orchestrator.environment_names() {
+                if !states.iter().any(|(saved, _)| saved == name)
+                    && !plugins.iter().any(|plugin| plugin == name)
+                {
+                    lines.push(format!("- {name}: starts fresh (nothing of it was saved)."));
+                }
+            }
+        }
+    }
+    for name in plugins {
+        lines.push(format!(
+            "- {name}: a plugin, restarted fresh (a plugin's state cannot be saved yet)."
+        ));
+    }
+    lines.join("\n")
 }
 
 /// Shuts every environment down and reaps every process they left.

@@ -20,6 +20,10 @@ pub struct Settings {
     /// The Python interpreter for the python environment (a path, or a
     /// command name looked up on `PATH`); `None` means `python3` on `PATH`.
     pub python: Option<PathBuf>,
+    /// Keep each environment's recoverable state after every command, for
+    /// a host started again with `--resume` (bash then dumps its state at
+    /// every prompt). Off by default.
+    pub session_state: bool,
 }
 
 impl Settings {
@@ -31,6 +35,7 @@ impl Settings {
             secrets: SecretPolicy::default(),
             allow_outside_project: false,
             python: None,
+            session_state: false,
         }
     }
 }

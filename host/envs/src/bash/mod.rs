@@ -38,6 +38,7 @@ mod reader;
 mod screen;
 mod setup;
 mod shell;
+mod state;
 mod streams;
 mod yielded;
 
@@ -60,6 +61,7 @@ use self::marker::PromptReport;
 use self::screen::ShellStatus;
 use self::setup::{SessionFiles, report_fd_number, shell_environment};
 use self::shell::{Controls, Ending, Run, Shell, StartError, StopCause, exit_code};
+use self::state::{Dump, KeptShell, could_change_state};
 use self::yielded::{Answer, Yielded};
 
 /// What a restart loses, in the words the agent reads.
@@ -81,6 +83,16 @@ pub struct BashEnvironment {
     /// `set -e` was on at the last prompt: a failing command will end the
     /// shell, which the response then explains.
     errexit: bool,
+    /// The session is recorded: the prompt dumps the shell's state.
+    record_state: bool,
+    /// The fresh shell's dump: what is kept is what differs from it.
+    baseline: Option<Dump>,
+    /// The last dump read.
+    current: Option<Dump>,
+    /// A dump was asked for with the last command: read it after.
+    dump_pending: bool,
+    /// The state last handed out, so that an unchanged one is not.
+    last_kept: Option<KeptShell>,
 }
 
 impl BashEnvironment {
@@ -95,6 +107,11 @@ impl BashEnvironment {
             yielded: None,
             status: ShellStatus::new(config.project_dir.clone()),
             errexit: false,
+            record_state: config.session_state,
+            baseline: None,
+            current: None,
+            dump_pending: false,
+            last_kept: None,
         }
     }
 
@@ -116,8 +133,12 @@ impl BashEnvironment {
             cwd = self.project_dir.clone();
         }
         if self.files.is_none() {
-            let files = SessionFiles::create(&std::env::temp_dir(), report_fd_number())
-                .map_err(|e| EnvironmentError::io("cannot create the shell's private folder", e))?;
+            let files = SessionFiles::create_recording(
+                &std::env::temp_dir(),
+                report_fd_number(),
+                self.record_state,
+            )
+            .map_err(|e| EnvironmentError::io("cannot create the shell's private folder", e))?;
             self.files = Some(files);
         }
         let Some(files) = &self.files else {
@@ -137,7 +158,36 @@ impl BashEnvironment {
         self.errexit = report.errexit();
         self.status.ended = None;
         self.shell = Some(shell);
+        // What a fresh shell has: what is kept is what differs from it.
+        self.baseline = self.read_dump();
+        self.current = self.baseline.clone();
+        self.dump_pending = false;
         Ok(())
+    }
+
+    /// The prompt's last dump of the shell's state, if the session is
+    /// recorded and it is there.
+    fn read_dump(&self) -> Option<Dump> {
+        let path = self.files.as_ref()?.state_path()?;
+        let bytes = std::fs::read(path).ok()?;
+        Some(Dump::parse(&String::from_utf8_lossy(&bytes)))
+    }
+
+    /// The state to keep as of the last prompt.
+    fn kept(&mut self) -> Option<KeptShell> {
+        if std::mem::take(&mut self.dump_pending) {
+            self.current = self.read_dump();
+        }
+        let baseline = self.baseline.as_ref()?;
+        let now = self.current.as_ref()?;
+        let jobs = self
+            .status
+            .jobs
+            .iter()
+            .filter(|job| job.is_running())
+            .map(|job| job.command.clone())
+            .collect();
+        Some(now.kept(baseline, &self.status.cwd, self.status.last_exit_code, jobs))
     }
 
     fn record(&mut self, report: &PromptReport) {
@@ -207,6 +257,10 @@ impl BashEnvironment {
         let (Some(shell), Some(files)) = (self.shell.as_mut(), self.files.as_mut()) else {
             return Err(EnvironmentError::Failed("the shell did not start".into()));
         };
+        if self.record_state && could_change_state(command, self.current.as_ref()) {
+            files.request_dump();
+            self.dump_pending = true;
+        }
         let mut waiter = shell
             .begin(files, command, context, &mut |b| output.feed(b))
             .map_err(|e| EnvironmentError::io("cannot pass the command to the shell", e))?;
@@ -571,6 +625,99 @@ impl Environment for BashEnvironment {
         });
         output.set_success(true);
         Ok(output.finish())
+    }
+
+    fn save_state(&mut self) -> Option<String> {
+        if !self.record_state || self.yielded.is_some() {
+            return None;
+        }
+        if self.shell.is_none() {
+            // The shell ended (`exit`, `set -e`): what is kept is a fresh
+            // shell's state, in the directory the next one starts in.
+            let fresh = KeptShell {
+                cwd: self.status.cwd.clone(),
+                last_exit_code: self.status.last_exit_code,
+                ..KeptShell::default()
+            };
+            if self.last_kept.as_ref() == Some(&fresh) {
+                return None;
+            }
+            let text = serde_json::to_string(&fresh).ok()?;
+            self.last_kept = Some(fresh);
+            return Some(text);
+        }
+        // Fast path: no dump since the last state, and what every prompt
+        // reports (directory, exit code, jobs) is the same.
+        if !self.dump_pending
+            && let Some(last) = &self.last_kept
+            && last.cwd == self.status.cwd
+            && last.last_exit_code == self.status.last_exit_code
+            && self
+                .status
+                .jobs
+                .iter()
+                .filter(|job| job.is_running())
+                .count()
+                == last.jobs.len()
+            && self
+                .status
+                .jobs
+                .iter()
+                .filter(|job| job.is_running())
+                .zip(&last.jobs)
+                .all(|(job, kept)| job.command == *kept)
+        {
+            return None;
+        }
+        let kept = self.kept()?;
+        if self.last_kept.as_ref() == Some(&kept) {
+            return None;
+        }
+        let text = serde_json::to_string(&kept).ok()?;
+        self.last_kept = Some(kept);
+        Some(text)
+    }
+
+    fn restore_state(
+        &mut self,
+        state: &str,
+        context: &CommandContext,
+    ) -> Result<String, EnvironmentError> {
+        let kept: KeptShell = serde_json::from_str(state).map_err(|e| {
+            EnvironmentError::Failed(format!("the saved shell state is unreadable: {e}"))
+        })?;
+        let mut output = CommandOutput::new(&self.limits, "bash");
+        self.ready_shell(context, &mut output)?;
+        let path = self
+            .files
+            .as_ref()
+            .map(SessionFiles::restore_path)
+            .ok_or_else(|| {
+                EnvironmentError::Failed("the shell's private folder is missing".into())
+            })?;
+        std::fs::write(&path, kept.restore_script())
+            .map_err(|e| EnvironmentError::io("cannot write the restore script", e))?;
+        let quoted = path.to_string_lossy().replace('\'', r"'\''");
+        self.status.used = true;
+        self.run_command(&format!(". '{quoted}'"), context, &mut output)?;
+        let _ = std::fs::remove_file(&path);
+        let said = output.finish().output;
+        let mut words = kept.describe();
+        if self.status.cwd != kept.cwd {
+            words.push_str(&format!(
+                " The working directory {} is gone; the shell is in {}.",
+                kept.cwd.display(),
+                self.status.cwd.display()
+            ));
+        }
+        let said = said.trim();
+        if !said.is_empty() {
+            words.push_str(&format!(" Restoring said: {said}"));
+        }
+        // Written with the next answer: the saved state still names what
+        // did not come back (the jobs), and must stop saying so.
+        self.last_kept = None;
+        Ok(words)
     }
 
     fn screen(&mut self) -> Result<ScreenSection, EnvironmentError> {

@@ -66,19 +66,37 @@ pub struct SessionFiles {
     no_editor: PathBuf,
     command_file: File,
     report_fd: i32,
+    /// Where the prompt dumps the shell's state, when the session is
+    /// recorded.
+    state: Option<PathBuf>,
+    /// The next command line asks the prompt for a dump.
+    dump_next: bool,
 }
 
 impl SessionFiles {
     /// Creates the folder and its files under `parent` (normally the system
     /// temporary folder) for shells that get their report socket at
     /// `report_fd`.
+    #[cfg(test)]
     pub fn create(parent: &Path, report_fd: i32) -> io::Result<SessionFiles> {
+        Self::create_recording(parent, report_fd, false)
+    }
+
+    /// [`create`](SessionFiles::create), and with `record` the prompt dumps
+    /// the shell's state to [`state_path`](SessionFiles::state_path) after
+    /// every command.
+    pub fn create_recording(
+        parent: &Path,
+        report_fd: i32,
+        record: bool,
+    ) -> io::Result<SessionFiles> {
         let dir = private_folder(parent)?;
+        let state = record.then(|| dir.join("state"));
         let init = dir.join("init.bash");
         let command = dir.join("command");
         let no_editor = dir.join("no-editor");
         let created = (|| {
-            fs::write(&init, init_script(&command, report_fd))?;
+            fs::write(&init, init_script(&command, report_fd, state.as_deref()))?;
             write_executable(&no_editor, NO_EDITOR_SCRIPT)?;
             OpenOptions::new()
                 .read(true)
@@ -95,6 +113,8 @@ impl SessionFiles {
                 no_editor,
                 command_file,
                 report_fd,
+                state,
+                dump_next: false,
             }),
             Err(err) => {
                 let _ = fs::remove_dir_all(&dir);
@@ -106,6 +126,22 @@ impl SessionFiles {
     /// The line typed into a new shell to set it up.
     pub fn init_line(&self) -> String {
         format!(". {}\n", shell_quote(&self.init))
+    }
+
+    /// Has the prompt after the next command dump the shell's state (when
+    /// the session is recorded).
+    pub fn request_dump(&mut self) {
+        self.dump_next = self.state.is_some();
+    }
+
+    /// The file the prompt dumps the shell's state to, if it does.
+    pub fn state_path(&self) -> Option<&Path> {
+        self.state.as_deref()
+    }
+
+    /// Where a restore script goes (beside the other private files).
+    pub fn restore_path(&self) -> PathBuf {
+        self.dir.join("restore.bash")
     }
 
     /// The descriptor number the shell's report socket has in bash.
@@ -130,13 +166,16 @@ impl SessionFiles {
         repair_stderr: bool,
         text: &str,
     ) -> io::Result<String> {
-        let load = match ansi_c_quote(text, MAX_INLINE_COMMAND) {
+        let mut load = match ansi_c_quote(text, MAX_INLINE_COMMAND) {
             Some(quoted) => format!("__envhost_load {seq} {quoted}"),
             None => {
                 self.write_command(text)?;
                 format!("__envhost_load {seq}")
             }
         };
+        if std::mem::take(&mut self.dump_next) {
+            load.insert_str(0, "__envhost_dump=1; ");
+        }
         let repair = if repair_stderr {
             "exec 2>/dev/tty; "
         } else {
@@ -276,7 +315,7 @@ fn shell_quote(path: &Path) -> String {
 /// number, is 0) the report is a single write. The plumbing is read-only:
 /// a command that sets `PROMPT_COMMAND` gets bash's "readonly variable"
 /// error instead of silently breaking the session.
-fn init_script(command_file: &Path, report_fd: i32) -> String {
+fn init_script(command_file: &Path, report_fd: i32, state: Option<&Path>) -> String {
     format!(
         r#"# envhost bash set-up, sourced by the host's first line (no rc file runs)
 PS1=''
@@ -293,6 +332,8 @@ __envhost_seq=0
 __envhost_last=0
 __envhost_notes=
 __envhost_report={report_fd}
+__envhost_state={state}
+__envhost_dump={first_dump}
 __envhost_load() {{
   if (( $# > 1 )); then
     __envhost_cmd=$2
@@ -307,6 +348,7 @@ __envhost_jobs='\j'
 __envhost_prompt() {{
   __envhost_last=$?
   __envhost_fence=$SRANDOM
+  {dump}
   [[ -t 0 ]] || {{ exec 0</dev/tty; __envhost_notes+=0; }}
   # Lines typed with `input` that the command never read: read next, the
   # shell would run them as commands. (A partial line is erased by the
@@ -336,7 +378,7 @@ __envhost_prompt() {{
   fi
 }}
 PROMPT_COMMAND='{{ __envhost_prompt; }} 2>&"$__envhost_sink"'
-readonly PROMPT_COMMAND __envhost_jobs __envhost_tty __envhost_null __envhost_sink __envhost_report
+readonly PROMPT_COMMAND __envhost_jobs __envhost_tty __envhost_null __envhost_sink __envhost_report __envhost_state
 readonly -f __envhost_load __envhost_prompt
 "#,
         command = shell_quote(command_file),
@@ -344,6 +386,9 @@ readonly -f __envhost_load __envhost_prompt
         sink = PLUMBING_SINK,
         head = ReportFormat::HEAD,
         end = ReportFormat::END,
+        first_dump = if state.is_some() { "1" } else { "" },
+        state = state.map(shell_quote).unwrap_or_default(),
+        dump = super::state::DUMP,
     )
 }
 

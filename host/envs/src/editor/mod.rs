@@ -35,7 +35,7 @@ use envhost_files::{ProjectRoot, ResolvedPath, WriteProblem, Written, writers};
 use lines::split_lines;
 use parse::LineRange;
 use patterns::LinePattern;
-use views::{MAX_VIEW_LINES, MAX_VIEWS, NewView, Shown, ViewSet};
+use views::{MAX_VIEW_LINES, MAX_VIEWS, NewView, Shown, View, ViewSet};
 
 /// The environment's name, which also names the fence of help examples.
 pub const NAME: &str = "editor";
@@ -120,6 +120,17 @@ pub struct EditorEnvironment {
     root: ProjectRoot,
     help: CommandHelp,
     views: ViewSet,
+    /// The state last handed out for a saved session.
+    last_kept: Option<String>,
+}
+
+/// The editor's state in a saved session.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct KeptEditor {
+    views: Vec<views::KeptView>,
+    next_view_id: u32,
+    /// The commands used (their help is short).
+    used: Vec<String>,
 }
 
 impl EditorEnvironment {
@@ -129,6 +140,39 @@ impl EditorEnvironment {
             root: ProjectRoot::new(settings.project_dir, settings.allow_outside_project),
             help: CommandHelp::new(NAME, command_specs())?,
             views: ViewSet::new(),
+            last_kept: None,
+        })
+    }
+
+    fn kept(&self) -> Option<String> {
+        let (views, next_view_id) = self.views.kept();
+        serde_json::to_string(&KeptEditor {
+            views,
+            next_view_id,
+            used: self.help.used(),
+        })
+        .ok()
+    }
+
+    /// A saved view, opened again: its path resolved and its patterns
+    /// compiled as `view` does; the file itself is read by the screen.
+    fn reopen(&self, kept: views::KeptView) -> Result<View, String> {
+        let path = self
+            .root
+            .resolve(&kept.file)
+            .map_err(|err| err.to_string())?;
+        let start = LinePattern::compile(&kept.start).map_err(|err| err.to_string())?;
+        let end = LinePattern::compile(&kept.end).map_err(|err| err.to_string())?;
+        Ok(View {
+            id: kept.id,
+            written: kept.file,
+            display: path.display,
+            real: path.real,
+            start,
+            end,
+            match_index: kept.match_index,
+            label: kept.label,
+            shown: None,
         })
     }
 
@@ -617,6 +661,63 @@ impl Environment for EditorEnvironment {
             reason: "the agent asked for a restart".to_owned(),
             lost: "its views and which commands were used".to_owned(),
         }))
+    }
+
+    fn save_state(&mut self) -> Option<String> {
+        let text = self.kept()?;
+        if self.last_kept.as_deref() == Some(text.as_str()) {
+            return None;
+        }
+        self.last_kept = Some(text.clone());
+        Some(text)
+    }
+
+    fn restore_state(
+        &mut self,
+        state: &str,
+        _context: &CommandContext,
+    ) -> Result<String, EnvironmentError> {
+        let kept: KeptEditor = serde_json::from_str(state).map_err(|err| {
+            EnvironmentError::Failed(format!("the saved editor state is unreadable: {err}"))
+        })?;
+        let mut views = Vec::new();
+        let mut lost = Vec::new();
+        for view in kept.views {
+            let name = format!("[{}] {}", view.id, view.file);
+            match self.reopen(view) {
+                Ok(view) => views.push(view),
+                Err(why) => lost.push(format!("{name} ({why})")),
+            }
+        }
+        let described: Vec<String> = views.iter().map(View::describe).collect();
+        self.views = ViewSet::restored(views, kept.next_view_id);
+        let used: Vec<String> = kept
+            .used
+            .into_iter()
+            .filter(|name| self.help.mark_used(name))
+            .collect();
+        let mut words = if described.is_empty() {
+            "restored no view".to_owned()
+        } else {
+            format!(
+                "restored {}: {}",
+                plural(described.len(), "view"),
+                described.join(", ")
+            )
+        };
+        if !used.is_empty() {
+            words.push_str(&format!(
+                "; short help for the commands already used ({})",
+                used.join(", ")
+            ));
+        }
+        words.push('.');
+        if !lost.is_empty() {
+            words.push_str(&format!(" Not restored: {}.", lost.join("; ")));
+        }
+        // Written with the next answer, without what did not come back.
+        self.last_kept = None;
+        Ok(words)
     }
 
     fn screen(&mut self) -> Result<ScreenSection, EnvironmentError> {

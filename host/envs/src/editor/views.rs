@@ -195,6 +195,19 @@ impl View {
     }
 }
 
+/// A view as a saved session keeps it: what the agent gave, not what the
+/// file holds.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct KeptView {
+    pub id: u32,
+    /// The path as the agent wrote it.
+    pub file: String,
+    pub start: String,
+    pub end: String,
+    pub match_index: usize,
+    pub label: Option<String>,
+}
+
 /// The open views, oldest first.
 #[derive(Debug, Default)]
 pub struct ViewSet {
@@ -218,6 +231,34 @@ impl ViewSet {
         ViewSet {
             views: Vec::new(),
             next_id: 1,
+        }
+    }
+
+    /// The views as a saved session keeps them, and the next id.
+    pub fn kept(&self) -> (Vec<KeptView>, u32) {
+        let views = self
+            .views
+            .iter()
+            .map(|view| KeptView {
+                id: view.id,
+                file: view.written.clone(),
+                start: view.start.source().to_owned(),
+                end: view.end.source().to_owned(),
+                match_index: view.match_index,
+                label: view.label.clone(),
+            })
+            .collect();
+        (views, self.next_id)
+    }
+
+    /// The views a saved session had (oldest first, at most
+    /// [`MAX_VIEWS`]), ids kept; `next_id` never goes back to one in use.
+    pub fn restored(mut views: Vec<View>, next_id: u32) -> Self {
+        views.truncate(MAX_VIEWS);
+        let past = views.iter().map(|v| v.id + 1).max().unwrap_or(1);
+        ViewSet {
+            views,
+            next_id: next_id.max(past),
         }
     }
 

@@ -459,6 +459,142 @@ def flush_user_streams():
             pass
 
 
+# Crash-safe sessions: when the host records the session, it names a
+# private file here, and after every command the variables the command
+# touched (named in its code, rebound, or new) are pickled into it with the
+# imports; the rest is kept from before. Nothing is written when nothing
+# changed.
+STATE_FILE = os.environ.pop("ENVHOST_STATE_FILE", "")
+STATE_LIMIT = 1 << 20
+STATE_TOTAL_LIMIT = 64 << 20
+kept = {"values": {}, "unsaved": {}, "ids": {}, "imports": [], "cwd": None}
+IDENTIFIER_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def lazy_modules():
+    """pickle and base64, imported once, when first needed."""
+    global pickle, base64
+    import base64
+    import pickle
+
+
+pickle = base64 = None
+
+
+def mentioned_names(source):
+    words, word = set(), []
+    for ch in source:
+        if ch in IDENTIFIER_CHARS:
+            word.append(ch)
+        elif word:
+            words.add("".join(word))
+            word = []
+    if word:
+        words.add("".join(word))
+    return words
+
+
+def size_words(n):
+    """A size in the host's words (envhost_core::text::bytes): 512 B, 92.7 KiB, 256 MiB."""
+    if n < 1024:
+        return "%d B" % n
+    value, unit = float(n), "B"
+    for next_unit in ("KiB", "MiB", "GiB", "TiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, next_unit
+    if value == int(value) and value >= 10:
+        return "%d %s" % (value, unit)
+    return "%.1f %s" % (value, unit)
+
+
+def keep_one(name, value):
+    """The kept form of one variable: ("value", [type, data]) or
+    ("unsaved", reason)."""
+    if pickle is None:
+        lazy_modules()
+    kind = type_name(value)
+    if isinstance(value, (types.FunctionType, type)) and getattr(value, "__module__", None) == "__main__":
+        return "unsaved", "a %s defined in the session: its code is not saved; run its definition again" % (
+            "class" if isinstance(value, type) else "function")
+    size = getattr(value, "nbytes", None)
+    if isinstance(size, int) and size > STATE_LIMIT:
+        return "unsaved", "a %s of %s, over the %s bound" % (kind, size_words(size), size_words(STATE_LIMIT))
+    try:
+        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except BaseException as exc:
+        return "unsaved", "a %s that cannot be pickled (%s)" % (kind, clip(str(exc) or type(exc).__name__, 160))
+    if len(data) > STATE_LIMIT:
+        return "unsaved", "a %s of %s pickled, over the %s bound" % (kind, size_words(len(data)), size_words(STATE_LIMIT))
+    if getattr(type(value), "__module__", None) == "__main__":
+        return "unsaved", "a %s, a class defined in the session: it cannot be loaded before its class is defined again" % kind
+    return "value", [kind, base64.b64encode(data).decode("ascii")]
+
+
+def keep_state(source):
+    if not STATE_FILE:
+        return
+    try:
+        values, unsaved, ids = kept["values"], kept["unsaved"], kept["ids"]
+        changed = False
+        mentioned = mentioned_names(source) if isinstance(source, str) else set()
+        builtin_names = builtins.__dict__
+        missing = object()
+        current = {}
+        imports = []
+        for name, value in list(namespace.items()):
+            if not isinstance(name, str) or name.startswith("_"):
+                continue
+            if builtin_names.get(name, missing) is value:
+                continue
+            if isinstance(value, types.ModuleType):
+                imports.append([value.__name__, name])
+                continue
+            current[name] = value
+        for name in list(ids):
+            if name not in current:
+                ids.pop(name, None)
+                changed |= values.pop(name, None) is not None
+                changed |= unsaved.pop(name, None) is not None
+        for name, value in current.items():
+            if name not in mentioned and ids.get(name) == id(value):
+                continue
+            ids[name] = id(value)
+            where, form = keep_one(name, value)
+            if where == "value":
+                others = sum(len(kept_value[1]) for other, kept_value in values.items() if other != name)
+                if others + len(form[1]) > STATE_TOTAL_LIMIT:
+                    where, form = "unsaved", "a %s: the saved variables would pass %s together" % (
+                        form[0], size_words(STATE_TOTAL_LIMIT))
+            if where == "value":
+                changed |= unsaved.pop(name, None) is not None
+                if values.get(name) != form:
+                    values[name] = form
+                    changed = True
+            else:
+                changed |= values.pop(name, None) is not None
+                if unsaved.get(name) != form:
+                    unsaved[name] = form
+                    changed = True
+        imports.sort()
+        cwd = working_directory()
+        if imports != kept["imports"] or cwd != kept["cwd"]:
+            kept["imports"], kept["cwd"] = imports, cwd
+            changed = True
+        if not changed:
+            return
+        text = json.dumps(
+            {"cwd": cwd, "variables": values, "unsaved": unsaved, "imports": imports},
+            sort_keys=True,
+        )
+        temporary = STATE_FILE + ".new"
+        with open(temporary, "w") as file:
+            file.write(text)
+        os.replace(temporary, STATE_FILE)
+    except BaseException:
+        pass
+
+
 def report_done(key, seq, status, refused):
     try:
         names = variables()
@@ -560,6 +696,7 @@ def serve():
                 flush_user_streams()
                 os._exit(0)
             flush_user_streams()
+            keep_state(source)
             report_done(key, last_seq, status, refused)
         except ChannelLost as lost:
             channel_lost(key, str(lost), last_seq)

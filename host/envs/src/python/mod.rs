@@ -18,6 +18,7 @@
 
 mod channel;
 mod command;
+mod kept;
 mod process;
 mod variables;
 
@@ -135,11 +136,19 @@ pub struct PythonEnvironment {
     /// The command between its request and its last answer (it yielded,
     /// or is being answered).
     busy: Option<Command>,
+    /// Where the driver keeps its state, when the session is recorded.
+    kept: Option<kept::StateFile>,
 }
 
 impl PythonEnvironment {
     /// A python environment; the interpreter starts with the first command.
     pub fn new(config: &Settings) -> Self {
+        // Without its private folder the session keeps no python state (the
+        // resumed answer then says python starts fresh).
+        let kept = config
+            .session_state
+            .then(kept::StateFile::create)
+            .and_then(Result::ok);
         let launch = find_interpreter(config.python.as_deref()).map(|program| {
             let mut environment = config.secrets.filtered_environment();
             environment.retain(|(name, _)| {
@@ -151,6 +160,9 @@ impl PythonEnvironment {
                     .iter()
                     .map(|(name, value)| ((*name).into(), (*value).into())),
             );
+            if let Some(kept) = &kept {
+                environment.push(("ENVHOST_STATE_FILE".into(), kept.path().into()));
+            }
             Launch {
                 program,
                 working_dir: config.project_dir.clone(),
@@ -165,6 +177,7 @@ impl PythonEnvironment {
             variables: RecentVariables::new(),
             cwd: config.project_dir.display().to_string(),
             busy: None,
+            kept,
         }
     }
 
@@ -207,6 +220,9 @@ impl PythonEnvironment {
     }
 
     fn reset_view(&mut self) {
+        if let Some(kept) = &mut self.kept {
+            kept.forget();
+        }
         self.variables.clear();
         self.cwd = self.project_dir.display().to_string();
     }
@@ -898,6 +914,34 @@ impl Environment for PythonEnvironment {
         Ok(answer.answer_final(started.is_ok()))
     }
 
+    fn save_state(&mut self) -> Option<String> {
+        if self.busy.is_some() {
+            return None;
+        }
+        self.kept.as_mut()?.changed()
+    }
+
+    fn restore_state(
+        &mut self,
+        state: &str,
+        context: &CommandContext,
+    ) -> Result<String, EnvironmentError> {
+        let saved: kept::Kept = serde_json::from_str(state).map_err(|err| {
+            EnvironmentError::Failed(format!("the saved python state is unreadable: {err}"))
+        })?;
+        let Some(path) = self.kept.as_ref().map(kept::StateFile::restore_path) else {
+            return Err(EnvironmentError::Failed(
+                "this host keeps no python state".to_owned(),
+            ));
+        };
+        fs_write_private(&path, state)
+            .map_err(|err| EnvironmentError::io("cannot write the restore file", err))?;
+        let answer = self.handle_command(&kept::restore_code(&path), context);
+        let _ = std::fs::remove_file(&path);
+        let answer = answer?;
+        Ok(kept::describe(&saved, &answer.output))
+    }
+
     fn screen(&mut self) -> Result<ScreenSection, EnvironmentError> {
         self.notice_end();
         // Keep a yielded command's output flowing while the agent works
@@ -955,4 +999,17 @@ impl PythonEnvironment {
         text.push_str(HELP);
         text
     }
+}
+
+/// Writes `text` to a new file only its owner can read.
+fn fs_write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(text.as_bytes())
 }

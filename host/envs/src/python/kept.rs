@@ -1,0 +1,172 @@
+//! The interpreter's recoverable state, for crash-safe sessions.
+//!
+//! When the session is recorded, the driver writes the variables a command
+//! touched (pickled, under a size bound), the names it could not save and
+//! why, its imports and its working directory to a private file after the
+//! command ([`StateFile`] names it through `ENVHOST_STATE_FILE`, which the
+//! driver removes from its environment at start). This module notices that
+//! the file changed (one `stat`), reads it, and turns a kept state back into
+//! code the next interpreter runs, and its report into the agent's words.
+//!
+//! It owns the private folder, the restore code and the words. It must not
+//! know where the session is stored, nor talk to the interpreter itself.
+
+use std::fs::{self, DirBuilder};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The state of an interpreter that holds nothing: what is kept after a
+/// restart.
+pub const EMPTY: &str = r#"{"cwd":null,"imports":[],"unsaved":{},"variables":{}}"#;
+
+/// The private folder (0700) that holds the driver's state file.
+pub struct StateFile {
+    dir: PathBuf,
+    /// What the file was when last read: inode, modification time, size.
+    seen: Option<(u64, i64, i64, u64)>,
+}
+
+impl StateFile {
+    pub fn create() -> std::io::Result<StateFile> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let parent = std::env::temp_dir();
+        loop {
+            let dir = parent.join(format!(
+                "envhost-python-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ));
+            match DirBuilder::new().mode(0o700).create(&dir) {
+                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(err) => return Err(err),
+                Ok(()) => return Ok(StateFile { dir, seen: None }),
+            }
+        }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.join("state.json")
+    }
+
+    pub fn restore_path(&self) -> PathBuf {
+        self.dir.join("restore.json")
+    }
+
+    /// A fresh interpreter holds nothing: the old file goes.
+    pub fn forget(&mut self) {
+        let _ = fs::remove_file(self.path());
+    }
+
+    /// The state if the driver wrote a new one since the last call; the
+    /// empty state once if the file went (a fresh interpreter).
+    pub fn changed(&mut self) -> Option<String> {
+        match fs::metadata(self.path()) {
+            Err(_) => self.seen.take().map(|_| EMPTY.to_owned()),
+            Ok(meta) => {
+                let now = (meta.ino(), meta.mtime(), meta.mtime_nsec(), meta.len());
+                if self.seen == Some(now) {
+                    return None;
+                }
+                let text = fs::read_to_string(self.path()).ok()?;
+                self.seen = Some(now);
+                Some(text)
+            }
+        }
+    }
+}
+
+impl Drop for StateFile {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// What the saved state says (for the words).
+#[derive(Deserialize)]
+pub struct Kept {
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub unsaved: std::collections::BTreeMap<String, String>,
+}
+
+/// The code that brings a saved state at `path` back into the namespace
+/// and prints one JSON line saying what came back.
+pub fn restore_code(path: &Path) -> String {
+    let path = path
+        .to_string_lossy()
+        .replace('\\', "\\\\")
+        .replace('\'', "\\'");
+    format!(
+        r#"def __envhost_restore(path):
+    import base64, importlib, json, os, pickle
+    with open(path) as file:
+        state = json.load(file)
+    space = globals()
+    variables, imports, failed = [], [], []
+    if state.get("cwd"):
+        try:
+            os.chdir(state["cwd"])
+        except OSError as err:
+            failed.append("the working directory %s (%s)" % (state["cwd"], err.strerror))
+    for module, name in state.get("imports", []):
+        try:
+            space[name] = importlib.import_module(module)
+            imports.append(module if name == module else "%s as %s" % (module, name))
+        except BaseException as err:
+            failed.append("import %s (%s: %s)" % (module, type(err).__name__, err))
+    for name, (kind, data) in sorted(state.get("variables", {{}}).items()):
+        try:
+            space[name] = pickle.loads(base64.b64decode(data))
+            variables.append("%s (%s)" % (name, kind))
+        except BaseException as err:
+            failed.append("%s, a %s (%s: %s)" % (name, kind, type(err).__name__, err))
+    print("\n" + json.dumps({{"variables": variables, "imports": imports, "failed": failed}}))
+__envhost_restore('{path}')
+del __envhost_restore
+"#
+    )
+}
+
+/// What the restore code printed, in the agent's words, with what was
+/// never saved.
+pub fn describe(kept: &Kept, printed: &str) -> String {
+    #[derive(Deserialize)]
+    struct Report {
+        variables: Vec<String>,
+        imports: Vec<String>,
+        failed: Vec<String>,
+    }
+    let report = printed
+        .lines()
+        .rev()
+        .find_map(|line| serde_json::from_str::<Report>(line.trim()).ok());
+    let Some(report) = report else {
+        return format!("restoring failed; the interpreter said: {}", printed.trim());
+    };
+    let mut words = format!("restored {} variable(s)", report.variables.len());
+    if !report.variables.is_empty() {
+        words.push_str(&format!(" ({})", report.variables.join(", ")));
+    }
+    if !report.imports.is_empty() {
+        words.push_str(&format!(", imports: {}", report.imports.join(", ")));
+    }
+    if let Some(cwd) = &kept.cwd {
+        words.push_str(&format!(", the working directory {cwd}"));
+    }
+    words.push('.');
+    if !report.failed.is_empty() {
+        words.push_str(&format!(" Not restored: {}.", report.failed.join("; ")));
+    }
+    if !kept.unsaved.is_empty() {
+        let unsaved: Vec<String> = kept
+            .unsaved
+            .iter()
+            .map(|(name, why)| format!("`{name}` ({why})"))
+            .collect();
+        words.push_str(&format!(" Could not be saved: {}.", unsaved.join("; ")));
+    }
+    words
+}
