@@ -296,37 +296,92 @@ fn python_code_cannot_kill_the_host() {
     host.finish();
 }
 
+/// The cgroup v2 folder process `pid` is in, where cgroup v2 is mounted.
+fn cgroup2_folder_of(pid: u32) -> Option<PathBuf> {
+    let own = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let own = own
+        .lines()
+        .find_map(|line| line.strip_prefix("0::"))?
+        .to_owned();
+    let mounts = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mounts.lines().find_map(|line| {
+        let (fields, after) = line.split_once(" - ")?;
+        if !after.starts_with("cgroup2 ") {
+            return None;
+        }
+        let fields: Vec<&str> = fields.split_whitespace().collect();
+        let (root, mount) = (fields.get(3)?, fields.get(4)?);
+        let relative = own
+            .strip_prefix(root)
+            .unwrap_or(&own)
+            .trim_start_matches('/');
+        Some(Path::new(mount).join(relative))
+    })
+}
+
 /// Whether the host made its folder of cgroups (`envhost-<pid>-<random>`
 /// next to its own cgroup v2), as it does wherever the machine allows.
 fn host_uses_cgroups(host: &Host) -> bool {
     let pid = host.pid();
-    let own = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
-    let Some(own) = own.lines().find_map(|line| line.strip_prefix("0::")) else {
-        return false;
-    };
-    let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    mounts.lines().any(|line| {
-        let Some((fields, after)) = line.split_once(" - ") else {
-            return false;
-        };
-        if !after.starts_with("cgroup2 ") {
-            return false;
-        }
-        let fields: Vec<&str> = fields.split_whitespace().collect();
-        let (Some(root), Some(mount)) = (fields.get(3), fields.get(4)) else {
-            return false;
-        };
-        let relative = own
-            .strip_prefix(root)
-            .unwrap_or(own)
-            .trim_start_matches('/');
-        let prefix = format!("envhost-{pid}-");
-        fs::read_dir(Path::new(mount).join(relative)).is_ok_and(|entries| {
+    let prefix = format!("envhost-{pid}-");
+    cgroup2_folder_of(pid)
+        .and_then(|folder| fs::read_dir(folder).ok())
+        .is_some_and(|entries| {
             entries
                 .filter_map(Result::ok)
                 .any(|entry| entry.file_name().to_string_lossy().starts_with(&prefix))
         })
-    })
+}
+
+/// A cgroup v2 of the test's own, for hosts whose folders of cgroups no
+/// other host may sweep: every host that starts removes the folders that
+/// killed hosts left next to its own, so a killed host's folder in the
+/// shared cgroup is anyone's. Killed and removed when dropped.
+struct PrivateCgroup(PathBuf);
+
+impl PrivateCgroup {
+    fn create() -> Option<PrivateCgroup> {
+        let parent = cgroup2_folder_of(std::process::id())?;
+        let dir = parent.join(format!(
+            "envhost-test-private-{}-{}",
+            std::process::id(),
+            unique()
+        ));
+        fs::create_dir(&dir).ok()?;
+        Some(PrivateCgroup(dir))
+    }
+
+    /// Starts the host as a member of this cgroup.
+    fn start(&self, project: &Path) -> Host {
+        let procs = self.0.join("cgroup.procs");
+        Host::builder()
+            .wrapped_in([
+                "sh".to_owned(),
+                "-c".to_owned(),
+                format!(r#"echo $$ > '{}' && exec "$0" "$@""#, procs.display()),
+            ])
+            .start(project)
+    }
+}
+
+impl Drop for PrivateCgroup {
+    fn drop(&mut self) {
+        fn remove(dir: &Path) {
+            if let Ok(entries) = fs::read_dir(dir) {
+                for entry in entries.filter_map(Result::ok) {
+                    if entry.path().is_dir() {
+                        remove(&entry.path());
+                    }
+                }
+            }
+            let _ = fs::write(dir.join("cgroup.kill"), "1");
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while fs::remove_dir(dir).is_err() && Instant::now() < deadline {
+                thread::sleep(Duration::from_millis(20));
+            }
+        }
+        remove(&self.0);
+    }
 }
 
 #[test]
@@ -361,20 +416,20 @@ until [ -s escaped.pid ]; do sleep 0.05; done; cat escaped.pid",
 
 #[test]
 fn processes_of_a_killed_host_are_ended_by_the_next_host() {
+    let test = "processes_of_a_killed_host_are_ended_by_the_next_host";
+    let Some(cgroup) = PrivateCgroup::create() else {
+        skip_unprivileged(test, "a writable cgroup v2");
+        return;
+    };
     let project = Project::new();
-    let mut host = Host::start(project.path());
+    let mut host = cgroup.start(project.path());
     let reply = host.command(
         "bash",
         "(setsid sh -c 'echo $$ > left.pid; exec sleep 1071' >/dev/null 2>&1 &)
 until [ -s left.pid ]; do sleep 0.05; done; cat left.pid",
     );
     let left = pids(reply.ok())[0];
-    if !host_uses_cgroups(&host)
-        && skip_unprivileged(
-            "processes_of_a_killed_host_are_ended_by_the_next_host",
-            "a writable cgroup v2",
-        )
-    {
+    if !host_uses_cgroups(&host) && skip_unprivileged(test, "a writable cgroup v2") {
         return;
     }
     // SIGKILL: the host cannot clean up after itself.
@@ -386,7 +441,7 @@ until [ -s left.pid ]; do sleep 0.05; done; cat left.pid",
         "nothing but the next host should have ended it"
     );
     let other = Project::new();
-    let mut next = Host::start(other.path());
+    let mut next = cgroup.start(other.path());
     assert_eq!(next.command("bash", "echo up").ok(), "up\n");
     assert!(
         wait_until_dead(left, Duration::from_secs(10)),

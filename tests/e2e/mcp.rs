@@ -195,24 +195,25 @@ fn text(result: &CallToolResult) -> &str {
 }
 
 /// Waits for `path` to exist, for a command that writes it when it starts.
-fn wait_for_file(path: &Path) {
+/// The pid a command writes to `path` (`echo $$ > path`), once the whole
+/// line is there: the file exists from the shell's `>` on, before the pid
+/// is written.
+fn wait_for_pid(path: &Path) -> i32 {
     let deadline = Instant::now() + ANSWER_DEADLINE;
-    while !path.exists() {
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && text.ends_with('\n')
+            && let Ok(pid) = text.trim().parse()
+        {
+            return pid;
+        }
         assert!(
             Instant::now() < deadline,
-            "{} never appeared",
+            "{} never held a pid",
             path.display()
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn pid_in(path: &Path) -> i32 {
-    std::fs::read_to_string(path)
-        .expect("read the pid file")
-        .trim()
-        .parse()
-        .expect("a pid")
 }
 
 #[test]
@@ -449,8 +450,7 @@ fn a_cancelled_call_interrupts_its_command() {
         "bash",
         json!({"command": "sh -c 'echo $$ > sleeper.pid; exec sleep 60'; echo finished"}),
     );
-    wait_for_file(&pid_file);
-    let sleeper = pid_in(&pid_file);
+    let sleeper = wait_for_pid(&pid_file);
     assert!(process_alive(sleeper));
     mcp.runtime
         .block_on(call.cancel(Some("the user pressed Esc".into())))
@@ -578,7 +578,7 @@ fn closing_stdin_or_sigterm_stops_the_server_and_reaps_everything() {
     host.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     host.send(&call(1, "sleep 300 & echo $! > background.pid"));
     host.recv();
-    let background = pid_in(&project.path().join("background.pid"));
+    let background = wait_for_pid(&project.path().join("background.pid"));
     assert!(process_alive(background));
     let (status, _) = host.finish();
     assert!(status.success());
@@ -600,8 +600,7 @@ fn closing_stdin_or_sigterm_stops_the_server_and_reaps_everything() {
     host.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     host.send(&call(1, "sh -c 'echo $$ > sleeper.pid; exec sleep 60'"));
     let pid_file = project.path().join("sleeper.pid");
-    wait_for_file(&pid_file);
-    let sleeper = pid_in(&pid_file);
+    let sleeper = wait_for_pid(&pid_file);
     let started = Instant::now();
     host.signal("TERM");
     let status = host.wait_exit(Duration::from_secs(30));

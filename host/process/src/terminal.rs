@@ -84,7 +84,7 @@ impl TerminalText {
     /// The line being written, as it stands (not yet ended by a newline):
     /// for programs whose prompt is the last thing they print.
     pub fn pending(&self) -> String {
-        self.screen.cells.iter().collect()
+        self.screen.pending()
     }
 
     /// Converts a complete piece of terminal output in one go.
@@ -124,19 +124,63 @@ fn incomplete_suffix_len(bytes: &[u8]) -> usize {
     0
 }
 
-/// The line being written, with a cursor, plus finished text.
+/// The line being written, with a cursor, plus finished text. Most output
+/// only ever appends to its line (the cursor at its end, or back at its
+/// start just before the newline a terminal ends a line with: `\r\n`), so
+/// the line is kept as text until something overwrites or erases part of
+/// it, and only then as one cell per character: output is copied once, not
+/// character by character into cells and back.
 #[derive(Default)]
 struct LineModel {
+    /// The line while it has only been appended to.
+    text: String,
+    /// Characters in `text`.
+    text_chars: usize,
+    /// The line once modelled cell by cell (`text` is then empty).
     cells: Vec<char>,
+    modelled: bool,
     cursor: usize,
     out: String,
 }
 
 impl LineModel {
     fn flush_line(&mut self, out: &mut String) {
-        out.extend(self.cells.iter());
-        self.cells.clear();
+        if self.modelled {
+            out.extend(self.cells.iter());
+            self.cells.clear();
+            self.modelled = false;
+        } else {
+            out.push_str(&self.text);
+            self.text.clear();
+            self.text_chars = 0;
+        }
         self.cursor = 0;
+    }
+
+    /// Switches to one cell per character.
+    fn model(&mut self) {
+        if !self.modelled {
+            self.cells.extend(self.text.chars());
+            self.text.clear();
+            self.text_chars = 0;
+            self.modelled = true;
+        }
+    }
+
+    fn line_chars(&self) -> usize {
+        if self.modelled {
+            self.cells.len()
+        } else {
+            self.text_chars
+        }
+    }
+
+    fn pending(&self) -> String {
+        if self.modelled {
+            self.cells.iter().collect()
+        } else {
+            self.text.clone()
+        }
     }
 
     fn newline(&mut self) {
@@ -147,12 +191,21 @@ impl LineModel {
     }
 
     fn put(&mut self, c: char) {
-        if self.cursor == self.cells.len() {
-            if self.cells.len() >= MAX_LINE_CHARS {
-                let mut out = std::mem::take(&mut self.out);
-                self.flush_line(&mut out);
-                self.out = out;
+        if self.cursor == self.line_chars() && self.line_chars() >= MAX_LINE_CHARS {
+            let mut out = std::mem::take(&mut self.out);
+            self.flush_line(&mut out);
+            self.out = out;
+        }
+        if !self.modelled {
+            if self.cursor == self.text_chars {
+                self.text.push(c);
+                self.text_chars += 1;
+                self.cursor += 1;
+                return;
             }
+            self.model();
+        }
+        if self.cursor == self.cells.len() {
             self.cells.push(c);
         } else if self.cursor < self.cells.len() {
             self.cells[self.cursor] = c;
@@ -199,6 +252,7 @@ impl Perform for LineModel {
         match action {
             // Erase in line: 0 = cursor to end, 1 = start to cursor, 2 = all.
             'K' => {
+                self.model();
                 let mode = params
                     .iter()
                     .next()
@@ -306,6 +360,6 @@ mod tests {
         let mut out = String::new();
         terminal.feed(&bytes, &mut out);
         assert_eq!(out.len(), MAX_LINE_CHARS * 3);
-        assert!(terminal.screen.cells.len() <= MAX_LINE_CHARS);
+        assert!(terminal.screen.line_chars() <= MAX_LINE_CHARS);
     }
 }

@@ -22,7 +22,11 @@
 //! The right to read is a mutex around both descriptors and their parsers.
 //! The thread holds it only while it polls (200 ms at most) and a pipe wakes
 //! it when a command begins, so the hand-over is immediate and never
-//! reorders output.
+//! reorders output. The thread takes over only once the shell has been idle
+//! for [`HANDOVER_DELAY`]: an agent's commands usually follow each other
+//! closely, and a command that begins before that costs the thread no
+//! wake-up at all (the command loop then reads what came meanwhile itself,
+//! as backlog). Output is left unread for at most that long.
 //!
 //! This module does not interpret output or decide anything about commands.
 
@@ -33,7 +37,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, UnixCredentials, recvmsg};
@@ -47,6 +51,11 @@ pub const IDLE_LIMIT: usize = 64 * 1024;
 const IDLE_POLL_MS: u16 = 200;
 
 const READ_SIZE: usize = 64 * 1024;
+
+/// How long the shell stays idle before the thread takes over reading, and
+/// how often the thread looks whether it is idle (ending a command does not
+/// wake it: two thread wake-ups per command were a tenth of a round trip).
+const HANDOVER_DELAY: Duration = Duration::from_millis(20);
 
 /// Why bytes on the report socket were not taken as a report.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +90,12 @@ struct Queue {
     events: VecDeque<ReaderEvent>,
     output_bytes: usize,
     busy: bool,
+    /// When the last command ended (the thread takes over after
+    /// [`HANDOVER_DELAY`]).
+    idle_since: Option<Instant>,
+    /// The thread holds the read side (or is about to): a command that
+    /// begins must wake it.
+    polling: bool,
     dropped_bytes: u64,
     stop: bool,
 }
@@ -280,6 +295,26 @@ impl ReadSide {
         Ok(extra_ready)
     }
 
+    /// Takes what the terminal and the socket hold now, without waiting:
+    /// one `poll` of both, and a read of each that is ready.
+    fn take_ready(&mut self, events: &mut Vec<ReaderEvent>) {
+        let mut fds = [
+            PollFd::new(self.master.as_fd(), PollFlags::POLLIN),
+            PollFd::new(self.reports.stream.as_fd(), PollFlags::POLLIN),
+        ];
+        if !matches!(poll(&mut fds, PollTimeout::ZERO), Ok(ready) if ready > 0) {
+            return;
+        }
+        let terminal_ready = fds[0].any().unwrap_or(false);
+        let socket_ready = fds[1].any().unwrap_or(false);
+        if terminal_ready {
+            self.read_terminal(events);
+        }
+        if socket_ready {
+            self.reports.drain_into(events);
+        }
+    }
+
     /// Reads the terminal once (it must be readable or hung up) and scans.
     fn read_terminal(&mut self, events: &mut Vec<ReaderEvent>) {
         let mut scanned = Vec::new();
@@ -307,7 +342,8 @@ impl ReadSide {
 
 struct Shared {
     queue: Mutex<Queue>,
-    /// Signalled when the mode changes or the reader must stop.
+    /// Signalled when the reader must stop (the thread looks at the mode
+    /// every [`HANDOVER_DELAY`] on its own).
     mode: Condvar,
     side: Mutex<ReadSide>,
     /// A byte here interrupts the idle thread's poll.
@@ -385,20 +421,31 @@ impl PtyReader {
     pub fn begin_command(&self) -> IdleBacklog {
         let mut queue = self.shared.queue();
         queue.busy = true;
+        let polling = queue.polling;
         let dropped_bytes = std::mem::take(&mut queue.dropped_bytes);
-        let events = queue.take_all();
+        let mut events = queue.take_all();
+        // The queue's lock is never held while waiting for the read side
+        // (the thread takes them in the other order).
         drop(queue);
-        self.shared.wake();
+        if polling {
+            self.shared.wake();
+        } else {
+            // The thread never took over: what came since the last command
+            // is read here, without waiting, so that it stays backlog.
+            self.shared.side().take_ready(&mut events);
+        }
         IdleBacklog {
             events,
             dropped_bytes,
         }
     }
 
-    /// Back to idle mode: the thread reads until the next command.
+    /// Back to idle mode: the thread reads from [`HANDOVER_DELAY`] on,
+    /// until the next command.
     pub fn end_command(&self) {
-        self.shared.queue().busy = false;
-        self.shared.mode.notify_all();
+        let mut queue = self.shared.queue();
+        queue.busy = false;
+        queue.idle_since = Some(Instant::now());
     }
 
     /// Busy mode: what the terminal and the socket have, waiting up to
@@ -433,18 +480,31 @@ fn idle_loop(shared: &Shared) {
     loop {
         {
             let mut queue = shared.queue();
-            while queue.busy && !queue.stop {
+            loop {
+                if queue.stop {
+                    return;
+                }
+                let idle_for = match (queue.busy, queue.idle_since) {
+                    (false, Some(since)) => since.elapsed(),
+                    // Idle from the start (never the case today: the shell's
+                    // start-up is waited for in busy mode).
+                    (false, None) => HANDOVER_DELAY,
+                    (true, _) => Duration::ZERO,
+                };
+                if idle_for >= HANDOVER_DELAY {
+                    queue.polling = true;
+                    break;
+                }
                 queue = shared
                     .mode
-                    .wait(queue)
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
-            }
-            if queue.stop {
-                return;
+                    .wait_timeout(queue, HANDOVER_DELAY - idle_for)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .0;
             }
         }
         let mut side = shared.side();
         if side.closed {
+            shared.queue().polling = false;
             return;
         }
         let mut events = Vec::new();
@@ -457,8 +517,14 @@ fn idle_loop(shared: &Shared) {
             &still_idle,
         ) {
             Ok(woken) => woken,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return,
+            Err(nix::errno::Errno::EINTR) => {
+                shared.queue().polling = false;
+                continue;
+            }
+            Err(_) => {
+                shared.queue().polling = false;
+                return;
+            }
         };
         if woken {
             let _ = (&shared.wake_reader).read(&mut scratch);
@@ -467,6 +533,7 @@ fn idle_loop(shared: &Shared) {
         for event in events {
             queue.push(event);
         }
+        queue.polling = false;
     }
 }
 
@@ -474,6 +541,55 @@ fn idle_loop(shared: &Shared) {
 mod tests {
     use super::*;
     use crate::bash::marker::Notes;
+
+    /// A reader on a fresh terminal, with a report socket nobody writes to,
+    /// and the terminal's other side to write as the shell would.
+    fn reader_on_a_terminal() -> (PtyReader, File, UnixStream) {
+        let pty = nix::pty::openpty(None, None).expect("a pseudo-terminal");
+        let (host_end, shell_end) = UnixStream::pair().expect("a socket pair");
+        let place = ReportPlace {
+            shell: 0,
+            fd: 0,
+            inode: 0,
+        };
+        let reader = PtyReader::start(pty.master, ReportSocket::new(host_end, place))
+            .expect("the reader starts");
+        (reader, File::from(pty.slave), shell_end)
+    }
+
+    fn backlog_text(backlog: &IdleBacklog) -> String {
+        let mut text = Vec::new();
+        for event in &backlog.events {
+            if let ReaderEvent::Output(bytes) = event {
+                text.extend_from_slice(bytes);
+            }
+        }
+        String::from_utf8_lossy(&text).into_owned()
+    }
+
+    #[test]
+    fn output_between_commands_is_backlog_whether_or_not_the_thread_took_over() {
+        // Before the hand-over delay (the command loop reads it when the
+        // next command begins) and well after it (the thread read it).
+        for pause in [Duration::from_millis(2), HANDOVER_DELAY * 10] {
+            let (reader, mut shell_side, _reports) = reader_on_a_terminal();
+            reader.end_command();
+            shell_side.write_all(b"between\n").expect("write");
+            thread::sleep(pause);
+            let mut text = backlog_text(&reader.begin_command());
+            // The terminal may pass the bytes on late on a loaded machine:
+            // then they are still not the next command's.
+            for _ in 0..100 {
+                if text.contains("between") {
+                    break;
+                }
+                reader.end_command();
+                thread::sleep(Duration::from_millis(1));
+                text += &backlog_text(&reader.begin_command());
+            }
+            assert!(text.contains("between"), "after {pause:?}: {text:?}");
+        }
+    }
 
     #[test]
     fn idle_queue_keeps_the_newest_output_and_every_report() {

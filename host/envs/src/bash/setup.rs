@@ -368,12 +368,14 @@ __envhost_prompt() {{
     {{ printf '{head}' "$__envhost_seq" "$__envhost_last" "$-" "$__envhost_fence" "$__envhost_notes" "$PWD"; jobs -l; printf '{end}'; }} >&"$__envhost_report"
   fi
   __envhost_notes=
+  unset __envhost_cmd
+  # The fence last: once the host reads it, the shell is about to leave the
+  # plumbing, and the host looks at its standard error only after that.
   if ! printf '{fence}' "$__envhost_fence" >&"$__envhost_tty"; then
     # Closed by a command: reopened, and said with the next report.
     eval "exec $__envhost_tty>/dev/tty" && printf '{fence}' "$__envhost_fence" >&"$__envhost_tty"
     __envhost_notes=t
   fi
-  unset __envhost_cmd
 }}
 PROMPT_COMMAND='{{ __envhost_prompt; }} 2>&"$__envhost_sink"'
 readonly PROMPT_COMMAND __envhost_jobs __envhost_tty __envhost_null __envhost_sink __envhost_report __envhost_state

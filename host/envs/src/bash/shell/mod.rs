@@ -78,6 +78,10 @@ const SESSION_GRACE: Duration = Duration::from_secs(1);
 /// Before a command, how long the shell may take to get from its report to
 /// the end of its prompt code (microseconds; a bound, not a delay).
 const IDLE_WAIT: Duration = Duration::from_millis(20);
+/// Looks at a shell still in its prompt code that only yield the core.
+const YIELDS_BEFORE_SLEEPING: u32 = 3;
+/// The pause between later looks.
+const PLUMBING_LOOK_INTERVAL: Duration = Duration::from_micros(20);
 /// Grace between SIGTERM and SIGKILL for what is left of an interrupted
 /// job once the shell is back at its prompt.
 const LEFTOVER_GRACE: Duration = Duration::from_millis(500);
@@ -635,9 +639,13 @@ impl Shell {
         // whose standard error goes to /dev/zero (a sink nothing else
         // uses) for its duration: look once it is out.
         // Microseconds when it is: yielding, not sleeping, keeps the round
-        // trip short.
+        // trip short. But if the shell lost its core right after its fence
+        // (a busy machine), it needs a core more than the host needs an
+        // answer: after a few looks the host sleeps between them instead of
+        // spinning on `/proc` (a dozen looks a command were measured).
         // One read of the link per look: it runs before every command.
         let deadline = Instant::now() + IDLE_WAIT;
+        let mut looks = 0;
         let link = loop {
             let link = std::fs::read_link(format!("/proc/{shell}/fd/2"));
             let in_plumbing = link
@@ -646,7 +654,12 @@ impl Shell {
             if !in_plumbing || Instant::now() >= deadline {
                 break link;
             }
-            thread::yield_now();
+            looks += 1;
+            if looks <= YIELDS_BEFORE_SLEEPING {
+                thread::yield_now();
+            } else {
+                thread::sleep(PLUMBING_LOOK_INTERVAL);
+            }
         };
         match kind_of_link(link) {
             StreamKind::Closed => {
