@@ -58,20 +58,24 @@ impl ProducedFile {
     }
 }
 
-/// The first bytes of a regular file, up to `limit`; `None` when `path`
-/// is not a regular file (a FIFO swapped in must not block the host, a
-/// symlink is not followed) or holds more than `limit` bytes.
-pub fn read_regular(path: &Path, limit: u64) -> Option<Vec<u8>> {
-    use std::io::Read;
+/// `path` opened for reading if it is a regular file: a symlink is not
+/// followed, and a FIFO swapped in does not block the host (the agent's
+/// commands can put either where a file is expected).
+pub fn open_regular(path: &Path) -> Option<fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW)
         .open(path)
         .ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
-    }
+    file.metadata().ok()?.is_file().then_some(file)
+}
+
+/// The first bytes of a regular file ([`open_regular`]), up to `limit`;
+/// `None` when `path` is not one or holds more than `limit` bytes.
+pub fn read_regular(path: &Path, limit: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let file = open_regular(path)?;
     let mut bytes = Vec::new();
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)

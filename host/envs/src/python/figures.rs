@@ -7,9 +7,7 @@
 //! saves them or how the answer is sent.
 
 use std::collections::VecDeque;
-use std::fs::OpenOptions;
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// Figures the screen lists, latest first.
@@ -96,15 +94,7 @@ fn figure(project: &Path, folder: &Path, path: &Path) -> Option<Figure> {
 /// IHDR chunk: length, type, width, height, big-endian).
 pub fn png_size(path: &Path) -> Option<(u32, u32)> {
     let mut header = [0u8; 24];
-    // Not through a symlink, and a FIFO swapped in does not block.
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW)
-        .open(path)
-        .ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
-    }
+    let file = envhost_files::changes::open_regular(path)?;
     (&file).read_exact(&mut header).ok()?;
     if &header[..8] != b"\x89PNG\r\n\x1a\n" || &header[12..16] != b"IHDR" {
         return None;
