@@ -206,7 +206,16 @@ fn a_figures_folder_leading_outside_the_project_is_not_used() {
 #[test]
 fn files_a_bash_command_writes_are_named_once() {
     let project = Project::new();
-    project.write("old.txt", "old");
+    // An hour old: a file written in the clock tick before a command
+    // starts may be named by it (the kernel may stamp it finer than the
+    // coarse clock the start is read from), which is not what this checks.
+    let old = std::fs::File::options()
+        .write(true)
+        .open(project.write("old.txt", "old"))
+        .expect("open old.txt");
+    old.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600))
+        .expect("age old.txt");
+    drop(old);
     let mut host = Host::start(project.path());
     let reply = host.command(
         "bash",

@@ -85,7 +85,10 @@ pub fn read_regular(path: &Path, limit: u64) -> Option<Vec<u8>> {
 
 /// When a command started, on the clock the kernel stamps modification
 /// times with (coarse: it lags the precise clock by up to a tick, so a
-/// file written just after the start is never stamped before it).
+/// file written just after the start is never stamped before it). The
+/// price: a file written in the tick before the start may be stamped at
+/// or after it (file systems with fine-grained stamps stamp ahead of the
+/// coarse clock), and is then named by the command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Since(SystemTime);
 
