@@ -554,7 +554,8 @@ pub fn check_requests(requests: &[Request]) -> Result<(), String> {
             Power::ReadDirectory(s)
             | Power::WriteDirectory(s)
             | Power::Variable(s)
-            | Power::Program(s) => s.as_str(),
+            | Power::Program(s)
+            | Power::Network(s) => s.as_str(),
             Power::Memory(_) | Power::TimeLimit(_) => "",
         };
         if text.len() > MAX_REQUEST_TEXT || request.reason.len() > MAX_REQUEST_TEXT {
