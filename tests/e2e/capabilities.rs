@@ -423,7 +423,7 @@ fn requests_and_grants_are_shown_on_screen_and_in_check() {
         "    requested, NOT granted   run sh - \"to run anything at all\"\n",
         "    granted (not requested)  see the variable LANG\n",
         "    granted (not requested)  read data/\n",
-        "  sandbox:     memory up to 256 MiB; no network; files, variables and programs only as granted above\n",
+        "  sandbox:     memory up to 256 MiB; no sockets; HTTP, files, variables and programs only as granted above\n",
     ] {
         assert!(text.contains(fragment), "lacks {fragment:?}:\n{text}");
     }
