@@ -185,7 +185,7 @@ pub fn link_problem(err: &wasmtime::Error) -> (String, String) {
 
 fn offered_imports() -> String {
     format!(
-        "Plugins get `{LOGGING_INTERFACE}`, `{INTERACTIVE_INTERFACE}` and WASI 0.2 (wasi:cli, wasi:clocks, wasi:filesystem, wasi:io, wasi:random, wasi:sockets; sandboxed), nothing else"
+        "Plugins get `{LOGGING_INTERFACE}`, `{INTERACTIVE_INTERFACE}` and WASI 0.2 (wasi:cli, wasi:clocks, wasi:filesystem, wasi:http, wasi:io, wasi:random, wasi:sockets; sandboxed), nothing else"
     )
 }
 
