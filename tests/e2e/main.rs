@@ -27,3 +27,4 @@ mod repl;
 mod running;
 mod session;
 mod stopping;
+mod versions;
