@@ -154,22 +154,49 @@ fn an_allowed_host_is_reached_and_shown_as_granted() {
         *server.hosts.lock().expect("hosts"),
         [format!("127.0.0.1:{port}"), format!("127.0.0.1:{port}")]
     );
+    // The grant, and the plugin's own request (not granted), on its screen.
+    let screen = reply.screen("fetcher");
     assert!(
-        reply.screen("fetcher").contains(&format!(
+        screen.contains(&format!(
             "Granted by the operator: network http://127.0.0.1:{port}"
         )),
-        "{}",
-        reply.screen("fetcher")
+        "{screen}"
+    );
+    assert!(
+        screen.contains(
+            "Asked for but not granted (those calls fail): network https://api.github.com"
+        ),
+        "{screen}"
     );
     drop(host);
 
-    // `envhost check` lists the grant next to the other powers.
+    // `envhost check` lists both next to the other powers.
     let grants = project.path().join("env/envhost.toml");
     let (_, report) = check_with_grants(&[fetcher_wasm(&project)], &project, Some(&grants));
+    let line = |report: &str, needle: &str| {
+        report
+            .lines()
+            .find(|line| line.contains(needle))
+            .unwrap_or_else(|| panic!("no line with {needle}: {report}"))
+            .to_owned()
+    };
     assert!(
-        report.contains(&format!(
-            "granted (not requested)  network http://127.0.0.1:{port}"
-        )),
+        line(&report, &format!("network http://127.0.0.1:{port}"))
+            .contains("granted (not requested)"),
+        "{report}"
+    );
+    assert!(
+        line(&report, "network https://api.github.com").contains("requested, NOT granted"),
+        "{report}"
+    );
+    // A wildcard grant covers the request.
+    let wider = project.write(
+        "wider.toml",
+        "[plugins.fetcher]\nallowed-hosts = [\"https://*.github.com\"]\n",
+    );
+    let (_, report) = check_with_grants(&[fetcher_wasm(&project)], &project, Some(&wider));
+    assert!(
+        line(&report, "network https://api.github.com").contains("requested, granted"),
         "{report}"
     );
 }

@@ -485,9 +485,10 @@ pub enum Power {
     Variable(String),
     Program(String),
     Memory(u64),
-    TimeLimit(Duration),
-    /// HTTP requests to what the pattern allows (`allowed-hosts` syntax).
+    /// Outgoing HTTP to destinations matching a pattern, in the grant's
+    /// own syntax (`https://api.github.com`, `https://*.example.com:8443`).
     Network(String),
+    TimeLimit(Duration),
 }
 
 impl fmt::Display for Power {
@@ -498,10 +499,10 @@ impl fmt::Display for Power {
             Power::Variable(name) => write!(f, "see the variable {name}"),
             Power::Program(program) => write!(f, "run {program}"),
             Power::Memory(bytes) => write!(f, "memory up to {}", text::bytes(*bytes)),
+            Power::Network(pattern) => write!(f, "network {pattern}"),
             Power::TimeLimit(limit) => {
                 write!(f, "commands stop after {}", text::duration(*limit))
             }
-            Power::Network(pattern) => write!(f, "network {pattern}"),
         }
     }
 }
