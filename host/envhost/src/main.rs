@@ -598,6 +598,7 @@ fn resume_session(
     plugins: &[String],
 ) -> String {
     let mut lines = Vec::new();
+    let mut saved_plugins = Vec::new();
     match store.load() {
         Err(reason) => {
             store.clear();
@@ -611,6 +612,7 @@ fn resume_session(
         )),
         Ok(states) => {
             lines.push(format!("Session resumed from {}:", store.dir().display()));
+            saved_plugins.extend(states.iter().map(|(name, _)| name.clone()));
             let restored = orchestrator.restore_states(&states);
             for (name, result) in restored {
                 match result {
@@ -630,9 +632,9 @@ fn resume_session(
             }
         }
     }
-    for name in plugins {
+    for name in plugins.iter().filter(|name| !saved_plugins.contains(name)) {
         lines.push(format!(
-            "- {name}: a plugin, restarted fresh (a plugin's state cannot be saved yet)."
+            "- {name}: a plugin, restarted fresh (nothing of it was saved: only a plugin that exports `state` keeps its state across a restart)."
         ));
     }
     lines.join("\n")

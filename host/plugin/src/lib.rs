@@ -56,6 +56,7 @@ mod grants;
 mod guest_io;
 mod host;
 mod instance;
+mod kept_state;
 mod limits;
 mod live_call;
 mod load;
