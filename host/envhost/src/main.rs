@@ -28,11 +28,14 @@ use envhost_process::{
 };
 use envhost_protocol::DEFAULT_MAX_LINE_BYTES;
 
+mod call;
 mod distribution;
 mod healthcheck;
+mod plugin_test;
 mod repl;
 mod serve;
 mod session;
+mod session_file;
 mod signals;
 mod stdout;
 
@@ -68,6 +71,14 @@ enum Command {
     /// plugins run while they are checked, with nothing granted unless
     /// --grants names the grants file to apply.
     Check(CheckArgs),
+    /// Run commands against one plugin through the host's own path and print
+    /// each answer, then its screen section, as a session file. Exits 1 if
+    /// a command failed, 2 if the plugin was refused.
+    Call(call::CallArgs),
+    /// Run session files (commands and their expected answers) against a
+    /// plugin and print a diff for each answer that differs; --bless writes
+    /// the answers into the files. Exits 1 if any session fails.
+    Test(plugin_test::TestArgs),
     /// Check that a session can be served here (for Docker HEALTHCHECK and
     /// Kubernetes probes): the project is readable, bash and python start
     /// and answer, and with --plugins every plugin loads. Exits 1 if not.
@@ -388,6 +399,8 @@ fn main() -> ExitCode {
         Command::Check(args) => run_check(args).map(|()| ExitCode::SUCCESS),
         Command::Distribution(command) => distribution::run(command).map(|()| ExitCode::SUCCESS),
         Command::Healthcheck(args) => return run_healthcheck(args),
+        Command::Call(args) => return call::run(args),
+        Command::Test(args) => return plugin_test::run(args),
         Command::CompilePlugin => return plugin::serve_compile(),
     };
     match result {
