@@ -67,7 +67,8 @@ enum Command {
     /// tool, on stdin/stdout, or over streamable HTTP with --http.
     Mcp(McpArgs),
     /// Check plugins (.wasm files) exactly as the host would load them, and
-    /// show what they offer; exits non-zero if any would be refused. The
+    /// show what they offer, verdict first; exits non-zero if any would be
+    /// refused or its first screen fails. The
     /// plugins run while they are checked, with nothing granted unless
     /// --grants names the grants file to apply.
     Check(CheckArgs),
@@ -684,7 +685,7 @@ fn run_check(args: CheckArgs) -> anyhow::Result<()> {
     }
     if refused > 0 {
         bail!(
-            "{refused} of {} plugin file{} would be refused",
+            "{refused} of {} plugin file{} failed the check",
             args.files.len(),
             if args.files.len() == 1 { "" } else { "s" }
         );

@@ -420,7 +420,10 @@ fn align(expected: &[String], actual: &[String]) -> Vec<Row> {
             } else {
                 j += 1;
             }
-        } else if i < n && j < m && expected[i] == actual[j] && cost[(i + 1) * width + j + 1] == here
+        } else if i < n
+            && j < m
+            && expected[i] == actual[j]
+            && cost[(i + 1) * width + j + 1] == here
         {
             rows.push(Row::Same(expected[i].clone()));
             i += 1;
