@@ -80,10 +80,6 @@ impl Runner {
     /// Loads `file` as a session would; the error is the refusal in words.
     pub(crate) fn start(file: &Path, target: &Target) -> anyhow::Result<Result<Runner, String>> {
         let project = crate::resolve_project(&target.project)?;
-        let name = file
-            .file_stem()
-            .map(|stem| stem.to_string_lossy().into_owned())
-            .unwrap_or_default();
         // Before the plugin can start a program (a `programs` grant).
         configure_containment(true);
         install_reaper();
@@ -93,7 +89,6 @@ impl Runner {
         let loaded = plugin::load_file(
             &PluginFile {
                 path: file,
-                name: &name,
                 apply_grants: target.grants.is_some(),
                 sharing: 1,
             },

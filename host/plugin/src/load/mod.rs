@@ -255,10 +255,9 @@ fn environment_of(
 
 /// One plugin file to load on its own ([`load_file`]).
 pub struct PluginFile<'a> {
-    /// The `.wasm` file (anywhere: `envhost call` runs files outside env/).
+    /// The `.wasm` file (anywhere: `envhost call` runs files outside env/);
+    /// the environment is named after its stem, as in env/.
     pub path: &'a Path,
-    /// The environment's name.
-    pub name: &'a str,
     /// Apply the grants file (`settings.config_file`, else
     /// `<project>/env/envhost.toml`) as a session does; `false`: nothing is
     /// granted.
@@ -280,14 +279,22 @@ pub fn load_file(
     cancel: &CancelFlag,
     log: Arc<dyn LogSink>,
 ) -> Result<Plugin, String> {
-    let refuse =
-        |problem: String| Refusal::new(file.name, file.path, problem).sentence(Some(project_dir));
-    let name = envhost_core::EnvironmentName::new(file.name).map_err(|_| {
-        refuse(format!(
-            "`{}` is not a valid environment name: the file's stem must be an identifier (a letter or `_`, then letters, digits or `_`); rename the file",
-            crate::plugin_text::name(file.name)
-        ))
-    })?;
+    let candidate = match loader::candidate(file.path) {
+        Ok(Some(candidate)) => candidate,
+        Ok(None) => {
+            return Err(Refusal::new(
+                &file.path.to_string_lossy(),
+                file.path,
+                "its name starts with `_`, so the host skips it in env/; rename it to load it",
+            )
+            .sentence(Some(project_dir)));
+        }
+        Err(refusal) => return Err(refusal.sentence(Some(project_dir))),
+    };
+    let name = candidate.name.clone();
+    let refuse = |problem: String| {
+        Refusal::new(name.as_str(), file.path, problem).sentence(Some(project_dir))
+    };
     let folder = plugin_dir(project_dir);
     let (config_path, config_shown) = config_path(settings, &folder, Some(project_dir));
     let config = if file.apply_grants {
@@ -312,10 +319,6 @@ pub fn load_file(
     let sandbox = Sandbox::new(settings.memory_limit, open_files)
         .map_err(|err| refuse(format!("plugins cannot run on this host: {err}")))?;
     let sandbox = Arc::new(sandbox);
-    let candidate = loader::Candidate {
-        name,
-        path: file.path.to_owned(),
-    };
     let loaded = loader::load(&sandbox, settings, &candidate, &Arc::new(granted))
         .map_err(|refusal| refusal.sentence(Some(project_dir)))?;
     Ok(environment_of(
