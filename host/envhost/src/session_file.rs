@@ -304,7 +304,7 @@ pub fn render_step(action: &Action, answer: &Answer) -> Vec<String> {
 impl Expected {
     /// Whether `answer` is what the block expects.
     pub fn matches(&self, answer: &Answer) -> bool {
-        self.fails == !answer.success && lines_match(&self.patterns, &normalized(&answer.output))
+        self.fails != answer.success && lines_match(&self.patterns, &normalized(&answer.output))
     }
 
     /// The block as written (normalized), for the diff.
