@@ -6,7 +6,11 @@
 //! name, description, style, commands, the host imports it uses, what it
 //! asks for and what it is granted, its size and hash, how it was compiled
 //! — and the screen section the agent will first see, rendered by the same
-//! code the host uses; or the refusal. It grants the plugin nothing unless
+//! code the host uses; or the refusal. The verdict and its reasons come
+//! first, the details after. A plugin whose first screen fails (a trap, a
+//! timeout, text that is not plain) fails the check although the host would
+//! load it: the agent's first look at it would be an error. A first screen
+//! over its own max-lines or the host's per-section cap is a warning. It grants the plugin nothing unless
 //! given a grants file (`--grants FILE`, read as the host reads
 //! `env/envhost.toml`, the project being the folder above the plugin's):
 //! the plugin runs while it is checked, and a bundle's own grants file is
@@ -19,7 +23,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::environment::{PluginEnvironment, PluginParts};
 use crate::grants::config_file::ConfigFile;
 use crate::grants::{self, Grants, GrantsApplied};
 use crate::guest_io::LogSink;
@@ -452,23 +455,13 @@ fn screen_preview(
             }
         }
     }
-    let powers = grants::screen_lines(&grants::compare(
-        &loaded.requests,
-        &loaded.grants,
-        sandbox.memory_limit(),
-    ));
-    let mut environment = PluginEnvironment::new(PluginParts {
-        name: name.clone(),
-        sandbox: Arc::clone(sandbox),
-        pre: loaded.pre,
-        instance: loaded.instance,
-        commands: loaded.description.commands,
-        grants: loaded.grants,
-        powers,
-        output_limits: OutputLimits::for_project(&PathBuf::from(".")),
-        log: Arc::clone(log),
-        cancel,
-    });
+    let mut environment = crate::load::plugin_environment(
+        loaded,
+        sandbox,
+        OutputLimits::for_project(&PathBuf::from(".")),
+        log,
+        &cancel,
+    );
     match environment.screen() {
         Ok(section) => {
             let content = envhost_core::truncate_lines(&section.content, section.max_lines);

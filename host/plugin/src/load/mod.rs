@@ -225,23 +225,8 @@ fn environment_of(
     for line in loaded.start_output.log_lines(name.as_str()) {
         log.line(&line);
     }
-    let powers = grants::screen_lines(&grants::compare(
-        &loaded.requests,
-        &loaded.grants,
-        sandbox.memory_limit(),
-    ));
-    let environment = PluginEnvironment::new(PluginParts {
-        name: name.to_string(),
-        sandbox: Arc::clone(sandbox),
-        pre: loaded.pre,
-        instance: loaded.instance,
-        commands: loaded.description.commands,
-        grants: loaded.grants,
-        powers,
-        output_limits: output_limits.clone(),
-        log: Arc::clone(log),
-        cancel: cancel.clone(),
-    });
+    let file = loaded.path.clone();
+    let environment = plugin_environment(loaded, sandbox, output_limits.clone(), log, cancel);
     Plugin {
         environment: LoadedEnvironment {
             name,
@@ -249,8 +234,36 @@ fn environment_of(
             environment: Box::new(environment),
             detail: Some(detail),
         },
-        file: loaded.path,
+        file,
     }
+}
+
+/// The environment of a plugin that loaded (its first instance running),
+/// with the powers it asked for and was granted shown under its section.
+pub(crate) fn plugin_environment(
+    loaded: loader::LoadedPlugin,
+    sandbox: &Arc<Sandbox>,
+    output_limits: OutputLimits,
+    log: &Arc<dyn LogSink>,
+    cancel: &CancelFlag,
+) -> PluginEnvironment {
+    let powers = grants::screen_lines(&grants::compare(
+        &loaded.requests,
+        &loaded.grants,
+        sandbox.memory_limit(),
+    ));
+    PluginEnvironment::new(PluginParts {
+        name: loaded.name.to_string(),
+        sandbox: Arc::clone(sandbox),
+        pre: loaded.pre,
+        instance: loaded.instance,
+        commands: loaded.description.commands,
+        grants: loaded.grants,
+        powers,
+        output_limits,
+        log: Arc::clone(log),
+        cancel: cancel.clone(),
+    })
 }
 
 /// One plugin file to load on its own ([`load_file`]).
