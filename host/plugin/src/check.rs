@@ -7,10 +7,12 @@
 //! asks for and what it is granted, its size and hash, how it was compiled
 //! — and the screen section the agent will first see, rendered by the same
 //! code the host uses; or the refusal. The verdict and its reasons come
-//! first, the details after. A plugin whose first screen fails (a trap, a
-//! timeout, text that is not plain) fails the check although the host would
-//! load it: the agent's first look at it would be an error. A first screen
-//! over its own max-lines or the host's per-section cap is a warning. It grants the plugin nothing unless
+//! first, the details after. A plugin whose first screen fails (a trap —
+//! a panic, an exception, a value of the wrong type — or a timeout) fails
+//! the check although the host would load it: the agent's first look at it
+//! would be an error. A first screen over its own max-lines or the host's
+//! per-section cap, or holding control characters the host removes, is a
+//! warning. It grants the plugin nothing unless
 //! given a grants file (`--grants FILE`, read as the host reads
 //! `env/envhost.toml`, the project being the folder above the plugin's):
 //! the plugin runs while it is checked, and a bundle's own grants file is
@@ -394,10 +396,11 @@ fn describe_loaded(
 /// The first screen, as the agent would see it, and what is wrong with it.
 struct Preview {
     text: String,
-    /// Why the first screen fails (a trap, a timeout, text the host must
-    /// clean): the plugin fails the check.
+    /// Why the first screen fails (a trap, including text the plugin could
+    /// not hand over, or a timeout): the plugin fails the check.
     error: Option<String>,
-    /// Content the host cuts (over its `max_lines`, over the host's cap).
+    /// Content the host cuts (over its `max_lines`, over the host's cap)
+    /// or cleans (control characters).
     warnings: Vec<String>,
 }
 
@@ -433,8 +436,9 @@ fn screen_preview(
             return preview;
         }
         Ok(section) => {
+            // Safe (the host cleans it), but not what its author wrote.
             if crate::plugin_text::block(&section.content) != section.content {
-                preview.error = Some(
+                preview.warnings.push(
                     "its first screen is not plain text: it holds control characters (terminal escapes, bidirectional controls) that the host removes before the agent sees it; write plain text (lines and tabs)".to_owned(),
                 );
             }
