@@ -246,7 +246,7 @@ fn check_candidate(
             format!("{shown}: REFUSED\n")
         }
         Ok(loaded) => {
-            world = Some(crate::wit::latest::WORLD.to_owned());
+            world = Some(loaded.pre.world());
             let refused = !problems.is_empty();
             details.push_str(&describe_loaded(&loaded, settings, *applied));
             let preview = screen_preview(loaded, &sandbox, &log);
@@ -349,6 +349,16 @@ fn describe_loaded(
             ));
         }
     }
+    text.push_str(&format!(
+        "  contract:    envhost:environment@{} (world `{}`){}\n",
+        loaded.pre.version().number(),
+        loaded.pre.world(),
+        if loaded.pre.has_state() {
+            "; its state is kept across traps and restarts"
+        } else {
+            ""
+        }
+    ));
     text.push_str(&format!(
         "  host imports used ({}):\n",
         loaded.imports.len()
