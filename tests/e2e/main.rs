@@ -3,6 +3,7 @@
 //! One test binary with a module per area, so it links once. Every test
 //! starts its own host on its own temporary project.
 
+mod authors;
 mod bash;
 mod bash_running;
 mod bash_trust;

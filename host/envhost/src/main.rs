@@ -28,13 +28,17 @@ use envhost_process::{
 };
 use envhost_protocol::DEFAULT_MAX_LINE_BYTES;
 
+mod call;
 mod distribution;
 mod healthcheck;
+mod plugin_test;
 mod repl;
 mod serve;
 mod session;
+mod session_file;
 mod signals;
 mod stdout;
+mod watch;
 
 use crate::serve::StopReason;
 use crate::signals::HostSignal;
@@ -57,17 +61,26 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve an agent: NDJSON commands on stdin, one answer per line on stdout.
-    Serve(SessionArgs),
+    Serve(ServeArgs),
     /// Try the environments by hand: `ENV: command` lines, readable output.
     Repl(ReplArgs),
     /// Serve MCP clients: each environment as a Model Context Protocol
     /// tool, on stdin/stdout, or over streamable HTTP with --http.
     Mcp(McpArgs),
     /// Check plugins (.wasm files) exactly as the host would load them, and
-    /// show what they offer; exits non-zero if any would be refused. The
+    /// show what they offer, verdict first; exits non-zero if any would be
+    /// refused or its first screen fails. The
     /// plugins run while they are checked, with nothing granted unless
     /// --grants names the grants file to apply.
     Check(CheckArgs),
+    /// Run commands against one plugin through the host's own path and print
+    /// each answer, then its screen section, as a session file. Exits 1 if
+    /// a command failed, 2 if the plugin was refused.
+    Call(call::CallArgs),
+    /// Run session files (commands and their expected answers) against a
+    /// plugin and print a diff for each answer that differs; --bless writes
+    /// the answers into the files. Exits 1 if any session fails.
+    Test(plugin_test::TestArgs),
     /// Check that a session can be served here (for Docker HEALTHCHECK and
     /// Kubernetes probes): the project is readable, bash and python start
     /// and answer, and with --plugins every plugin loads. Exits 1 if not.
@@ -106,6 +119,19 @@ struct HealthArgs {
 
     #[command(flatten)]
     plugin_args: PluginArgs,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Before each command, look for plugins rebuilt in env/ (a stat of
+    /// each file) and swap each new build in, as start-up would load it;
+    /// the command's answer says so, or why a new build was refused (the
+    /// old one then keeps running). See docs/plugin-tools.md.
+    #[arg(long)]
+    watch: bool,
+
+    #[command(flatten)]
+    session: SessionArgs,
 }
 
 #[derive(Args)]
@@ -350,7 +376,9 @@ struct SessionArgs {
 }
 
 enum Mode {
-    Serve,
+    Serve {
+        watch: bool,
+    },
     Repl {
         open_figures: bool,
     },
@@ -367,7 +395,7 @@ fn main() -> ExitCode {
         eprintln!("envhost: cannot prepare for an abort ({err})");
     }
     let result = match cli.command {
-        Command::Serve(args) => run_session(Mode::Serve, args),
+        Command::Serve(args) => run_session(Mode::Serve { watch: args.watch }, args.session),
         Command::Repl(args) => run_session(
             Mode::Repl {
                 open_figures: args.open_figures,
@@ -388,6 +416,8 @@ fn main() -> ExitCode {
         Command::Check(args) => run_check(args).map(|()| ExitCode::SUCCESS),
         Command::Distribution(command) => distribution::run(command).map(|()| ExitCode::SUCCESS),
         Command::Healthcheck(args) => return run_healthcheck(args),
+        Command::Call(args) => return call::run(args),
+        Command::Test(args) => return plugin_test::run(args),
         Command::CompilePlugin => return plugin::serve_compile(),
     };
     match result {
@@ -434,7 +464,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         project: project.clone(),
         mode: match mode {
-            Mode::Serve => "serve",
+            Mode::Serve { .. } => "serve",
             Mode::Repl { .. } => "repl",
             Mode::Mcp { http: None, .. } => "mcp",
             Mode::Mcp { http: Some(_), .. } => "mcp-http",
@@ -467,16 +497,21 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
     // Plugins' own output goes to stderr only where someone reads it: an
     // agent may never drain stderr, and a full pipe would block the host.
     let log: Arc<dyn LogSink> = match mode {
-        Mode::Serve | Mode::Mcp { http: None, .. } if !args.verbose => Arc::new(DiscardSink),
+        Mode::Serve { .. } | Mode::Mcp { http: None, .. } if !args.verbose => Arc::new(DiscardSink),
         _ => Arc::new(StderrSink),
     };
-    let mut plugins = plugin::load(
-        &project,
-        &args.plugins.settings(args.plugin_config.clone()),
-        &config.output,
-        &cancel,
-        log,
-    );
+    let plugin_settings = args.plugins.settings(args.plugin_config.clone());
+    // Before the plugins load: a change made while they load is seen.
+    let watcher = matches!(mode, Mode::Serve { watch: true }).then(|| {
+        watch::Watcher::new(
+            &project,
+            plugin_settings.clone(),
+            config.output.clone(),
+            cancel.clone(),
+            Arc::clone(&log),
+        )
+    });
+    let mut plugins = plugin::load(&project, &plugin_settings, &config.output, &cancel, log);
     let mut identity = session::Identity::new(&project);
     let mut plugin_names = Vec::new();
     for loaded in plugins.take_loaded() {
@@ -522,13 +557,13 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let mut code = ExitCode::SUCCESS;
-    // Front ends that serve from several threads share it.
-    let orchestrator = Arc::new(orchestrator);
     let reason = match mode {
         Mode::Mcp {
             http,
             structured_content,
         } => {
+            // Served from several threads, which share it.
+            let orchestrator = Arc::new(orchestrator);
             let settings = envhost_mcp::Settings {
                 yield_after: args.yield_after.unwrap_or(envhost_mcp::DEFAULT_YIELD_AFTER),
                 structured_content,
@@ -545,21 +580,29 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
                     http,
                 ),
             };
-            match served {
+            let reason = match served {
                 Ok(reason) => reason,
                 Err(err) => {
                     stop_session(&orchestrator, &format!("the MCP server failed: {err}"));
                     return Err(err.into());
                 }
-            }
+            };
+            stop_session(&orchestrator, &reason);
+            return Ok(code);
         }
-        Mode::Serve => {
+        Mode::Serve { .. } => {
             let mut files = ProjectFiles::new(ProjectRoot::new(
                 project.clone(),
                 args.allow_outside_project,
             ));
             let served = catch_unwind(AssertUnwindSafe(|| {
-                serve::run_stdin(&orchestrator, &mut files, &cancel, DEFAULT_MAX_LINE_BYTES)
+                serve::run_stdin(
+                    &mut orchestrator,
+                    watcher,
+                    &mut files,
+                    &cancel,
+                    DEFAULT_MAX_LINE_BYTES,
+                )
             }));
             match served {
                 Ok(StopReason::Signal(HostSignal::Deadly(signal))) => {
@@ -678,7 +721,7 @@ fn run_check(args: CheckArgs) -> anyhow::Result<()> {
     }
     if refused > 0 {
         bail!(
-            "{refused} of {} plugin file{} would be refused",
+            "{refused} of {} plugin file{} failed the check",
             args.files.len(),
             if args.files.len() == 1 { "" } else { "s" }
         );
