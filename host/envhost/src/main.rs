@@ -30,6 +30,7 @@ use envhost_protocol::DEFAULT_MAX_LINE_BYTES;
 
 mod distribution;
 mod healthcheck;
+mod new_project;
 mod repl;
 mod serve;
 mod session;
@@ -76,6 +77,10 @@ enum Command {
     /// runs in a separate, bounded process of its own binary.
     #[command(name = "compile-plugin", hide = true)]
     CompilePlugin,
+    /// Write a new plugin project: a small key-value environment in Rust,
+    /// Python or JavaScript, with its SDK, the WIT, the toolchain pinned, a
+    /// build script, a grants stub and a session test.
+    New(new_project::NewArgs),
     #[command(flatten)]
     Distribution(distribution::Command),
 }
@@ -389,6 +394,7 @@ fn main() -> ExitCode {
         Command::Distribution(command) => distribution::run(command).map(|()| ExitCode::SUCCESS),
         Command::Healthcheck(args) => return run_healthcheck(args),
         Command::CompilePlugin => return plugin::serve_compile(),
+        Command::New(args) => new_project::run(&args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

@@ -83,7 +83,7 @@ export const { environment, capabilities, state } = definePlugin({
     const keys = Object.keys(self.state.entries).sort();
     const lines = [keys.length ? `Keys (${keys.length}): ${keys.join(', ')}` : 'Keys: (none)'];
     if (isGranted(NOTES)) {
-      const notes = listNames(NOTES);
+      const notes = listNames(NOTES).filter((name) => !name.startsWith('.'));
       lines.push(`Notes in ${NOTES}/: ${notes.length ? notes.join(', ') : '(none)'}`);
     } else {
       lines.push(`Notes: ${NOTES}/ is not granted; the operator grants it in env/envhost.toml`);

@@ -79,7 +79,7 @@ class KeyValue(Plugin):
         keys = sorted(self.state["entries"])
         lines = [f"Keys ({len(keys)}): {', '.join(keys)}" if keys else "Keys: (none)"]
         try:
-            notes = sorted(os.listdir("/" + NOTES))
+            notes = sorted(n for n in os.listdir("/" + NOTES) if not n.startswith("."))
             lines.append(f"Notes in {NOTES}/: {', '.join(notes) if notes else '(none)'}")
         except OSError:
             lines.append(f"Notes: {NOTES}/ is not granted; the operator grants it in env/envhost.toml")
