@@ -17,6 +17,7 @@ mod files;
 mod harness;
 mod hostile;
 mod mcp;
+mod new_project;
 mod plugins;
 mod polyglot;
 mod protocol;
