@@ -1,9 +1,13 @@
 //! `envhost new` through the real binary: for each language the new
 //! project builds with its own `build.sh`, passes `envhost check` with its
 //! grants, answers its session test through the host (its notes land in
-//! the granted folder), and keeps its values across a host restart with
-//! `--resume` (the SDK's state snapshot). A bad name and a folder that is
-//! not empty are refused with a sentence.
+//! the granted folder), and keeps its values across a trap and across a
+//! host restart with `--resume` (the SDK's state snapshot). A bad name and
+//! a folder that is not empty are refused with a sentence.
+//!
+//! To trap on demand, the test adds one command to the generated sources
+//! before building, `crash`, which fails the way a plugin's bug does (an
+//! uncaught exception, a panic); the rest is the template as written.
 //!
 //! The builds reuse the toolchains the repository already installed
 //! (`scripts/build-polyglot-plugins`: componentize-py in
@@ -84,6 +88,7 @@ fn new_and_build(lang: &str) -> (tempfile::TempDir, PathBuf) {
         "{stdout}"
     );
     let project = temp.path().join("kv");
+    add_crash_command(&project, lang);
 
     let mut build = Command::new(project.join("build.sh"));
     match lang {
@@ -122,6 +127,35 @@ fn new_and_build(lang: &str) -> (tempfile::TempDir, PathBuf) {
     );
     assert!(project.join("kv.wasm").is_file());
     (temp, project)
+}
+
+/// Adds `crash` to the generated plugin (see the module's documentation).
+fn add_crash_command(project: &Path, lang: &str) {
+    let (file, anchor, insert) = match lang {
+        "python" => (
+            "src/app.py",
+            "Environment, Capabilities, State = export(KeyValue)\n",
+            "class Crashing(KeyValue):\n    @command(\"crash\", \"Raises an exception it does not catch.\")\n    \
+             def crash(self, call):\n        raise RuntimeError(\"the plugin blew up\")\n\n\n\
+             Environment, Capabilities, State = export(Crashing)\n",
+        ),
+        "js" => (
+            "src/plugin.js",
+            "  commands: [\n",
+            "  commands: [\n    { signature: 'crash', description: 'Throws an exception it does not catch.', \
+             run() { throw new Error('the plugin blew up'); } },\n",
+        ),
+        _ => (
+            "src/lib.rs",
+            "const COMMANDS: &'static [Command<Self>] = &[\n",
+            "const COMMANDS: &'static [Command<Self>] = &[\n        \
+             Command::new(\"crash\", |_, _| panic!(\"the plugin blew up\")).description(\"Panics.\"),\n",
+        ),
+    };
+    let path = project.join(file);
+    let source = std::fs::read_to_string(&path).expect("the generated source");
+    assert!(source.contains(anchor), "{file} lacks `{anchor}`");
+    std::fs::write(&path, source.replacen(anchor, insert, 1)).expect("write the source");
 }
 
 fn cache() -> String {
@@ -288,6 +322,16 @@ fn a_new_project_builds_loads_and_passes_its_session(lang: &str) {
     run_session(&plugin, &mut host);
     // The note is a file in the granted folder of the project.
     assert_eq!(project.read("notes/todo.txt"), "buy milk\ncall Ada\n");
+
+    // A trap costs the instance, not the values: the fresh instance starts
+    // from the last snapshot.
+    let crashed = host.command("kv", "crash");
+    assert!(
+        crashed.failed().contains("the plugin blew up"),
+        "{}",
+        crashed.0
+    );
+    assert_eq!(host.command("kv", "get colour").ok(), "blue");
     let (status, _) = host.finish();
     assert!(status.success());
 

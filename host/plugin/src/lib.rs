@@ -70,7 +70,7 @@ pub use crate::limits::{
     DEFAULT_MEMORY_LIMIT, DEFAULT_OPEN_FILES,
 };
 pub use crate::load::cache::{CodeCache, content_sha256};
-pub use crate::load::names::reads_like_builtin;
 pub use crate::load::compile::{COMPILE_SUBCOMMAND, serve_compile};
+pub use crate::load::names::reads_like_builtin;
 pub use crate::load::{LoadReport, Plugin, Plugins, load};
 pub use crate::settings::PluginSettings;
