@@ -166,13 +166,27 @@ function shown(value) {
 function unknownKeys(object, allowed, where) {
   for (const key of Object.keys(object)) {
     if (!allowed.includes(key)) {
-      const near = allowed.find((k) => k.toLowerCase().replace(/_/g, '') === key.toLowerCase().replace(/_/g, ''));
+      const plain = (k) => k.toLowerCase().replace(/_/g, '');
+      const near = allowed.find((k) => plain(k) === plain(key)) ?? allowed.find((k) => distance(plain(k), plain(key)) <= 2);
       throw new PluginError(
         `${where} has a key \`${key}\` the SDK does not know` +
           (near ? `; did you mean \`${near}\`?` : `; the keys are ${allowed.join(', ')}`),
       );
     }
   }
+}
+
+/** Levenshtein distance, for "did you mean" (short keys only). */
+function distance(a, b) {
+  let row = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) {
+      next[j] = Math.min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    row = next;
+  }
+  return row[b.length];
 }
 
 function checkCommands(commands) {

@@ -92,7 +92,8 @@ test('mistakes in the definition throw when the module is evaluated', () => {
   const cmd = { signature: 'go', description: 'Go.', run: () => '' };
   assert.throws(() => definePlugin({ summary: '', commands: [] }), /the plugin's `summary` is a string ""; set it to one line/);
   assert.throws(() => definePlugin({ summary: 's', commands: [cmd, { ...cmd, signature: 'go <now>' }] }), /two commands are named `go` \(commands 1 and 2\)/);
-  assert.throws(() => definePlugin({ summary: 's', commands: [{ ...cmd, desciption: 'x' }] }), /command 1 \(`go`\) has a key `desciption` the SDK does not know; the keys are/);
+  assert.throws(() => definePlugin({ summary: 's', commands: [{ ...cmd, desciption: 'x' }] }), /command 1 \(`go`\) has a key `desciption` the SDK does not know; did you mean `description`\?/);
+  assert.throws(() => definePlugin({ summary: 's', commands: [{ ...cmd, handler: () => '' }] }), /has a key `handler` the SDK does not know; the keys are signature, description, summary, example, simple, run/);
   assert.throws(() => definePlugin({ summary: 's', commands: [], max_lines: 3 }), /has a key `max_lines` the SDK does not know; did you mean `maxLines`\?/);
   assert.throws(() => definePlugin({ summary: 's', commands: [{ signature: 'go', description: 'x' }] }), /has no `run\(call, self\)` function/);
   assert.throws(() => definePlugin({ summary: 's', commands: [], requests: [{ power: 'network' }] }), PluginError);
