@@ -87,6 +87,14 @@ class Sessions(ProjectTest):
         self.assertIn("No such file or directory", failed.output)
         self.assertIn("Last exit code: 2", failed.screen["bash"].content)
 
+    def test_files_a_command_wrote_are_typed(self):
+        session = self.session()
+        quiet = session.run("bash", "true")
+        self.assertEqual(quiet.files, ())
+        wrote = session.run("bash", "mkdir -p out && printf '{}\\n' > out/r.json")
+        self.assertEqual(wrote.files, (envhost.ProducedFile(path="out/r.json", size=3, media_type="application/json"),))
+        self.assertEqual(wrote.raw["response"]["files"][0]["path"], "out/r.json")
+
     def test_screen_without_running_anything(self):
         screen = self.session().screen()
         self.assertIsInstance(screen, envhost.Screen)

@@ -450,6 +450,102 @@ until [ -s left.pid ]; do sleep 0.05; done; cat left.pid",
     next.finish();
 }
 
+/// Hosts sweep the cgroup folders dead hosts left beside their own; a
+/// folder there that is not a host's (here the test's own cgroup, named
+/// `envhost-test-private-…`) is not one, and what runs in it is left alone.
+/// (Before, every `envhost-…` folder was taken for a dead host's, and a
+/// host starting beside it killed the programs of the host inside it.)
+#[test]
+fn a_host_sweeps_only_the_folders_of_hosts() {
+    let test = "a_host_sweeps_only_the_folders_of_hosts";
+    let Some(cgroup) = PrivateCgroup::create() else {
+        skip_unprivileged(test, "a writable cgroup v2");
+        return;
+    };
+    let project = Project::new();
+    let mut inside = cgroup.start(project.path());
+    let reply = inside.command("bash", "sleep 1072 & echo $!");
+    let sleeper = pids(reply.ok())[0];
+    if !host_uses_cgroups(&inside) && skip_unprivileged(test, "a writable cgroup v2") {
+        return;
+    }
+    // A host beside the test's cgroup sweeps when it starts.
+    let elsewhere = Project::new();
+    let mut beside = Host::start(elsewhere.path());
+    assert_eq!(beside.command("bash", "echo up").ok(), "up\n");
+    thread::sleep(Duration::from_millis(200));
+    assert!(
+        process_alive(sleeper),
+        "a host beside it killed a program of a live host"
+    );
+    beside.finish();
+    inside.finish();
+}
+
+/// A host killed with SIGKILL cannot remove its private folders (bash's
+/// start-up script, command file and variable dump; python's state): the
+/// next host that starts a shell or an interpreter removes them, and only
+/// those of dead hosts.
+#[test]
+fn private_files_of_a_killed_host_are_removed_by_the_next_host() {
+    let temp = tempfile::tempdir().expect("a temporary folder");
+    let tmpdir = temp.path().display().to_string();
+    let folders = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(temp.path())
+            .expect("list the temporary folder")
+            .filter_map(Result::ok)
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with("envhost-bash-") || name.starts_with("envhost-python-"))
+            .collect();
+        names.sort();
+        names
+    };
+    let project = Project::new();
+    let mut killed = Host::builder().env("TMPDIR", &tmpdir).start(project.path());
+    killed.command("bash", "secret=1").ok();
+    killed.command("python", "secret = 1").ok();
+    let left = folders();
+    assert_eq!(
+        left.len(),
+        2,
+        "one folder each for bash and python: {left:?}"
+    );
+    let mut alive = Host::builder().env("TMPDIR", &tmpdir).start(project.path());
+    alive.command("bash", "true").ok();
+    let with_alive = folders();
+    killed.signal("KILL");
+    killed.wait_exit(Duration::from_secs(10));
+    assert_eq!(
+        folders(),
+        with_alive,
+        "nothing removes them but another host"
+    );
+
+    let mut next = Host::builder().env("TMPDIR", &tmpdir).start(project.path());
+    next.command("bash", "true").ok();
+    next.command("python", "1").ok();
+    let now = folders();
+    for name in &left {
+        assert!(
+            !now.contains(name),
+            "{name} of the killed host is still there: {now:?}"
+        );
+    }
+    for name in with_alive.iter().filter(|name| !left.contains(name)) {
+        assert!(
+            now.contains(name),
+            "{name} of a live host was removed: {now:?}"
+        );
+    }
+    next.finish();
+    alive.finish();
+    assert!(
+        folders().is_empty(),
+        "hosts that stop remove their own: {:?}",
+        folders()
+    );
+}
+
 /// Every other way the guard closes, tried from python at the host's pid:
 /// each must fail with EPERM (1). Signal 0 and `PTRACE_SEIZE` would do no
 /// harm if they got through, so a guard that fails shows as a wrong errno,

@@ -244,6 +244,32 @@ fn files_a_bash_command_writes_are_named_once() {
 }
 
 #[test]
+fn files_never_name_the_transcript_the_host_keeps_in_the_project() {
+    let project = Project::new();
+    let mut host = Host::builder()
+        .arg("--transcript")
+        .arg(
+            project
+                .path()
+                .join("transcript.jsonl")
+                .display()
+                .to_string(),
+        )
+        .start(project.path());
+    for _ in 0..3 {
+        let reply = host.command("bash", "echo hi > notes.txt");
+        reply.ok();
+        assert_eq!(
+            files(&reply),
+            [("notes.txt".to_owned(), 3, "text/plain".to_owned())],
+            "{}",
+            reply.0
+        );
+    }
+    assert!(project.read("transcript.jsonl").contains("notes.txt"));
+}
+
+#[test]
 fn files_python_writes_and_saved_output_are_named() {
     let project = Project::new();
     let mut host = Host::builder()

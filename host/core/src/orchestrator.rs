@@ -168,6 +168,10 @@ pub struct OrchestratorSettings {
     /// The project: answers name the files a command produced in it.
     /// `None`: answers name no files.
     pub project_dir: Option<PathBuf>,
+    /// Files the host itself keeps writing (the transcript), as canonical
+    /// paths: never named as files a command produced, though they change
+    /// with every answer.
+    pub own_files: Vec<PathBuf>,
 }
 
 impl OrchestratorSettings {
@@ -177,6 +181,7 @@ impl OrchestratorSettings {
             default_timeout,
             yield_after: None,
             project_dir: None,
+            own_files: Vec::new(),
         }
     }
 
@@ -644,7 +649,10 @@ impl Orchestrator {
         reported.remember(&response.files);
         drop(reported);
         let mut seen = std::collections::HashSet::new();
-        response.files.retain(|path| seen.insert(path.clone()));
+        let own = &self.settings.own_files;
+        response
+            .files
+            .retain(|path| !own.contains(path) && seen.insert(path.clone()));
         response.files.truncate(changes::MAX_FILES);
         response
     }

@@ -3,8 +3,9 @@
 //! the same way ("120 s", "92.7 KiB", "3 lines").
 //!
 //! It also reads durations and sizes as operators write them in flags and
-//! config files (`90s`, `2m`, `64MiB`). It must not know who prints the
-//! words or why.
+//! config files (`90s`, `2m`, `64MiB`), and names the kind of a JSON value
+//! the same way for every front end ("a string", "an array"). It must not
+//! know who prints the words or why.
 
 use std::time::Duration;
 
@@ -12,6 +13,21 @@ use std::time::Duration;
 /// host was asked to stop (Ctrl-C in the REPL, SIGINT or SIGTERM).
 pub const INTERRUPTED: &str =
     "interrupted because the host was asked to stop (Ctrl-C, SIGINT or SIGTERM)";
+
+/// The kind of a JSON value as a message names it ("expected a string,
+/// got an array"): `null`, `a boolean`, `a number`, `a string`, `an
+/// array`, `an object`.
+pub fn json_kind(value: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
 
 /// `fragment` with its first letter in upper case, to start a sentence.
 pub fn capitalized(fragment: &str) -> String {

@@ -424,10 +424,14 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
     install_reaper();
 
     let mut bus = EventBus::new();
+    let mut own_files = Vec::new();
     if let Some(path) = &args.transcript {
         let observer = TranscriptObserver::open(path)
             .with_context(|| format!("cannot open the transcript file {}", path.display()))?;
         bus.subscribe(Box::new(observer));
+        // A transcript inside the project changes with every answer; it is
+        // the host's file, not a command's.
+        own_files.extend(path.canonicalize().ok());
     }
     if args.verbose {
         bus.subscribe(Box::new(ConsoleObserver::new()));
@@ -450,6 +454,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
             default_timeout: args.timeout,
             yield_after: args.yield_after,
             project_dir: Some(project.clone()),
+            own_files,
         },
         bus,
         cancel.clone(),

@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use envhost_core::text::json_kind;
 use envhost_core::{CommandRequest, Control, ControlRequest, RequestId};
 use rmcp::model::JsonObject;
 use serde_json::Value;
@@ -130,7 +131,7 @@ impl Fields<'_> {
             Some(Value::String(text)) => Ok(text.clone()),
             Some(other) => Err(format!(
                 "`{name}` must be a string, got {}.",
-                kind_of(other)
+                json_kind(other)
             )),
             None => Err(format!("The {} tool needs `{name}` (a string).", self.tool)),
         }
@@ -143,7 +144,7 @@ impl Fields<'_> {
             Some(other) => {
                 return Err(format!(
                     "`{name}` must be a number of seconds, got {}.",
-                    kind_of(other)
+                    json_kind(other)
                 ));
             }
         };
@@ -171,17 +172,6 @@ fn list(names: &[&str]) -> String {
         Some((last, [])) => last.clone(),
         Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
         None => "nothing".to_owned(),
-    }
-}
-
-fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

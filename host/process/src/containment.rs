@@ -159,6 +159,22 @@ fn random_u32() -> u32 {
     u32::from_ne_bytes(bytes)
 }
 
+/// Whether `name` is one a host gives its folder, `envhost-<pid>-<8 hex
+/// digits>`: other folders beside it (a test's, another tool's named
+/// `envhost-…`) are never taken for a dead host's.
+fn is_host_folder_name(name: &str) -> bool {
+    let Some((pid, random)) = name
+        .strip_prefix("envhost-")
+        .and_then(|rest| rest.split_once('-'))
+    else {
+        return false;
+    };
+    !pid.is_empty()
+        && pid.bytes().all(|b| b.is_ascii_digit())
+        && random.len() == 8
+        && random.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// Cgroups left by hosts that died without cleaning up (killed with
 /// SIGKILL): whatever still runs in them has nobody to end it, so it is
 /// killed, and the folders are removed. A folder is left by a dead host
@@ -168,7 +184,7 @@ fn remove_stale(parent: &Path) {
         return;
     };
     for entry in entries.filter_map(Result::ok) {
-        if !entry.file_name().to_string_lossy().starts_with("envhost-") {
+        if !is_host_folder_name(&entry.file_name().to_string_lossy()) {
             continue;
         }
         let base = entry.path();
@@ -419,14 +435,38 @@ mod tests {
         fs::create_dir(&dead).unwrap();
         fs::create_dir(dead.join("bash-0")).unwrap();
         fs::create_dir(&live).unwrap();
+        let other = parent.join(format!("envhost-test-private-{}-0", std::process::id()));
+        fs::create_dir(&other).unwrap();
+        fs::create_dir(other.join("envhost-1-00000000")).unwrap();
         let held = open_dir(&live).unwrap();
         assert!(lock(&held, false));
         remove_stale(parent);
         assert!(!dead.exists(), "a folder nobody holds is removed");
         assert!(live.exists(), "a held folder is kept");
         assert!(base.exists(), "this host's own folder is kept");
+        assert!(
+            other.join("envhost-1-00000000").exists(),
+            "a folder not named as a host names its own is not a host's"
+        );
         drop(held);
         fs::remove_dir(&live).unwrap();
+        fs::remove_dir(other.join("envhost-1-00000000")).unwrap();
+        fs::remove_dir(&other).unwrap();
+    }
+
+    #[test]
+    fn only_names_a_host_gives_are_taken_for_hosts() {
+        assert!(is_host_folder_name("envhost-123-0badcafe"));
+        for name in [
+            "envhost-test-private-1-2",
+            "envhost-123-0badcaf",
+            "envhost-123-0badcafez",
+            "envhost--0badcafe",
+            "envhost-bash-1-0",
+            "other-1-0badcafe",
+        ] {
+            assert!(!is_host_folder_name(name), "{name}");
+        }
     }
 
     #[test]

@@ -25,7 +25,9 @@
 //! - an interactive program driven at its prompt ([`Session`], [`Prompt`]),
 //!   found on `PATH` ([`find_program`]), and seen from another thread while
 //!   a wait reads it ([`SessionLive`]);
-//! - non-blocking descriptors ([`set_nonblocking`]).
+//! - non-blocking descriptors ([`set_nonblocking`]);
+//! - the private folders a program's plumbing lives in, removed with their
+//!   owner and swept when their host died ([`PrivateFolder`]).
 //!
 //! It must not know any particular environment, the protocol or the screen.
 
@@ -39,6 +41,7 @@ mod input_wait;
 mod interrupt;
 mod live;
 mod output;
+mod private_folder;
 mod procfs;
 mod program;
 mod prompt;
@@ -63,6 +66,7 @@ pub use crate::input_wait::{TerminalReader, waiting_for_any_input, waiting_for_t
 pub use crate::interrupt::{DEFAULT_LADDER, Escalation, escalate, signal_group};
 pub use crate::live::SessionLive;
 pub use crate::output::CommandOutput;
+pub use crate::private_folder::PrivateFolder;
 pub use crate::procfs::{ProcessInfo, descendants, process_info, process_table};
 pub use crate::program::find_program;
 pub use crate::prompt::Prompt;

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use envhost_core::text::json_kind;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -47,17 +48,5 @@ pub(crate) fn string(
             "field {field:?} must be a string, got {}",
             json_kind(&other)
         )),
-    }
-}
-
-/// How a JSON value is named in messages ("a string", "an array").
-pub(crate) fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }

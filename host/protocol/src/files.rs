@@ -9,7 +9,8 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::Value;
 
-use crate::fields::{self, Fields, check_fields, json_kind, value};
+use crate::fields::{self, Fields, check_fields, value};
+use envhost_core::text::json_kind;
 
 const READ_FIELDS: [&str; 5] = ["type", "id", "path", "offset", "length"];
 const WRITE_FIELDS: [&str; 6] = ["type", "id", "path", "content_base64", "append", "more"];

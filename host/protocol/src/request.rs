@@ -12,9 +12,10 @@ use envhost_core::{CommandRequest, Control, ControlRequest, RequestId};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::fields::{self, Fields, check_fields, json_kind, value};
+use crate::fields::{self, Fields, check_fields, value};
 use crate::files;
 use crate::framing::RawLine;
+use envhost_core::text::json_kind;
 
 /// The longest line read; a longer line is skipped in bounded memory and
 /// answered with an error.

@@ -14,7 +14,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from typing import IO, Any, Dict, Iterator, List, Mapping, Optional, Union
+from typing import IO, Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 # The host's line cap is 16 MiB and it sends at most 8 MiB of file content
 # per line (11 MiB of base64): chunks stay well under the cap.
@@ -105,17 +105,33 @@ class Screen(Mapping[str, Section]):
 
 
 @dataclass(frozen=True)
+class ProducedFile:
+    """A file the command created or changed inside the project: `path`
+    relative to the project (absolute for an editor write outside it under
+    `allow_outside_project`), its `size` in bytes when the host looked, and
+    a `media_type` guessed from the name."""
+
+    path: str
+    size: int
+    media_type: str
+
+
+@dataclass(frozen=True)
 class Result:
     """The answer to `run`, `wait`, `input`, `interrupt` and `restart`.
 
     `running` is true when the command was still running when the host
     answered (it yielded): call `wait`, `input` or `interrupt` next.
+    `files` lists the files the command created or changed (saved output,
+    figures, editor writes, files in the folders the host looked at); it is
+    empty when there are none.
     """
 
     output: str
     success: bool
     running: bool
     screen: Screen
+    files: Tuple[ProducedFile, ...]
     raw: Dict[str, Any] = field(repr=False, compare=False)
 
 
@@ -284,8 +300,29 @@ def result_from(reply: Dict[str, Any]) -> Result:
         # Present (and true) only while the command runs.
         running=bool(response.get("running", False)),
         screen=screen_from(reply.get("screen")),
+        files=files_from(response.get("files")),
         raw=reply,
     )
+
+
+def files_from(value: Any) -> Tuple[ProducedFile, ...]:
+    """The response's `files` (absent when there are none)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ProtocolViolation(f"'files' is not a list: {str(value)[:200]}")
+    files = []
+    for entry in value:
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("path"), str)
+            or isinstance(entry.get("size"), bool)
+            or not isinstance(entry.get("size"), int)
+            or not isinstance(entry.get("media_type"), str)
+        ):
+            raise ProtocolViolation(f"a 'files' entry without path, size and media_type: {str(entry)[:200]}")
+        files.append(ProducedFile(path=entry["path"], size=entry["size"], media_type=entry["media_type"]))
+    return tuple(files)
 
 
 def file_chunk_from(reply: Dict[str, Any]) -> FileChunk:

@@ -28,7 +28,15 @@ pub fn file() -> Option<PathBuf> {
     let state = match std::env::var_os("XDG_STATE_HOME").map(PathBuf::from) {
         // The XDG rule: a relative path is invalid and ignored.
         Some(state) if state.is_absolute() => state,
-        _ => PathBuf::from(std::env::var_os("HOME")?).join(".local/state"),
+        _ => {
+            let home = PathBuf::from(std::env::var_os("HOME")?);
+            // A relative HOME would put the history wherever the REPL was
+            // started (inside a project, say); no history is better.
+            if !home.is_absolute() {
+                return None;
+            }
+            home.join(".local/state")
+        }
     };
     Some(state.join("envhost").join("history"))
 }

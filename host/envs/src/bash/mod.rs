@@ -209,6 +209,25 @@ impl BashEnvironment {
         ));
     }
 
+    /// The shell was lost with its state: end it, tell the agent (`told`,
+    /// after the output) and the observers (`reason`), and keep `summary`
+    /// on the screen until the next shell starts.
+    fn lose_shell(
+        &mut self,
+        output: &mut CommandOutput,
+        exit_code: i32,
+        summary: &str,
+        told: String,
+        reason: String,
+    ) {
+        self.discard_shell(exit_code, summary);
+        output.after(note(told));
+        output.incident(Incident::Restarted {
+            reason,
+            lost: LOST_STATE.into(),
+        });
+    }
+
     /// Gets a shell ready for a command: replaces one that ended or is
     /// still busy with an abandoned command, starts one if there is none.
     fn ready_shell(
@@ -218,15 +237,17 @@ impl BashEnvironment {
     ) -> Result<(), EnvironmentError> {
         if let Some(exit) = self.shell.as_ref().and_then(Shell::exited) {
             // It ended between commands (killed from outside).
-            self.discard_shell(exit_code(exit), &format!("The shell {exit}"));
-            output.after(note(format!(
+            let told = format!(
                 "The shell {exit} since the last command; a fresh shell was started in {}. Lost: {LOST_STATE}.",
                 self.status.cwd.display()
-            )));
-            output.incident(Incident::Restarted {
-                reason: format!("the shell {exit} between commands"),
-                lost: LOST_STATE.into(),
-            });
+            );
+            self.lose_shell(
+                output,
+                exit_code(exit),
+                &format!("The shell {exit}"),
+                told,
+                format!("the shell {exit} between commands"),
+            );
         }
         if self.shell.is_none() {
             self.start_shell(context, output)?;
@@ -379,42 +400,42 @@ impl BashEnvironment {
             } else {
                 ""
             };
-            self.discard_shell(exit_code(exit), &format!("The shell {exit}"));
             output.set_success(exit == Exit::Code(0));
-            output.after(note(format!(
+            let told = format!(
                 "The shell {exit}{why}. A fresh shell starts in {} with the next command; {LOST_STATE} are lost.",
                 self.status.cwd.display()
-            )));
-            output.incident(Incident::Restarted {
-                reason: format!("the shell {exit}"),
-                lost: LOST_STATE.into(),
-            });
-        } else if run.ending == Ending::ChannelLost {
-            self.discard_shell(
-                self.status.last_exit_code,
-                "The shell lost the socket it reports on and was ended",
             );
-            output.after(note(format!(
+            self.lose_shell(
+                output,
+                exit_code(exit),
+                &format!("The shell {exit}"),
+                told,
+                format!("the shell {exit}"),
+            );
+        } else if run.ending == Ending::ChannelLost {
+            let told = format!(
                 "The command closed the socket the shell reports the end of each command on (a descriptor the shell holds for the host), so the shell could no longer say when a command ends or with which exit code. It was ended; a fresh shell starts in {} with the next command; {LOST_STATE} are lost.",
                 self.status.cwd.display()
-            )));
-            output.incident(Incident::Restarted {
-                reason: "the shell lost its report socket".into(),
-                lost: LOST_STATE.into(),
-            });
-        } else if run.wedged() {
-            self.discard_shell(
-                self.status.last_exit_code,
-                "The shell stopped responding and was ended",
             );
-            output.after(note(format!(
+            self.lose_shell(
+                output,
+                self.status.last_exit_code,
+                "The shell lost the socket it reports on and was ended",
+                told,
+                "the shell lost its report socket".into(),
+            );
+        } else if run.wedged() {
+            let told = format!(
                 "The shell did not come back to its prompt even after SIGKILL, so it was ended. A fresh shell starts in {} with the next command; {LOST_STATE} are lost.",
                 self.status.cwd.display()
-            )));
-            output.incident(Incident::Restarted {
-                reason: "the shell stopped responding".into(),
-                lost: LOST_STATE.into(),
-            });
+            );
+            self.lose_shell(
+                output,
+                self.status.last_exit_code,
+                "The shell stopped responding and was ended",
+                told,
+                "the shell stopped responding".into(),
+            );
         }
     }
 }

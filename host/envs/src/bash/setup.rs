@@ -26,13 +26,13 @@
 //! process.
 
 use std::ffi::OsString;
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use super::marker::ReportFormat;
-use envhost_process::SecretPolicy;
+use envhost_process::{PrivateFolder, SecretPolicy};
 
 /// `TERM=dumb`: programs see a terminal (line-buffered output, job control,
 /// password prompts behave) that cannot do colours or cursor movement, so
@@ -61,7 +61,8 @@ const SHELL_CONTROL_VARIABLES: [&str; 12] = [
 
 /// The private folder of one bash environment.
 pub struct SessionFiles {
-    dir: PathBuf,
+    /// Removed, with everything in it, when the session files are dropped.
+    dir: PrivateFolder,
     init: PathBuf,
     no_editor: PathBuf,
     command_file: File,
@@ -90,11 +91,11 @@ impl SessionFiles {
         report_fd: i32,
         record: bool,
     ) -> io::Result<SessionFiles> {
-        let dir = private_folder(parent)?;
-        let state = record.then(|| dir.join("state"));
-        let init = dir.join("init.bash");
-        let command = dir.join("command");
-        let no_editor = dir.join("no-editor");
+        let dir = PrivateFolder::create(parent, "bash")?;
+        let state = record.then(|| dir.path().join("state"));
+        let init = dir.path().join("init.bash");
+        let command = dir.path().join("command");
+        let no_editor = dir.path().join("no-editor");
         let created = (|| {
             fs::write(&init, init_script(&command, report_fd, state.as_deref()))?;
             write_executable(&no_editor, NO_EDITOR_SCRIPT)?;
@@ -116,10 +117,8 @@ impl SessionFiles {
                 state,
                 dump_next: false,
             }),
-            Err(err) => {
-                let _ = fs::remove_dir_all(&dir);
-                Err(err)
-            }
+            // Dropping the folder removes what was made of it.
+            Err(err) => Err(err),
         }
     }
 
@@ -141,7 +140,7 @@ impl SessionFiles {
 
     /// Where a restore script goes (beside the other private files).
     pub fn restore_path(&self) -> PathBuf {
-        self.dir.join("restore.bash")
+        self.dir.path().join("restore.bash")
     }
 
     /// The descriptor number the shell's report socket has in bash.
@@ -204,30 +203,7 @@ impl SessionFiles {
 
     #[cfg(test)]
     pub fn command_path(&self) -> PathBuf {
-        self.dir.join("command")
-    }
-}
-
-impl Drop for SessionFiles {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// `envhost-bash-<pid>-<n>` under `parent`, mode 0700, new.
-fn private_folder(parent: &Path) -> io::Result<PathBuf> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    loop {
-        let dir = parent.join(format!(
-            "envhost-bash-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        match DirBuilder::new().mode(0o700).create(&dir) {
-            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,
-            other => return other.map(|()| dir),
-        }
+        self.dir.path().join("command")
     }
 }
 
@@ -436,7 +412,7 @@ mod tests {
     fn files_are_private_and_removed_on_drop() {
         use std::os::unix::fs::PermissionsExt;
         let mut files = SessionFiles::create(&std::env::temp_dir(), 301).unwrap();
-        let dir = files.dir.clone();
+        let dir = files.dir.path().to_owned();
         let mode = fs::metadata(&dir).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
         let long = "x".repeat(MAX_INLINE_COMMAND);

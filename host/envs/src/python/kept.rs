@@ -11,10 +11,11 @@
 //! It owns the private folder, the restore code and the words. It must not
 //! know where the session is stored, nor talk to the interpreter itself.
 
-use std::fs::{self, DirBuilder};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::fs;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use envhost_process::PrivateFolder;
 use serde::Deserialize;
 
 /// The state of an interpreter that holds nothing: what is kept after a
@@ -23,36 +24,24 @@ pub const EMPTY: &str = r#"{"cwd":null,"imports":[],"unsaved":{},"variables":{}}
 
 /// The private folder (0700) that holds the driver's state file.
 pub struct StateFile {
-    dir: PathBuf,
+    /// Removed, with the state in it, when the file is dropped.
+    dir: PrivateFolder,
     /// What the file was when last read: inode, modification time, size.
     seen: Option<(u64, i64, i64, u64)>,
 }
 
 impl StateFile {
     pub fn create() -> std::io::Result<StateFile> {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let parent = std::env::temp_dir();
-        loop {
-            let dir = parent.join(format!(
-                "envhost-python-{}-{}",
-                std::process::id(),
-                NEXT.fetch_add(1, Ordering::Relaxed)
-            ));
-            match DirBuilder::new().mode(0o700).create(&dir) {
-                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(err) => return Err(err),
-                Ok(()) => return Ok(StateFile { dir, seen: None }),
-            }
-        }
+        let dir = PrivateFolder::create(&std::env::temp_dir(), "python")?;
+        Ok(StateFile { dir, seen: None })
     }
 
     pub fn path(&self) -> PathBuf {
-        self.dir.join("state.json")
+        self.dir.path().join("state.json")
     }
 
     pub fn restore_path(&self) -> PathBuf {
-        self.dir.join("restore.json")
+        self.dir.path().join("restore.json")
     }
 
     /// A fresh interpreter holds nothing: the old file goes.
@@ -75,12 +64,6 @@ impl StateFile {
                 Some(text)
             }
         }
-    }
-}
-
-impl Drop for StateFile {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.dir);
     }
 }
 
