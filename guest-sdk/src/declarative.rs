@@ -37,6 +37,24 @@ pub trait Declarative: Sized + 'static {
     fn requests(&self) -> Vec<Request> {
         Vec::new()
     }
+
+    /// The environment's state as bytes, kept by the host across traps and
+    /// restarts (see [`Plugin::snapshot`]). The default keeps none.
+    fn snapshot(&self) -> Vec<u8> {
+        Vec::new()
+    }
+
+    /// Puts back a [`snapshot`](Declarative::snapshot) (see
+    /// [`Plugin::restore`]). The default accepts only an empty one.
+    fn restore(&mut self, snapshot: &[u8]) -> Result<()> {
+        if snapshot.is_empty() {
+            Ok(())
+        } else {
+            Err(crate::plugin::Error::new(
+                "this plugin keeps no state, so it cannot restore a snapshot",
+            ))
+        }
+    }
 }
 
 /// A command handler: a method taking the parsed command.
@@ -200,6 +218,14 @@ impl<T: Declarative> Plugin for T {
 
     fn requests(&self) -> Vec<Request> {
         Declarative::requests(self)
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        Declarative::snapshot(self)
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<()> {
+        Declarative::restore(self, snapshot)
     }
 }
 

@@ -45,6 +45,10 @@ pub enum Ending {
     /// how that went (e.g. "interrupted with SIGINT; gdb is back at its
     /// prompt").
     TimedOut(String),
+    /// The agent interrupted the command (an `interrupt` message, Ctrl-C in
+    /// the REPL) while the plugin waited; the host interrupted the program
+    /// as for a spent time limit. The text says how that went.
+    Interrupted(String),
     /// The program ended with this exit status.
     Exited(i32),
 }
@@ -100,6 +104,7 @@ impl Program {
             ending: match reply.ending {
                 wit::Ending::Prompt(text) => Ending::Prompt(text),
                 wit::Ending::TimedOut(how) => Ending::TimedOut(how),
+                wit::Ending::Interrupted(how) => Ending::Interrupted(how),
                 wit::Ending::Exited(status) => Ending::Exited(status),
             },
         })
@@ -271,6 +276,7 @@ fn not_at_prompt(reply: &Reply, program: &str) -> Option<String> {
     match &reply.ending {
         Ending::Prompt(_) => None,
         Ending::TimedOut(how) => Some(format!("no prompt in time ({how})")),
+        Ending::Interrupted(how) => Some(format!("interrupted ({how})")),
         Ending::Exited(status) => Some(format!("{program} exited with status {status}")),
     }
 }
@@ -318,6 +324,10 @@ impl<T: Interactive, D: Terminal + 'static> Plugin for InteractiveEnvironment<T,
                 Ending::Prompt(_) => {}
                 Ending::TimedOut(how) => {
                     append_note(&mut output, &format!("timed out: {how}"));
+                    return Response::fail(output);
+                }
+                Ending::Interrupted(how) => {
+                    append_note(&mut output, &format!("interrupted: {how}"));
                     return Response::fail(output);
                 }
                 Ending::Exited(status) => {

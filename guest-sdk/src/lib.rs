@@ -3,7 +3,8 @@
 //! A plugin is a WebAssembly component that the envhost host loads from
 //! `<project>/env/NAME.wasm`: the agent sends it commands and sees its
 //! screen section after every command. This crate hides the component
-//! plumbing (the WIT world `envhost:environment/plugin` in `wit/`, the
+//! plumbing (the WIT world `envhost:environment/full-plugin@0.2.0` in
+//! `wit/v0.2.0/`, the
 //! bindings, the exported functions, the single plugin instance) behind two
 //! traits and one macro.
 //!
@@ -63,11 +64,13 @@
 //! numbers, [`log`] lines for its author. What it cannot, unless the
 //! operator grants it in `env/envhost.toml`: files (granted directories
 //! appear at `/` + their path in the project), environment variables,
-//! programs (through [`Program`]); never the network. Denied calls fail with
-//! an error the plugin can report. Say what you need with
+//! programs (through [`Program`]), outgoing HTTP to allowed hosts. Denied
+//! calls fail with an error the plugin can report. Say what you need with
 //! [`Plugin::requests`]: the operator sees it next to what is granted. A
 //! panic ends the call: the agent is told, and the host starts a fresh
-//! instance (the state is lost).
+//! instance, whose state is lost unless the plugin keeps it as bytes with
+//! [`Plugin::snapshot`] and [`Plugin::restore`] (then the host puts back the
+//! last snapshot, after a trap and after a host restart with `--resume`).
 
 // The generated export macro names this crate by its public name, also from
 // inside the crate.
@@ -111,7 +114,7 @@ pub mod __private {
 macro_rules! export {
     ($plugin:ty) => {
         // Only a WebAssembly build exports the component's functions (their
-        // names, `envhost:environment/environment@0.1.0#describe`, are not
+        // names, `envhost:environment/environment@0.2.0#describe`, are not
         // valid native symbol names); a native build, for unit tests and
         // lints, only checks that the type can be exported.
         #[cfg(target_family = "wasm")]

@@ -32,6 +32,32 @@ pub trait Plugin: 'static {
     fn requests(&self) -> Vec<Request> {
         Vec::new()
     }
+
+    /// The plugin's state as bytes, in a format of your choosing (the host
+    /// neither reads nor changes them), so that it survives a trap (a
+    /// panic, a time or memory limit) and a host restart with `--resume`:
+    /// the host calls this after every command that returned and gives the
+    /// latest bytes to [`restore`](Plugin::restore) on the next fresh
+    /// instance. Called after every command: keep it cheap, and small (the
+    /// host keeps at most 16 MiB). The default keeps no state (no bytes).
+    fn snapshot(&self) -> Vec<u8> {
+        Vec::new()
+    }
+
+    /// Puts back state from [`snapshot`](Plugin::snapshot)'s bytes, taken by
+    /// an earlier instance (perhaps of an older build of this plugin), on a
+    /// fresh instance before any command. An error leaves the instance
+    /// fresh (empty state), and the host tells the agent your message. The
+    /// default accepts only the default snapshot (no bytes).
+    fn restore(&mut self, snapshot: &[u8]) -> Result<()> {
+        if snapshot.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::new(
+                "this plugin keeps no state, so it cannot restore a snapshot",
+            ))
+        }
+    }
 }
 
 /// A power a plugin may ask the operator for.
@@ -48,6 +74,11 @@ pub enum Power {
     Program(String),
     /// Use up to this many bytes of memory.
     Memory(u64),
+    /// Send HTTP requests to destinations matching a pattern, written as
+    /// the operator grants it in `allowed-hosts`: a scheme, a host (`*.`
+    /// in front allows its subdomains) and an optional port, e.g.
+    /// `https://api.github.com`.
+    Network(String),
 }
 
 /// A power and why the plugin wants it (shown to the operator).
@@ -83,6 +114,10 @@ impl Request {
 
     pub fn memory(bytes: u64, reason: impl Into<String>) -> Self {
         Request::new(Power::Memory(bytes), reason)
+    }
+
+    pub fn network(pattern: impl Into<String>, reason: impl Into<String>) -> Self {
+        Request::new(Power::Network(pattern.into()), reason)
     }
 }
 

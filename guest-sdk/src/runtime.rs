@@ -6,6 +6,7 @@ use std::marker::PhantomData;
 
 use crate::bindings::exports::envhost::environment::capabilities as wit_capabilities;
 use crate::bindings::exports::envhost::environment::environment as wit;
+use crate::bindings::exports::envhost::environment::state as wit_state;
 use crate::plugin::{Description, Plugin, Power};
 
 thread_local! {
@@ -77,9 +78,20 @@ impl<P: Plugin + Default> wit_capabilities::Guest for Adapter<P> {
                     Power::Variable(name) => wit_capabilities::Power::Variable(name),
                     Power::Program(program) => wit_capabilities::Power::Program(program),
                     Power::Memory(bytes) => wit_capabilities::Power::Memory(bytes),
+                    Power::Network(pattern) => wit_capabilities::Power::Network(pattern),
                 },
                 reason: request.reason,
             })
             .collect()
+    }
+}
+
+impl<P: Plugin + Default> wit_state::Guest for Adapter<P> {
+    fn snapshot() -> Vec<u8> {
+        with_plugin::<P, _>(|p| p.snapshot())
+    }
+
+    fn restore(snapshot: Vec<u8>) -> Result<(), String> {
+        with_plugin::<P, _>(|p| p.restore(&snapshot)).map_err(|err| err.message().to_owned())
     }
 }

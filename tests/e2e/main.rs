@@ -28,3 +28,4 @@ mod repl;
 mod running;
 mod session;
 mod stopping;
+mod versions;

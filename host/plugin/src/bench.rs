@@ -14,6 +14,7 @@ use envhost_core::EnvironmentName;
 use envhost_process::OutputLimits;
 use wasmtime::Store;
 
+use crate::exports::{Exports, PluginPre};
 use crate::grants::Grants;
 use crate::guest_io::GuestOutput;
 use crate::limits::{CallBudget, DEFAULT_MEMORY_LIMIT, DEFAULT_OPEN_FILES};
@@ -22,16 +23,15 @@ use crate::load::loader::{self, Candidate};
 use crate::sandbox::Sandbox;
 use crate::settings::PluginSettings;
 use crate::state::HostState;
-use crate::wit::latest::{Plugin, PluginPre};
 
 /// A plugin loaded as the host loads it (nothing granted), whose exports
 /// are then called directly.
 pub struct RawPlugin {
     sandbox: Arc<Sandbox>,
     grants: Arc<Grants>,
-    pre: PluginPre<HostState>,
+    pre: PluginPre,
     store: Store<HostState>,
-    plugin: Plugin,
+    exports: Exports,
 }
 
 impl RawPlugin {
@@ -65,50 +65,46 @@ impl RawPlugin {
         ));
         let loaded = loader::load(&sandbox, &settings, &candidate, &grants)
             .map_err(|refusal| refusal.sentence(None))?;
-        let (store, plugin) = instantiate(&sandbox, &loaded.pre, &grants)?;
+        let (store, exports) = instantiate(&sandbox, &loaded.pre, &grants)?;
         Ok(RawPlugin {
             sandbox,
             grants,
             pre: loaded.pre,
             store,
-            plugin,
+            exports,
         })
     }
 
     /// A fresh instance, described: what a restart after a trap costs. The
     /// instance is dropped.
     pub fn instantiate_and_describe(&self) -> Result<(), String> {
-        let (mut store, plugin) = instantiate(&self.sandbox, &self.pre, &self.grants)?;
-        plugin
-            .envhost_environment_environment()
-            .call_describe(&mut store)
+        let (mut store, exports) = instantiate(&self.sandbox, &self.pre, &self.grants)?;
+        exports
+            .describe(&mut store)
             .map(drop)
             .map_err(|e| e.to_string())
     }
 
     /// `describe`, on the ready instance.
     pub fn describe(&mut self) -> Result<(), String> {
-        self.plugin
-            .envhost_environment_environment()
-            .call_describe(&mut self.store)
+        self.exports
+            .describe(&mut self.store)
             .map(drop)
             .map_err(|e| e.to_string())
     }
 
     /// `handle-command`: the output and whether it succeeded.
     pub fn handle_command(&mut self, command: &str) -> Result<(String, bool), String> {
-        self.plugin
-            .envhost_environment_environment()
-            .call_handle_command(&mut self.store, command)
+        self.exports
+            .handle_command(&mut self.store, command)
             .map(|answer| (answer.output, answer.success))
             .map_err(|e| e.to_string())
     }
 
     /// `get-screen`: the section's content.
     pub fn get_screen(&mut self) -> Result<String, String> {
-        self.plugin
-            .envhost_environment_environment()
-            .call_get_screen(&mut self.store)
+        self.exports
+            .get_screen(&mut self.store)
             .map(|section| section.content)
             .map_err(|e| e.to_string())
     }
@@ -116,12 +112,12 @@ impl RawPlugin {
 
 fn instantiate(
     sandbox: &Sandbox,
-    pre: &PluginPre<HostState>,
+    pre: &PluginPre,
     grants: &Arc<Grants>,
-) -> Result<(Store<HostState>, Plugin), String> {
+) -> Result<(Store<HostState>, Exports), String> {
     let mut store = sandbox.new_store(GuestOutput::new(), grants);
     // Raw calls are not the host's: they run without its time limit.
     *store.data_mut().budget_mut() = CallBudget::starting_now(Duration::from_secs(3600), None);
-    let plugin = pre.instantiate(&mut store).map_err(|e| e.to_string())?;
-    Ok((store, plugin))
+    let (_, exports) = pre.instantiate(&mut store).map_err(|e| e.to_string())?;
+    Ok((store, exports))
 }

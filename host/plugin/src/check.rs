@@ -239,7 +239,7 @@ fn check_candidate(
             text.push_str(&format!("{shown}: REFUSED\n"));
         }
         Ok(loaded) => {
-            world = Some(crate::wit::latest::WORLD.to_owned());
+            world = Some(loaded.pre.world());
             text.push_str(&if problems.is_empty() {
                 format!(
                     "{shown}: OK, loads as the environment `{}`\n",
@@ -324,6 +324,16 @@ fn describe_loaded(
             ));
         }
     }
+    text.push_str(&format!(
+        "  contract:    envhost:environment@{} (world `{}`){}\n",
+        loaded.pre.version().number(),
+        loaded.pre.world(),
+        if loaded.pre.has_state() {
+            "; its state is kept across traps and restarts"
+        } else {
+            ""
+        }
+    ));
     text.push_str(&format!(
         "  host imports used ({}):\n",
         loaded.imports.len()

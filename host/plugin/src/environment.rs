@@ -29,6 +29,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::exports::PluginPre;
 use crate::failure::{CallFailure, FailureCause};
 use crate::grants::Grants;
 use crate::guest_io::{CallOutput, LogSink};
@@ -36,8 +37,7 @@ use crate::instance::{Called, LiveInstance, start_described};
 use crate::limits;
 use crate::plugin_text;
 use crate::sandbox::Sandbox;
-use crate::state::HostState;
-use crate::wit::latest::{CommandResponse as WitResponse, PluginPre};
+use crate::wit::latest::CommandResponse as WitResponse;
 use crate::yielding::{self, EndedCall, Progress, Worker, Yielded};
 use envhost_core::text;
 use envhost_core::truncate_lines;
@@ -59,7 +59,7 @@ const LOST: &str = "all of the plugin's in-memory state, and any program it was 
 pub struct PluginParts {
     pub name: String,
     pub sandbox: Arc<Sandbox>,
-    pub pre: PluginPre<HostState>,
+    pub pre: PluginPre,
     pub instance: LiveInstance,
     pub commands: Vec<CommandSpec>,
     /// What the operator granted; every fresh instance gets the same.
@@ -76,7 +76,7 @@ pub struct PluginParts {
 pub struct PluginEnvironment {
     name: String,
     sandbox: Arc<Sandbox>,
-    pre: PluginPre<HostState>,
+    pre: PluginPre,
     /// `None` after a failure whose restart failed too; retried on the next
     /// call.
     instance: Option<LiveInstance>,

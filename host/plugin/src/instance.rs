@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wasmtime::Store;
-use wasmtime::component::Instance;
 
+use crate::exports::{Exports, PluginPre};
 use crate::failure::{CallFailure, FailureCause, classify};
 use crate::grants::{self, Grants};
 use crate::guest_io::{CallOutput, GuestOutput};
@@ -21,8 +21,7 @@ use crate::live_call::LiveCall;
 use crate::plugin_text;
 use crate::sandbox::Sandbox;
 use crate::state::HostState;
-use crate::wit::latest::declaring::{CapabilitiesIndices, Power, Request};
-use crate::wit::latest::{CommandResponse, Description, Plugin, PluginPre, ScreenSection};
+use crate::wit::latest::{CommandResponse, Description, Power, Request, ScreenSection};
 use envhost_core::CancelFlag;
 
 /// A call's result and what the plugin said during it.
@@ -37,8 +36,7 @@ pub struct Called<T> {
 /// A plugin instance ready for calls.
 pub struct LiveInstance {
     store: Store<HostState>,
-    instance: Instance,
-    plugin: Plugin,
+    exports: Exports,
 }
 
 impl LiveInstance {
@@ -46,23 +44,17 @@ impl LiveInstance {
     /// wasmtime's (with the call's output), for the caller to translate.
     pub fn instantiate(
         sandbox: &Sandbox,
-        pre: &PluginPre<HostState>,
+        pre: &PluginPre,
         grants: &Arc<Grants>,
     ) -> Result<LiveInstance, (wasmtime::Error, CallOutput)> {
         let output = GuestOutput::new();
         let mut store = sandbox.new_store(output.clone(), grants);
         let instantiated = {
             let _call = sandbox.begin_call(&mut store, QUICK_CALL_LIMIT, None);
-            pre.instance_pre()
-                .instantiate(&mut store)
-                .and_then(|instance| Ok((instance, Plugin::new(&mut store, &instance)?)))
+            pre.instantiate(&mut store)
         };
         match instantiated {
-            Ok((instance, plugin)) => Ok(LiveInstance {
-                store,
-                instance,
-                plugin,
-            }),
+            Ok((_, exports)) => Ok(LiveInstance { store, exports }),
             Err(err) => Err((err, output.take())),
         }
     }
@@ -72,11 +64,11 @@ impl LiveInstance {
         sandbox: &Sandbox,
         limit: Duration,
         cancel: Option<&CancelFlag>,
-        f: impl FnOnce(&Plugin, &mut Store<HostState>) -> wasmtime::Result<T>,
+        f: impl FnOnce(&Exports, &mut Store<HostState>) -> wasmtime::Result<T>,
     ) -> Called<T> {
         let result = {
             let _call = sandbox.begin_call(&mut self.store, limit, cancel);
-            f(&self.plugin, &mut self.store)
+            f(&self.exports, &mut self.store)
         };
         let output = self.store.data().output().take();
         let timed_out_in_host = self.store.data().budget().timed_out_in_host();
@@ -91,13 +83,8 @@ impl LiveInstance {
     /// What the plugin asks for: its optional `capabilities` export, or
     /// nothing when it has none.
     pub fn requested(&mut self, sandbox: &Sandbox) -> Called<Vec<grants::Request>> {
-        let instance = self.instance;
-        let indices = CapabilitiesIndices::new(&instance.instance_pre(&self.store)).ok();
-        let called = self.call(sandbox, QUICK_CALL_LIMIT, None, |_, store| {
-            let Some(indices) = indices else {
-                return Ok(Vec::new());
-            };
-            indices.load(&mut *store, &instance)?.call_requested(store)
+        let called = self.call(sandbox, QUICK_CALL_LIMIT, None, |exports, store| {
+            exports.requested(store)
         });
         Called {
             result: called
@@ -109,10 +96,8 @@ impl LiveInstance {
     }
 
     pub fn describe(&mut self, sandbox: &Sandbox) -> Called<Description> {
-        self.call(sandbox, QUICK_CALL_LIMIT, None, |plugin, store| {
-            plugin
-                .envhost_environment_environment()
-                .call_describe(store)
+        self.call(sandbox, QUICK_CALL_LIMIT, None, |exports, store| {
+            exports.describe(store)
         })
     }
 
@@ -129,26 +114,20 @@ impl LiveInstance {
         limit: Duration,
         cancel: &CancelFlag,
     ) -> Called<CommandResponse> {
-        self.call(sandbox, limit, Some(cancel), |plugin, store| {
-            plugin
-                .envhost_environment_environment()
-                .call_handle_command(store, command)
+        self.call(sandbox, limit, Some(cancel), |exports, store| {
+            exports.handle_command(store, command)
         })
     }
 
     pub fn screen(&mut self, sandbox: &Sandbox, cancel: &CancelFlag) -> Called<ScreenSection> {
-        self.call(sandbox, SCREEN_LIMIT, Some(cancel), |plugin, store| {
-            plugin
-                .envhost_environment_environment()
-                .call_get_screen(store)
+        self.call(sandbox, SCREEN_LIMIT, Some(cancel), |exports, store| {
+            exports.get_screen(store)
         })
     }
 
     pub fn shutdown(&mut self, sandbox: &Sandbox, limit: Duration) -> Called<()> {
-        self.call(sandbox, limit, None, |plugin, store| {
-            plugin
-                .envhost_environment_environment()
-                .call_shutdown(store)
+        self.call(sandbox, limit, None, |exports, store| {
+            exports.shutdown(store)
         })
     }
 }
@@ -160,6 +139,7 @@ fn host_request(request: Request) -> grants::Request {
         Power::Variable(name) => grants::Power::Variable(name),
         Power::Program(program) => grants::Power::Program(program),
         Power::Memory(bytes) => grants::Power::Memory(bytes),
+        Power::Network(pattern) => grants::Power::Network(pattern),
     };
     grants::Request {
         power,
@@ -173,7 +153,7 @@ fn host_request(request: Request) -> grants::Request {
 /// any other call. The failure says which step failed.
 pub fn start_described(
     sandbox: &Sandbox,
-    pre: &PluginPre<HostState>,
+    pre: &PluginPre,
     grants: &Arc<Grants>,
 ) -> Result<(LiveInstance, Description, CallOutput), CallFailure> {
     let mut instance =

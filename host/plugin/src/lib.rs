@@ -1,8 +1,9 @@
 //! envhost's WebAssembly host: ad-hoc environments as sandboxed components
 //! ("plugins").
 //!
-//! A plugin is a component for the WIT world `envhost:environment/plugin`
-//! (`wit/environment.wit`) saved as `<project>/env/NAME.wasm`. At start-up
+//! A plugin is a component for a world of `envhost:environment@0.2.0`
+//! (`wit/v0.2.0`) or of the frozen 0.1.0 (`wit/v0.1.0`), saved as
+//! `<project>/env/NAME.wasm`. At start-up
 //! [`load`] reads the operator's `env/envhost.toml`, finds the plugins,
 //! type-checks each with its grants (pin, compile, link, instantiate,
 //! describe, requests) and returns the good ones as environments with the
@@ -15,12 +16,15 @@
 //! ```text
 //! wit, plugin_text  (import nothing of this crate)
 //! limits ◄─ guest_io ◄─ live_call ◄─ state ◄─ host ◄─ sandbox ◄─ failure
-//!        ◄─ instance ◄─ yielding ◄─ environment
+//!        ◄─ exports ◄─ instance ◄─ yielding ◄─ environment
 //!        ◄─ load (loader, cache, file_hashes, refusals) ◄─ check
 //! grants (config_file)  ◄─ state, host, load, check
 //! ```
 //!
-//! - `wit`: the generated bindings, one module per WIT version;
+//! - `wit`: the generated bindings, one module per WIT version, and the
+//!   versions' names;
+//! - `exports`: which version a component speaks, its optional exports, and
+//!   calling any version with the latest types;
 //! - `plugin_text`: what a plugin says, made safe to show;
 //! - `limits`: every time and memory limit of a call, and the clock;
 //! - `guest_io`: plugins' stdout, stderr and log lines, bounded;
@@ -46,6 +50,7 @@
 pub mod bench;
 mod check;
 mod environment;
+mod exports;
 mod failure;
 mod grants;
 mod guest_io;

@@ -32,7 +32,7 @@ use crate::grants::Grants;
 use crate::guest_io::GuestOutput;
 use crate::limits::{ActiveCall, CallBudget, EpochTicker, ShutdownClock};
 use crate::state::HostState;
-use crate::wit::latest;
+use crate::wit::{latest, since_v0_1_0 as v0_1_0};
 
 /// Why the sandbox could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -72,12 +72,13 @@ impl Sandbox {
             .map_err(|e| SandboxError::Engine(format!("linking WASI: {e}")))?;
         crate::host::replace_wasi_calls(&mut linker)
             .map_err(|e| SandboxError::Engine(format!("linking the host's WASI calls: {e}")))?;
-        latest::logging::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |state| state)
-            .map_err(|e| SandboxError::Engine(format!("linking the logging import: {e}")))?;
-        latest::interactive::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |state| {
-            state
-        })
-        .map_err(|e| SandboxError::Engine(format!("linking the interactive import: {e}")))?;
+        // Every version's imports, side by side (their names differ by
+        // version): a component links to the ones it was built against.
+        let linked = latest::logging::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+            .and_then(|()| latest::interactive::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s))
+            .and_then(|()| v0_1_0::logging::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s))
+            .and_then(|()| v0_1_0::interactive::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s));
+        linked.map_err(|e| SandboxError::Engine(format!("linking envhost's imports: {e}")))?;
         let ticker = EpochTicker::start(&engine)?;
         Ok(Sandbox {
             engine,

@@ -420,6 +420,9 @@ pub enum Power {
     Variable(String),
     Program(String),
     Memory(u64),
+    /// Outgoing HTTP to destinations matching a pattern
+    /// (`https://api.github.com`, `https://*.example.com:8443`).
+    Network(String),
     TimeLimit(Duration),
 }
 
@@ -431,6 +434,7 @@ impl fmt::Display for Power {
             Power::Variable(name) => write!(f, "see the variable {name}"),
             Power::Program(program) => write!(f, "run {program}"),
             Power::Memory(bytes) => write!(f, "memory up to {}", text::bytes(*bytes)),
+            Power::Network(pattern) => write!(f, "network {pattern}"),
             Power::TimeLimit(limit) => {
                 write!(f, "commands stop after {}", text::duration(*limit))
             }
@@ -580,7 +584,9 @@ fn satisfying_grant(power: &Power, grants: &Grants, default_memory: usize) -> Op
             let granted = Power::Memory(grants.memory.map_or(*bytes, |g| g as u64));
             (*bytes <= limit).then_some(granted)
         }
-        Power::TimeLimit(_) => None,
+        // No host is granted yet (`allowed-hosts` comes with outgoing
+        // HTTP): a request for one is shown as refused.
+        Power::Network(_) | Power::TimeLimit(_) => None,
     }
 }
 

@@ -279,3 +279,59 @@ impl HostState {
             .map_err(session_error)
     }
 }
+
+/// 0.1.0's `interactive` is the latest's without the `interrupted` ending:
+/// its calls go to the latest's, their results converted (an interrupt
+/// reaches a 0.1.0 plugin as `timed-out`, as it always did).
+mod since_v0_1_0 {
+    use wasmtime::component::Resource;
+
+    use envhost_process::Session;
+
+    use crate::state::HostState;
+    use crate::wit::latest::interactive as latest;
+    use crate::wit::since_v0_1_0::interactive::{Error, Host, HostSession, Reply};
+
+    impl Host for HostState {
+        fn start(
+            &mut self,
+            program: String,
+            args: Vec<String>,
+        ) -> Result<Resource<Session>, Error> {
+            latest::Host::start(self, program, args).map_err(Error::from)
+        }
+    }
+
+    impl HostSession for HostState {
+        fn send_line(&mut self, session: Resource<Session>, text: String) -> Result<(), Error> {
+            latest::HostSession::send_line(self, session, text).map_err(Error::from)
+        }
+
+        fn send(&mut self, session: Resource<Session>, text: String) -> Result<(), Error> {
+            latest::HostSession::send(self, session, text).map_err(Error::from)
+        }
+
+        fn expect(
+            &mut self,
+            session: Resource<Session>,
+            prompt: String,
+            timeout_ms: Option<u32>,
+        ) -> Result<Reply, Error> {
+            latest::HostSession::expect(self, session, prompt, timeout_ms)
+                .map(Reply::from)
+                .map_err(Error::from)
+        }
+
+        fn interrupt(&mut self, session: Resource<Session>) -> Result<(), Error> {
+            latest::HostSession::interrupt(self, session).map_err(Error::from)
+        }
+
+        fn exit_status(&mut self, session: Resource<Session>) -> Option<i32> {
+            latest::HostSession::exit_status(self, session)
+        }
+
+        fn drop(&mut self, session: Resource<Session>) -> wasmtime::Result<()> {
+            latest::HostSession::drop(self, session)
+        }
+    }
+}

@@ -16,3 +16,10 @@ impl Host for HostState {
         self.output().log(level, &message);
     }
 }
+
+/// 0.1.0's `logging` is the same interface: its calls go to the latest's.
+impl crate::wit::since_v0_1_0::logging::Host for HostState {
+    fn log(&mut self, level: crate::wit::since_v0_1_0::logging::Level, message: String) {
+        Host::log(self, level.into(), message);
+    }
+}

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use wasmtime::component::Component;
 
+use crate::exports::PluginPre;
 use crate::grants::{Grants, Request};
 use crate::guest_io::CallOutput;
 use crate::instance::LiveInstance;
@@ -33,8 +34,6 @@ use crate::load::refusals::{self, CheckedDescription, Refusal};
 use crate::plugin_text;
 use crate::sandbox::Sandbox;
 use crate::settings::PluginSettings;
-use crate::state::HostState;
-use crate::wit::latest::PluginPre;
 use envhost_core::EnvironmentName;
 use envhost_core::text;
 
@@ -179,7 +178,7 @@ pub struct LoadedPlugin {
     pub requests: Vec<Request>,
     /// What the operator granted it.
     pub grants: Arc<Grants>,
-    pub pre: PluginPre<HostState>,
+    pub pre: PluginPre,
     pub instance: LiveInstance,
     /// What the plugin said while starting and describing itself.
     pub start_output: CallOutput,
@@ -312,7 +311,7 @@ fn read_and_compile(
 }
 
 struct Started {
-    pre: PluginPre<HostState>,
+    pre: PluginPre,
     instance: LiveInstance,
     description: CheckedDescription,
     requests: Vec<Request>,
@@ -330,12 +329,12 @@ fn link_and_start(
         .linker()
         .instantiate_pre(component)
         .map_err(|err| refusals::link_problem(&err))?;
-    let pre = PluginPre::new(instance_pre.clone())
-        .map_err(|err| refusals::export_problem(&err, component, sandbox.engine()))?;
+    let pre = PluginPre::new(instance_pre.clone(), sandbox.engine())
+        .map_err(|err| refusals::export_problem(&err))?;
     // A signature mismatch only shows at instantiation, hence its own
     // explanation there.
     let mut instance = LiveInstance::instantiate(sandbox, &pre, grants).map_err(|(err, _)| {
-        refusals::instantiate_problem(&err, sandbox, &instance_pre, component, grants)
+        refusals::instantiate_problem(&err, sandbox, &pre, component, grants)
     })?;
     let described = instance.describe(sandbox);
     let mut output = described.output;

@@ -14,20 +14,18 @@ use std::path::{Path, PathBuf};
 
 use wasmtime::Engine;
 use wasmtime::component::types::{ComponentFunc, ComponentItem};
-use wasmtime::component::{Component, InstancePre, Type};
+use wasmtime::component::{Component, Type};
 
 use std::sync::Arc;
 
+use crate::exports::{ExportsError, PluginPre};
 use crate::failure::error_chain;
 use crate::grants::{Grants, MAX_REQUEST_TEXT, MAX_REQUESTS, Power, Request};
 use crate::limits::HELP_BYTES_LIMIT;
 use crate::plugin_text;
 use crate::sandbox::Sandbox;
-use crate::state::HostState;
-use crate::wit::latest::{
-    self, CommandResponse, Description, EXPORTED_FUNCTIONS, EXPORTED_INTERFACE,
-    INTERACTIVE_INTERFACE, LOGGING_INTERFACE, ScreenSection, WORLD,
-};
+use crate::wit::latest::{CommandResponse, Description, ScreenSection};
+use crate::wit::{EXPORTED_FUNCTIONS, Version, latest, since_v0_1_0 as v0_1_0};
 use envhost_core::text;
 use envhost_core::{CommandHelp, CommandSpec};
 
@@ -95,7 +93,7 @@ impl fmt::Display for Refusal {
     }
 }
 
-const BUILD_HINT: &str = "build it for the `wasm32-wasip2` target (which makes a component) against envhost's wit/, e.g. with the envhost-sdk crate";
+const BUILD_HINT: &str = "build it for the `wasm32-wasip2` target (which makes a component) against envhost's wit/v0.2.0, e.g. with the envhost-sdk crate";
 
 /// Checks the 8-byte header before anything is compiled: WebAssembly at
 /// all, and a component rather than a core module.
@@ -117,7 +115,8 @@ pub fn check_header(bytes: &[u8]) -> Result<(), String> {
     }
     match &bytes[4..8] {
         [0x01, 0x00, 0x00, 0x00] => Err(format!(
-            "it is a core WebAssembly module, not a component. A plugin must be a component for the world `{WORLD}`: {BUILD_HINT} (the wasm32-wasip1 and wasm32-unknown-unknown targets make core modules; `wasm-tools component new` wraps one)"
+            "it is a core WebAssembly module, not a component. A plugin must be a component for the world `{}`: {BUILD_HINT} (the wasm32-wasip1 and wasm32-unknown-unknown targets make core modules; `wasm-tools component new` wraps one)",
+            Version::LATEST.name("plugin")
         )),
         [0x0d, 0x00, 0x01, 0x00] => Ok(()),
         other => Err(format!(
@@ -159,14 +158,27 @@ pub fn link_problem(err: &wasmtime::Error) -> (String, String) {
         .iter()
         .any(|m| m.contains("function implementation is missing"));
     let problem = match (interface, item) {
-        (Some(interface), Some(item)) if is_ours(&interface) => format!(
-            "it imports `{item}` from `{interface}`, which this host does not provide{}. This host's `{LOGGING_INTERFACE}` offers `log`, and `{INTERACTIVE_INTERFACE}` offers `start` and the `session` resource; was the plugin built against a newer envhost wit/?",
-            if missing_function {
-                " (no such function)"
-            } else {
-                " with that type"
-            }
-        ),
+        (Some(interface), Some(item)) if is_ours(&interface) => {
+            // Quote the version the plugin was built against.
+            let version = interface
+                .rsplit_once('@')
+                .and_then(|(_, number)| {
+                    Version::of_export(&format!("{}@{number}", crate::wit::ENVIRONMENT_INTERFACE))
+                })
+                .and_then(Result::ok)
+                .unwrap_or(Version::LATEST);
+            format!(
+                "it imports `{item}` from `{interface}`, which this host does not provide{}. This host's `{}` offers `log`, and `{}` offers `start` and the `session` resource (the contract in {}); was the plugin built against a newer envhost wit/?",
+                if missing_function {
+                    " (no such function)"
+                } else {
+                    " with that type"
+                },
+                version.name("logging"),
+                version.name("interactive"),
+                version.wit_folder()
+            )
+        }
         (Some(interface), Some(item)) => format!(
             "it imports `{item}` from `{interface}`, which this host does not provide with that type. {}",
             offered_imports()
@@ -184,8 +196,10 @@ pub fn link_problem(err: &wasmtime::Error) -> (String, String) {
 }
 
 fn offered_imports() -> String {
+    let versions: Vec<&str> = Version::ALL.iter().map(|v| v.number()).collect();
     format!(
-        "Plugins get `{LOGGING_INTERFACE}`, `{INTERACTIVE_INTERFACE}` and WASI 0.2 (wasi:cli, wasi:clocks, wasi:filesystem, wasi:io, wasi:random, wasi:sockets; sandboxed), nothing else"
+        "Plugins get envhost's `logging` and `interactive` (`envhost:environment/logging@VERSION` and `interactive@VERSION`, VERSION {}) and WASI 0.2 (wasi:cli, wasi:clocks, wasi:filesystem, wasi:io, wasi:random, wasi:sockets; sandboxed), nothing else",
+        versions.join(" or ")
     )
 }
 
@@ -193,57 +207,62 @@ fn is_ours(interface: &str) -> bool {
     interface.starts_with("envhost:environment/")
 }
 
-/// `PluginPre::new` failed: the export interface or one of its functions is
-/// missing.
-pub fn export_problem(
-    err: &wasmtime::Error,
-    component: &Component,
-    engine: &Engine,
-) -> (String, String) {
-    let detail = error_chain(err);
-    if let Some(function) = err
-        .chain()
-        .find_map(|c| between(&c.to_string(), "does not have export `", "`"))
-    {
-        let expected = latest::expected_signature(&function)
-            .map(|s| format!("; the host expects `{s}`"))
-            .unwrap_or_default();
-        return (
-            format!("its export `{EXPORTED_INTERFACE}` lacks the function `{function}`{expected}"),
-            detail,
-        );
-    }
-    let exports: Vec<String> = component
-        .component_type()
-        .exports(engine)
-        .map(|(name, _)| name.to_owned())
-        .collect();
-    let base = EXPORTED_INTERFACE
-        .split('@')
-        .next()
-        .unwrap_or(EXPORTED_INTERFACE);
-    if let Some(other_version) = exports
-        .iter()
-        .find(|name| name.split('@').next() == Some(base))
-    {
-        return (
+/// `PluginPre::new` failed: no `environment` export of a version the host
+/// accepts, or one lacking a function.
+pub fn export_problem(err: &ExportsError) -> (String, String) {
+    match err {
+        ExportsError::Incomplete { version, error } => {
+            let detail = error_chain(error);
+            let missing = error.chain().find_map(|c| {
+                let text = c.to_string();
+                Some((
+                    between(&text, "instance export `", "`")?,
+                    between(&text, "does not have export `", "`")?,
+                ))
+            });
+            let problem = match missing {
+                Some((interface, function)) => {
+                    let expected = version
+                        .expected_signature(&function)
+                        .map(|s| {
+                            format!("; the host expects `{s}` (from {})", version.wit_folder())
+                        })
+                        .unwrap_or_default();
+                    format!("its export `{interface}` lacks the function `{function}`{expected}")
+                }
+                None => format!(
+                    "its export `{}` is incomplete; every function of {}'s `environment` must be there",
+                    version.exported_interface(),
+                    version.wit_folder()
+                ),
+            };
+            (problem, detail)
+        }
+        ExportsError::OtherVersion { export } => (
             format!(
-                "it exports `{other_version}`, a version of the plugin interface this host does not speak: this host loads `{EXPORTED_INTERFACE}` (0.1.x). Rebuild the plugin against this envhost's wit/"
+                "it exports `{export}`, a version of the plugin interface this host does not speak: this host loads {} (0.1.x or 0.2.x). Rebuild the plugin against this envhost's {}",
+                Version::accepted(),
+                Version::LATEST.wit_folder()
             ),
-            detail,
-        );
-    }
-    let found = if exports.is_empty() {
-        "it exports nothing".to_owned()
-    } else {
-        format!("it exports only {}", quoted_list(&exports))
-    };
-    (
-        format!(
-            "it does not export `{EXPORTED_INTERFACE}`, the interface every plugin exports (world `{WORLD}`); {found}. Is it a component for another world, such as a command-line program? To make a plugin, {BUILD_HINT}"
+            String::new(),
         ),
-        detail,
-    )
+        ExportsError::NoEnvironment { exports } => {
+            let found = if exports.is_empty() {
+                "it exports nothing".to_owned()
+            } else {
+                format!("it exports only {}", quoted_list(exports))
+            };
+            (
+                format!(
+                    "it does not export the interface every plugin exports, {} (the worlds of {} and {}); {found}. Is it a component for another world, such as a command-line program? To make a plugin, {BUILD_HINT}",
+                    Version::accepted(),
+                    Version::V0_2_0.wit_folder(),
+                    Version::V0_1_0.wit_folder(),
+                ),
+                String::new(),
+            )
+        }
+    }
 }
 
 /// Instantiation failed. A signature mismatch is only caught here, and
@@ -252,40 +271,43 @@ pub fn export_problem(
 pub fn instantiate_problem(
     err: &wasmtime::Error,
     sandbox: &Sandbox,
-    instance_pre: &InstancePre<HostState>,
+    pre: &PluginPre,
     component: &Component,
     grants: &Arc<Grants>,
 ) -> (String, String) {
     let detail = error_chain(err);
+    let version = pre.version();
     let is_type_error = err.chain().any(|c| {
         let text = c.to_string();
         text.contains("type mismatch") || text.contains("failed to convert function")
     });
     if is_type_error {
-        if let Some((function, probe_detail)) =
-            find_mistyped_function(sandbox, instance_pre, grants)
+        if let Some((interface, function, probe_detail)) =
+            find_mistyped_function(sandbox, pre, grants)
         {
-            let expected = latest::expected_signature(&function).unwrap_or("?");
-            let found = found_signature(component, sandbox.engine(), &function)
+            let expected = version.expected_signature(function).unwrap_or("?");
+            let found = found_signature(component, sandbox.engine(), &interface, function)
                 .map(|s| format!(", the plugin has `{s}`"))
                 .unwrap_or_default();
-            let records = expected_records(expected);
+            let records = expected_records(version, expected);
             return (
                 format!(
-                    "its function `{function}` has the wrong signature: the host expects `{expected}`{records}{found}"
+                    "its function `{function}` has the wrong signature: the host expects `{expected}`{records} (from {}){found}",
+                    version.wit_folder()
                 ),
                 probe_detail,
             );
         }
         return (
             format!(
-                "one of its exported functions has the wrong signature; the host expects {}",
+                "one of its exported functions has the wrong signature; the host expects {} (from {})",
                 EXPORTED_FUNCTIONS
                     .iter()
-                    .filter_map(|f| latest::expected_signature(f))
+                    .filter_map(|f| version.expected_signature(f))
                     .map(|s| format!("`{s}`"))
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join(", "),
+                version.wit_folder()
             ),
             detail,
         );
@@ -294,11 +316,11 @@ pub fn instantiate_problem(
     (format!("it failed to start: {cause}"), detail)
 }
 
-fn expected_records(signature: &str) -> String {
+fn expected_records(version: Version, signature: &str) -> String {
     let mut parts = Vec::new();
     for record in ["command-response", "screen-section", "description"] {
         if signature.contains(record)
-            && let Some(fields) = latest::record_fields(record)
+            && let Some(fields) = version.record_fields(record)
         {
             parts.push(format!("{record} is `record {{ {fields} }}`"));
         }
@@ -310,35 +332,61 @@ fn expected_records(signature: &str) -> String {
     }
 }
 
+/// The first exported function whose type is not the version's: its
+/// interface, its name and wasmtime's words.
 fn find_mistyped_function(
     sandbox: &Sandbox,
-    instance_pre: &InstancePre<HostState>,
+    pre: &PluginPre,
     grants: &Arc<Grants>,
-) -> Option<(String, String)> {
+) -> Option<(String, &'static str, String)> {
+    let version = pre.version();
     let mut store = sandbox.new_store(crate::guest_io::GuestOutput::new(), grants);
     let instance = {
         let _call = sandbox.begin_call(&mut store, crate::limits::QUICK_CALL_LIMIT, None);
-        instance_pre.instantiate(&mut store).ok()?
+        pre.instance_pre().instantiate(&mut store).ok()?
     };
-    let interface = instance.get_export_index(&mut store, None, EXPORTED_INTERFACE)?;
-    for function in EXPORTED_FUNCTIONS {
+    let mut functions: Vec<(&str, &'static str)> = EXPORTED_FUNCTIONS
+        .iter()
+        .map(|function| ("environment", *function))
+        .collect();
+    functions.push(("capabilities", "requested"));
+    if version == Version::V0_2_0 {
+        functions.extend([("state", "snapshot"), ("state", "restore")]);
+    }
+    for (interface_name, function) in functions {
+        let interface_name = version.name(interface_name);
+        let Some(interface) = instance.get_export_index(&mut store, None, &interface_name) else {
+            continue;
+        };
         let index = instance.get_export_index(&mut store, Some(&interface), function)?;
-        let checked = match function {
-            "describe" => instance
+        let checked = match (function, version) {
+            ("describe", _) => instance
                 .get_typed_func::<(), (Description,)>(&mut store, &index)
                 .map(drop),
-            "handle-command" => instance
+            ("handle-command", _) => instance
                 .get_typed_func::<(String,), (CommandResponse,)>(&mut store, &index)
                 .map(drop),
-            "get-screen" => instance
+            ("get-screen", _) => instance
                 .get_typed_func::<(), (ScreenSection,)>(&mut store, &index)
+                .map(drop),
+            ("requested", Version::V0_1_0) => instance
+                .get_typed_func::<(), (Vec<v0_1_0::Request>,)>(&mut store, &index)
+                .map(drop),
+            ("requested", _) => instance
+                .get_typed_func::<(), (Vec<latest::Request>,)>(&mut store, &index)
+                .map(drop),
+            ("snapshot", _) => instance
+                .get_typed_func::<(), (Vec<u8>,)>(&mut store, &index)
+                .map(drop),
+            ("restore", _) => instance
+                .get_typed_func::<(&[u8],), (Result<(), String>,)>(&mut store, &index)
                 .map(drop),
             _ => instance
                 .get_typed_func::<(), ()>(&mut store, &index)
                 .map(drop),
         };
         if let Err(err) = checked {
-            return Some((function.to_owned(), error_chain(&err)));
+            return Some((interface_name, function, error_chain(&err)));
         }
     }
     None
@@ -346,12 +394,16 @@ fn find_mistyped_function(
 
 /// The signature of one of the component's exported functions, in WIT
 /// syntax with records spelled out.
-pub fn found_signature(component: &Component, engine: &Engine, function: &str) -> Option<String> {
+pub fn found_signature(
+    component: &Component,
+    engine: &Engine,
+    interface: &str,
+    function: &str,
+) -> Option<String> {
     let component_type = component.component_type();
-    let base = EXPORTED_INTERFACE.split('@').next()?;
     let (_, interface) = component_type
         .exports(engine)
-        .find(|(name, _)| name.split('@').next() == Some(base))?;
+        .find(|(name, _)| name.split('@').next() == interface.split('@').next())?;
     let ComponentItem::ComponentInstance(instance) = interface.ty else {
         return None;
     };
@@ -554,7 +606,8 @@ pub fn check_requests(requests: &[Request]) -> Result<(), String> {
             Power::ReadDirectory(s)
             | Power::WriteDirectory(s)
             | Power::Variable(s)
-            | Power::Program(s) => s.as_str(),
+            | Power::Program(s)
+            | Power::Network(s) => s.as_str(),
             Power::Memory(_) | Power::TimeLimit(_) => "",
         };
         if text.len() > MAX_REQUEST_TEXT || request.reason.len() > MAX_REQUEST_TEXT {
@@ -589,7 +642,7 @@ fn quoted_list(items: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wit::latest::exports::envhost::environment::environment::CommandSpec as WitSpec;
+    use crate::wit::latest::CommandSpec as WitSpec;
 
     #[test]
     fn headers_are_told_apart_before_compiling() {
