@@ -125,7 +125,7 @@ fn new_and_build(lang: &str) -> (tempfile::TempDir, PathBuf) {
         "envhost new --lang {lang}: build.sh took {:.1} s",
         took.as_secs_f64()
     );
-    assert!(project.join("kv.wasm").is_file());
+    assert!(project.join("env/kv.wasm").is_file());
     (temp, project)
 }
 
@@ -171,8 +171,8 @@ fn check(project: &Path) {
             "--plugin-cache",
             &cache(),
             "--grants",
-            "envhost.toml",
-            "kv.wasm",
+            "env/envhost.toml",
+            "env/kv.wasm",
         ],
         project,
     );
@@ -189,17 +189,17 @@ fn check(project: &Path) {
     );
 }
 
-/// A project using the plugin as the README says: kv.wasm in env/, the
-/// grants stub as env/envhost.toml, and a notes/ folder.
+/// Another project using the plugin as the README says: kv.wasm in env/,
+/// the grants stub as env/envhost.toml, and a notes/ folder.
 fn project_using(plugin: &Path) -> Project {
     let project = Project::new();
     project.write(
         "env/kv.wasm",
-        std::fs::read(plugin.join("kv.wasm")).expect("kv.wasm"),
+        std::fs::read(plugin.join("env/kv.wasm")).expect("kv.wasm"),
     );
     project.write(
         "env/envhost.toml",
-        std::fs::read(plugin.join("envhost.toml")).expect("envhost.toml"),
+        std::fs::read(plugin.join("env/envhost.toml")).expect("envhost.toml"),
     );
     std::fs::create_dir_all(project.path().join("notes")).expect("notes/");
     project

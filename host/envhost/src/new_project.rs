@@ -127,9 +127,9 @@ pub fn run(args: &NewArgs) -> anyhow::Result<()> {
          Next:\n  \
            cd {shown}\n  \
            ./build.sh\n  \
-           envhost check {name}.wasm --grants envhost.toml\n  \
-           envhost test {name}.wasm tests/{name}.session --grants envhost.toml\n\
-         Then copy {name}.wasm to your project's env/ and the entry of envhost.toml to its env/envhost.toml.",
+           envhost check env/{name}.wasm --grants env/envhost.toml\n  \
+           envhost test env/{name}.wasm tests/{name}.session --grants env/envhost.toml\n\
+         The folder is an envhost project: `envhost repl` there tries the plugin.",
         lang = language(args.lang),
     );
     Ok(())
@@ -246,7 +246,7 @@ fn project_files(lang: Lang, name: &str) -> anyhow::Result<Vec<File>> {
         .map(|(path, text)| File::new(*path, *text))
         .collect();
     files.push(File::new(
-        "envhost.toml",
+        "env/envhost.toml",
         fill(include_str!("../templates/common/envhost.toml"), name),
     ));
     files.push(File::new(
@@ -255,7 +255,7 @@ fn project_files(lang: Lang, name: &str) -> anyhow::Result<Vec<File>> {
     ));
     files.push(File::new(
         "notes/.keep",
-        "The plugin's notes (granted read-write in envhost.toml).\n",
+        "The plugin's notes (granted read-write in env/envhost.toml).\n",
     ));
     let (sources, sdk, toolchain) = match lang {
         Lang::Python => {
@@ -579,7 +579,7 @@ mod tests {
             let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
             for expected in [
                 "build.sh",
-                "envhost.toml",
+                "env/envhost.toml",
                 "tests/kv.session",
                 "wit/v0.2.0/deps/filesystem.wit",
                 "README.md",

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds {{name}}.wasm from src/ with jco and componentize-js (the versions
+# Builds env/{{name}}.wasm from src/ with jco and componentize-js (the versions
 # locked in package-lock.json; installed into node_modules the first time,
 # which needs the network). Set ENVHOST_JCO to an installed jco (whose
 # componentize-js is 0.23.0) to use that one instead.
@@ -20,6 +20,6 @@ fi
 # The definition is checked when the module is evaluated, at build time: a
 # misspelt key or a duplicate command fails here with a sentence.
 "$jco" componentize src/plugin.js --bundle --wit wit/v0.2.0 --world-name full-plugin \
-    --disable http fetch-event --out {{name}}.wasm.tmp >/dev/null
-mv {{name}}.wasm.tmp {{name}}.wasm
-echo "==> built {{name}}.wasm; check it with: envhost check {{name}}.wasm --grants envhost.toml"
+    --disable http fetch-event --out env/{{name}}.wasm.tmp >/dev/null
+mv env/{{name}}.wasm.tmp env/{{name}}.wasm
+echo "==> built env/{{name}}.wasm; check it with: envhost check env/{{name}}.wasm --grants env/envhost.toml"

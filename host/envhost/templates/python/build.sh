@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds {{name}}.wasm from src/ with componentize-py (the version pinned,
+# Builds env/{{name}}.wasm from src/ with componentize-py (the version pinned,
 # with PyPI's hashes, in requirements.txt; installed into .venv the first
 # time, which needs the network). Set ENVHOST_COMPONENTIZE_PY to an
 # installed componentize-py to use that one instead.
@@ -33,6 +33,6 @@ fi
 
 # componentize-py bundles every file under src/: no caches.
 find src -name __pycache__ -type d -prune -exec rm -rf {} +
-"$componentize" -d wit/v0.2.0 -w full-plugin componentize -p src app -o {{name}}.wasm.tmp
-mv {{name}}.wasm.tmp {{name}}.wasm
-echo "==> built {{name}}.wasm; check it with: envhost check {{name}}.wasm --grants envhost.toml"
+"$componentize" -d wit/v0.2.0 -w full-plugin componentize -p src app -o env/{{name}}.wasm.tmp
+mv env/{{name}}.wasm.tmp env/{{name}}.wasm
+echo "==> built env/{{name}}.wasm; check it with: envhost check env/{{name}}.wasm --grants env/envhost.toml"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds {{name}}.wasm with cargo for wasm32-wasip2 (the envhost SDK is
+# Builds env/{{name}}.wasm with cargo for wasm32-wasip2 (the envhost SDK is
 # vendored in envhost-sdk/, its dependencies locked in Cargo.lock; cargo
 # fetches them the first time). CARGO_TARGET_DIR is honoured, so several
 # plugins may share one build folder.
@@ -12,6 +12,6 @@ if command -v rustup >/dev/null && ! rustup target list --installed | grep -qx w
 fi
 cargo build --release --target wasm32-wasip2
 target=${CARGO_TARGET_DIR:-target}
-cp "$target/wasm32-wasip2/release/{{name}}.wasm" {{name}}.wasm.tmp
-mv {{name}}.wasm.tmp {{name}}.wasm
-echo "==> built {{name}}.wasm; check it with: envhost check {{name}}.wasm --grants envhost.toml"
+cp "$target/wasm32-wasip2/release/{{name}}.wasm" env/{{name}}.wasm.tmp
+mv env/{{name}}.wasm.tmp env/{{name}}.wasm
+echo "==> built env/{{name}}.wasm; check it with: envhost check env/{{name}}.wasm --grants env/envhost.toml"

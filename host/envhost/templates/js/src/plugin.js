@@ -9,8 +9,8 @@
 //   which the operator grants in env/envhost.toml (`read-write =
 //   ["notes"]`); `envhost-files.js` reaches it.
 //
-// Build with `./build.sh`; test with `envhost test {{name}}.wasm
-// tests/{{name}}.session --grants envhost.toml`.
+// Build with `./build.sh`; test with `envhost test
+// env/{{name}}.wasm tests/{{name}}.session --grants env/envhost.toml`.
 
 import { definePlugin, fail, request } from './envhost-plugin.js';
 import { isGranted, listNames, readText, writeText } from './envhost-files.js';

@@ -8,8 +8,8 @@ works, and notes it saves as files, as an envhost plugin written in Python.
   which the operator grants in env/envhost.toml (`read-write = ["notes"]`);
   the plugin reaches it with plain `open()` at `/notes`.
 
-Build with `./build.sh`; test with `envhost test {{name}}.wasm
-tests/{{name}}.session --grants envhost.toml`.
+Build with `./build.sh`; test with `envhost test
+env/{{name}}.wasm tests/{{name}}.session --grants env/envhost.toml`.
 """
 
 import os

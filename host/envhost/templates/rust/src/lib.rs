@@ -1,13 +1,16 @@
 //! The `{{name}}` environment: keys and values an agent keeps while it
 //! works, and notes it saves as files, as an envhost plugin written in Rust.
 //!
-//! - `put`, `get`, `del`: values live in memory;
+//! - `put`, `get`, `del`: values live in memory, and in the snapshots the
+//!   host takes after every command (`snapshot` / `restore` below), so they
+//!   survive a crash of the plugin and a restart of the host
+//!   (`envhost serve --resume`);
 //! - `save`, `show`: notes are files in the project's `notes/` directory,
 //!   which the operator grants in env/envhost.toml (`read-write =
 //!   ["notes"]`); the plugin sees it at `/notes`.
 //!
-//! Build with `./build.sh`; test with `envhost test {{name}}.wasm
-//! tests/{{name}}.session --grants envhost.toml`.
+//! Build with `./build.sh`; test with `envhost test
+//! env/{{name}}.wasm tests/{{name}}.session --grants env/envhost.toml`.
 
 use std::collections::BTreeMap;
 use std::{fs, io};
@@ -77,6 +80,27 @@ impl Declarative for KeyValue {
             )),
         }
         lines.join("\n")
+    }
+
+    /// One `key value` line per entry: a key is one word, and a value is
+    /// the rest of a command's first line, so neither holds a line feed.
+    fn snapshot(&self) -> Vec<u8> {
+        let mut out = String::new();
+        for (key, value) in &self.entries {
+            out.push_str(&format!("{key} {value}\n"));
+        }
+        out.into_bytes()
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<()> {
+        let text = std::str::from_utf8(snapshot)?;
+        for line in text.lines() {
+            let Some((key, value)) = line.split_once(' ') else {
+                fail!("the snapshot's line `{line}` is not `key value`");
+            };
+            self.entries.insert(key.to_owned(), value.to_owned());
+        }
+        Ok(())
     }
 
     fn requests(&self) -> Vec<Request> {
