@@ -31,6 +31,7 @@ use envhost_protocol::DEFAULT_MAX_LINE_BYTES;
 mod call;
 mod distribution;
 mod healthcheck;
+mod new_project;
 mod plugin_test;
 mod repl;
 mod serve;
@@ -89,6 +90,10 @@ enum Command {
     /// runs in a separate, bounded process of its own binary.
     #[command(name = "compile-plugin", hide = true)]
     CompilePlugin,
+    /// Write a new plugin project: a small key-value environment in Rust,
+    /// Python or JavaScript, with its SDK, the WIT, the toolchain pinned, a
+    /// build script, a grants stub and a session test.
+    New(new_project::NewArgs),
     #[command(flatten)]
     Distribution(distribution::Command),
 }
@@ -419,6 +424,7 @@ fn main() -> ExitCode {
         Command::Call(args) => return call::run(args),
         Command::Test(args) => return plugin_test::run(args),
         Command::CompilePlugin => return plugin::serve_compile(),
+        Command::New(args) => new_project::run(&args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,
