@@ -423,7 +423,7 @@ fn requests_and_grants_are_shown_on_screen_and_in_check() {
         "    requested, NOT granted   run sh - \"to run anything at all\"\n",
         "    granted (not requested)  see the variable LANG\n",
         "    granted (not requested)  read data/\n",
-        "  sandbox:     memory up to 256 MiB; no network; files, variables and programs only as granted above\n",
+        "  sandbox:     memory up to 256 MiB; no sockets; HTTP, files, variables and programs only as granted above\n",
     ] {
         assert!(text.contains(fragment), "lacks {fragment:?}:\n{text}");
     }
@@ -506,7 +506,7 @@ fn config_errors_name_file_line_and_key_and_refuse_the_plugins_they_concern() {
     let refused = screen.screen("refused-plugins");
     assert!(
         refused.contains(
-            "plugin `rogue` (env/rogue.wasm) was refused: its entry in the plugin configuration is invalid: env/envhost.toml:3:1: [plugins.rogue] `reed-only`: unknown field `reed-only`; the keys of a plugin's entry are read-only, read-write, variables, programs, memory, time-limit, sha256, verify"
+            "plugin `rogue` (env/rogue.wasm) was refused: its entry in the plugin configuration is invalid: env/envhost.toml:3:1: [plugins.rogue] `reed-only`: unknown field `reed-only`; the keys of a plugin's entry are read-only, read-write, variables, programs, memory, time-limit, allowed-hosts, sha256, verify"
         ),
         "{refused}"
     );

@@ -18,6 +18,7 @@ mod files;
 mod harness;
 mod hostile;
 mod mcp;
+mod network;
 mod new_project;
 mod plugin_state;
 mod plugins;

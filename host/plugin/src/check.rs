@@ -397,7 +397,7 @@ fn describe_loaded(
     text.push_str(&grants::check_lines(&lines, &loaded.grants, applied));
     let memory = loaded.grants.memory.unwrap_or(settings.memory_limit);
     text.push_str(&format!(
-        "  sandbox:     memory up to {}; no network; files, variables and programs only as granted above\n",
+        "  sandbox:     memory up to {}; no sockets; HTTP, files, variables and programs only as granted above\n",
         text::bytes(memory as u64)
     ));
     text

@@ -286,7 +286,9 @@ impl PluginEnvironment {
         (limit, capped): (Duration, bool),
     ) -> CommandResponse {
         self.forward(&called.output);
-        match called.result {
+        // The host's own lines (a refused HTTP request) end the response.
+        let notes = called.output.notes_text();
+        let mut response = match called.result {
             Ok(answer) => {
                 let mut capture = OutputCapture::new(&self.output_limits, &self.name);
                 capture.push(&plugin_text::block(&answer.output));
@@ -308,7 +310,14 @@ impl PluginEnvironment {
                 self.take_snapshot(response)
             }
             Err(failure) => self.failure_response(failure, (limit, capped)),
+        };
+        if !notes.is_empty() {
+            if !response.output.is_empty() && !response.output.ends_with('\n') {
+                response.output.push('\n');
+            }
+            response.output.push_str(&notes);
         }
+        response
     }
 
     /// After a command that returned: the plugin's snapshot, when it
@@ -417,12 +426,14 @@ impl PluginEnvironment {
 impl Environment for PluginEnvironment {
     /// The sandbox keeps a plugin to its own state unless the operator
     /// granted more: a writable folder lets it change files; a program
-    /// runs outside the sandbox and may do anything, the network included.
+    /// runs outside the sandbox and may do anything, the network included;
+    /// a granted host is reached, and a request may change what it holds.
     fn reach(&self) -> Reach {
         let programs = !self.grants.programs.is_empty();
+        let network = !self.grants.allowed_hosts.is_empty();
         Reach {
-            destructive: programs || self.grants.directories.iter().any(|d| d.writable),
-            open_world: programs,
+            destructive: programs || network || self.grants.directories.iter().any(|d| d.writable),
+            open_world: programs || network,
         }
     }
 

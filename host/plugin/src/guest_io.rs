@@ -25,6 +25,9 @@ use crate::plugin_text;
 /// Bytes of stdout + stderr + log text kept per call.
 pub const PER_CALL_LIMIT: usize = 64 * 1024;
 
+/// Distinct notes the host keeps per call; more are counted.
+const NOTES_LIMIT: usize = 5;
+
 /// Largest write a guest is invited to make at once (WASI's usual 64 KiB
 /// permit; bigger writes are split by the guest's libc).
 const WRITE_PERMIT: usize = 64 * 1024;
@@ -57,6 +60,11 @@ pub struct CallOutput {
     pub said: Vec<Said>,
     /// Bytes dropped past [`PER_CALL_LIMIT`].
     pub dropped_bytes: usize,
+    /// What the host has to say about the call (a refused HTTP request),
+    /// one line each, each once, for the agent's response.
+    pub host_notes: Vec<String>,
+    /// Notes past [`NOTES_LIMIT`].
+    pub dropped_notes: usize,
 }
 
 impl CallOutput {
@@ -75,6 +83,33 @@ impl CallOutput {
     pub fn append(&mut self, later: CallOutput) {
         self.said.extend(later.said);
         self.dropped_bytes += later.dropped_bytes;
+        for note in later.host_notes {
+            self.add_note(note);
+        }
+        self.dropped_notes += later.dropped_notes;
+    }
+
+    fn add_note(&mut self, note: String) {
+        if self.host_notes.contains(&note) {
+            return;
+        }
+        if self.host_notes.len() < NOTES_LIMIT {
+            self.host_notes.push(note);
+        } else {
+            self.dropped_notes += 1;
+        }
+    }
+
+    /// The host's notes, one per line (empty when there are none).
+    pub fn notes_text(&self) -> String {
+        let mut text = self.host_notes.join("\n");
+        if self.dropped_notes > 0 {
+            text.push_str(&format!(
+                "\n[envhost] ... and {} more like these",
+                self.dropped_notes
+            ));
+        }
+        text
     }
 
     /// Lines for the host's log, each prefixed with the plugin's name.
@@ -89,6 +124,9 @@ impl CallOutput {
             for line in text.lines() {
                 lines.push(format!("[plugin {plugin}] {tag}: {line}"));
             }
+        }
+        for note in &self.host_notes {
+            lines.push(format!("[plugin {plugin}] host: {note}"));
         }
         if self.dropped_bytes > 0 {
             lines.push(format!(
@@ -212,6 +250,12 @@ impl GuestOutput {
     /// The `logging.log` import.
     pub fn log(&self, level: LogLevel, message: &str) {
         self.lock().push_log(level, message);
+    }
+
+    /// A line from the host about the current call (made by the host, so
+    /// not counted against what the plugin may say).
+    pub fn note(&self, line: String) {
+        self.lock().output.add_note(line);
     }
 
     /// What was said since the last take, made safe to show

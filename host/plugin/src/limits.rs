@@ -46,7 +46,7 @@
 //! agent is told when a limit is reached (that is `failure`).
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::{self, JoinHandle, Thread};
 use std::time::{Duration, Instant};
@@ -161,6 +161,11 @@ pub const MAX_SESSIONS: usize = 8;
 /// two sides and the child's handle), counted against the open-file budget.
 const DESCRIPTORS_PER_SESSION: usize = 3;
 
+/// Most outgoing HTTP requests one plugin instance may have in flight at
+/// once (each holds a connection, a socket, and a response being read);
+/// past it, a request is refused until one ends.
+pub const MAX_REQUESTS_IN_FLIGHT: usize = 8;
+
 /// Most files each plugin may hold open: `configured`, lowered so that
 /// `plugins` plugins, each with every program session it may run, hold at
 /// most half of the host's descriptor limit together. The other half stays
@@ -171,7 +176,7 @@ pub fn open_files_per_plugin(configured: usize, plugins: usize) -> usize {
         .unwrap_or(1024);
     let share = (soft_limit / 2) / plugins.max(1);
     configured
-        .min(share.saturating_sub(MAX_SESSIONS * DESCRIPTORS_PER_SESSION))
+        .min(share.saturating_sub(MAX_SESSIONS * DESCRIPTORS_PER_SESSION + MAX_REQUESTS_IN_FLIGHT))
         .max(1)
 }
 
@@ -347,6 +352,121 @@ pub(crate) fn wait_within<F: Future>(
             }
         }
     })
+}
+
+/// A plugin instance's outgoing requests: how many are in flight, and the
+/// call each belongs to. A request never outlives its call: it ends when
+/// the call's deadline passes, the host cancels the call, or the call
+/// returns ([`EndOfCall`]) — whichever comes first.
+#[derive(Default)]
+pub(crate) struct RequestCalls {
+    in_flight: Arc<AtomicUsize>,
+    /// Bumped when a call ends; a request remembers the value it started
+    /// under.
+    ended_calls: Arc<AtomicU64>,
+    /// The slot of the request being handed to the HTTP client.
+    armed: Option<RequestSlot>,
+}
+
+impl RequestCalls {
+    /// A slot for one more request within the current call (`watch`), or
+    /// `None` when [`MAX_REQUESTS_IN_FLIGHT`] are in flight.
+    pub(crate) fn start(&self, watch: BudgetWatch) -> Option<RequestSlot> {
+        self.in_flight
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < MAX_REQUESTS_IN_FLIGHT).then_some(n + 1)
+            })
+            .ok()?;
+        Some(RequestSlot {
+            in_flight: Arc::clone(&self.in_flight),
+            bound: Arc::new(RequestBound {
+                watch,
+                call: self.ended_calls.load(Ordering::SeqCst),
+                ended_calls: Arc::clone(&self.ended_calls),
+            }),
+        })
+    }
+
+    /// Ends every request of the current call when dropped.
+    pub(crate) fn end_of_call(&self) -> EndOfCall {
+        EndOfCall(Arc::clone(&self.ended_calls))
+    }
+
+    /// Holds `slot` for the request about to be sent.
+    pub(crate) fn arm(&mut self, slot: RequestSlot) {
+        self.armed = Some(slot);
+    }
+
+    /// The slot armed for the request being sent, if any.
+    pub(crate) fn take_armed(&mut self) -> Option<RequestSlot> {
+        self.armed.take()
+    }
+}
+
+/// The end of a call, for the requests it started: dropping it ends them.
+pub struct EndOfCall(Arc<AtomicU64>);
+
+impl Drop for EndOfCall {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// One request's place among those in flight; dropping it (the request
+/// and its response are done, or dropped) frees the place.
+pub(crate) struct RequestSlot {
+    in_flight: Arc<AtomicUsize>,
+    bound: Arc<RequestBound>,
+}
+
+impl RequestSlot {
+    /// How long the request may still take.
+    pub(crate) fn remaining(&self) -> Duration {
+        self.bound
+            .watch
+            .deadline
+            .saturating_duration_since(Instant::now())
+    }
+
+    /// Runs `future` (on wasmtime-wasi's runtime) while the request's call
+    /// lasts; `None` when the call ended first (the future is dropped).
+    pub(crate) async fn within<F: Future>(self: &Arc<Self>, future: F) -> Option<F::Output> {
+        let mut future = std::pin::pin!(future);
+        loop {
+            if self.bound.ended() {
+                return None;
+            }
+            let slice = self.remaining().min(TICK).max(Duration::from_millis(1));
+            if let Ok(output) = tokio::time::timeout(slice, future.as_mut()).await {
+                return Some(output);
+            }
+        }
+    }
+}
+
+impl Drop for RequestSlot {
+    fn drop(&mut self) {
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The end of the call a request belongs to.
+struct RequestBound {
+    watch: BudgetWatch,
+    call: u64,
+    ended_calls: Arc<AtomicU64>,
+}
+
+impl RequestBound {
+    fn ended(&self) -> bool {
+        self.ended_calls.load(Ordering::SeqCst) != self.call
+            || Instant::now() >= self.watch.deadline
+            || self
+                .watch
+                .cancel
+                .as_ref()
+                .is_some_and(CancelFlag::is_cancelled)
+    }
 }
 
 /// Why the host stopped a running call.

@@ -30,7 +30,7 @@ use wasmtime_wasi::WasiCtx;
 
 use crate::grants::Grants;
 use crate::guest_io::GuestOutput;
-use crate::limits::{ActiveCall, CallBudget, EpochTicker, ShutdownClock};
+use crate::limits::{ActiveCall, CallBudget, EndOfCall, EpochTicker, ShutdownClock};
 use crate::state::HostState;
 use crate::wit::{latest, since_v0_1_0 as v0_1_0};
 
@@ -72,6 +72,8 @@ impl Sandbox {
             .map_err(|e| SandboxError::Engine(format!("linking WASI: {e}")))?;
         crate::host::replace_wasi_calls(&mut linker)
             .map_err(|e| SandboxError::Engine(format!("linking the host's WASI calls: {e}")))?;
+        crate::host::add_http_to_linker(&mut linker)
+            .map_err(|e| SandboxError::Engine(format!("linking outgoing HTTP: {e}")))?;
         // Every version's imports, side by side (their names differ by
         // version): a component links to the ones it was built against.
         let linked = latest::logging::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
@@ -140,17 +142,27 @@ impl Sandbox {
     }
 
     /// Arms a store for one call: `limit` from now, watching `cancel`. The
-    /// returned guard keeps the clock ticking; drop it when the call ends.
+    /// returned guard keeps the clock ticking; drop it when the call ends
+    /// (which ends the HTTP requests the call started).
     pub fn begin_call(
         &self,
         store: &mut Store<HostState>,
         limit: Duration,
         cancel: Option<&CancelFlag>,
-    ) -> ActiveCall<'_> {
+    ) -> CallInProgress<'_> {
         *store.data_mut().budget_mut() = CallBudget::starting_now(limit, cancel);
         store.set_epoch_deadline(1);
-        self.ticker.activate()
+        CallInProgress {
+            _requests: store.data_mut().requests().end_of_call(),
+            _ticking: self.ticker.activate(),
+        }
     }
+}
+
+/// A call in progress (see [`Sandbox::begin_call`]).
+pub struct CallInProgress<'a> {
+    _ticking: ActiveCall<'a>,
+    _requests: EndOfCall,
 }
 
 /// The engine's configuration; the compiler process uses the same, so that

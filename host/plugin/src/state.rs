@@ -1,7 +1,7 @@
 //! What a plugin's store holds: its WASI context (opened as far as granted),
-//! its resource table (and with it the files it opened and the program
-//! sessions it started), its output, its limits and the budget of the call
-//! in progress.
+//! its resource table (and with it the files it opened, the program
+//! sessions it started and the HTTP requests it sent), its output, its
+//! limits and the budget of the call in progress.
 //!
 //! The host-side implementations of the WIT interfaces (`host`) and the
 //! sandbox work on this state; it must not know the interfaces itself.
@@ -10,10 +10,11 @@ use std::sync::Arc;
 
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::WasiHttpCtx;
 
 use crate::grants::Grants;
 use crate::guest_io::GuestOutput;
-use crate::limits::{CallBudget, OpenFiles, PluginLimiter, RESOURCE_TABLE_LIMIT};
+use crate::limits::{CallBudget, OpenFiles, PluginLimiter, RESOURCE_TABLE_LIMIT, RequestCalls};
 use crate::live_call::LiveCall;
 
 /// Everything a plugin's store holds. Dropping it (a trap, a restart,
@@ -31,6 +32,9 @@ pub struct HostState {
     sessions: usize,
     /// The command in progress, when it may outlive the agent's wait.
     live_call: Option<Arc<LiveCall>>,
+    http: WasiHttpCtx,
+    /// Outgoing HTTP requests in flight, and the calls they belong to.
+    requests: RequestCalls,
 }
 
 impl HostState {
@@ -55,6 +59,8 @@ impl HostState {
             grants,
             sessions: 0,
             live_call: None,
+            http: WasiHttpCtx::new(),
+            requests: RequestCalls::default(),
         }
     }
 
@@ -109,6 +115,19 @@ impl HostState {
     /// Sets (or clears) the command that may outlive the agent's wait.
     pub(crate) fn set_live_call(&mut self, call: Option<Arc<LiveCall>>) {
         self.live_call = call;
+    }
+
+    /// Outgoing HTTP requests in flight, and the calls they belong to.
+    pub(crate) fn requests(&mut self) -> &mut RequestCalls {
+        &mut self.requests
+    }
+
+    /// What wasmtime-wasi-http works on: its context, the table, and the
+    /// request bounds as its hooks.
+    pub(crate) fn http_parts(
+        &mut self,
+    ) -> (&mut WasiHttpCtx, &mut ResourceTable, &mut RequestCalls) {
+        (&mut self.http, &mut self.table, &mut self.requests)
     }
 }
 

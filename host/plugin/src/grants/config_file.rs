@@ -9,6 +9,7 @@
 //! variables = ["LANG"]            # host environment variables it may see
 //! memory = "512MiB"               # instead of the host's default limit
 //! time-limit = "30s"              # the most one command may run
+//! allowed-hosts = ["https://api.github.com", "https://*.example.com"]  # outgoing HTTP
 //! sha256 = "4be0…"                # refuse the plugin unless its bytes match
 //! verify = { key = "keys/acme.pub" }  # `envhost add`/`install`: who signed it
 //! ```
@@ -39,19 +40,21 @@ use serde::Deserialize;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue, ValueDeserializer};
 
+use crate::grants::network::AllowedHost;
 use envhost_core::text::{parse_duration, parse_size};
 
 /// The file's name inside `env/`.
 pub const FILE_NAME: &str = "envhost.toml";
 
 /// The keys of a plugin's entry, in the order the documentation lists them.
-pub const ENTRY_KEYS: [&str; 8] = [
+pub const ENTRY_KEYS: [&str; 9] = [
     "read-only",
     "read-write",
     "variables",
     "programs",
     "memory",
     "time-limit",
+    "allowed-hosts",
     "sha256",
     "verify",
 ];
@@ -130,6 +133,8 @@ pub struct PluginEntry {
     pub programs: Vec<Located<String>>,
     pub memory: Option<Located<usize>>,
     pub time_limit: Option<Located<Duration>>,
+    /// Where it may send HTTP requests, in canonical form.
+    pub allowed_hosts: Vec<Located<AllowedHost>>,
     /// Lower-case hex.
     pub sha256: Option<Located<String>>,
     /// Who must have signed it.
@@ -269,6 +274,8 @@ struct RawEntry {
     programs: Vec<Spanned<String>>,
     memory: Option<Spanned<SizeValue>>,
     time_limit: Option<Spanned<String>>,
+    #[serde(default)]
+    allowed_hosts: Vec<Spanned<String>>,
     sha256: Option<Spanned<String>>,
     verify: Option<Spanned<RawVerify>>,
 }
@@ -388,6 +395,17 @@ fn parse_entry(
             value: duration,
             at: locate(span),
         });
+    }
+    for entry in raw.allowed_hosts {
+        let span = entry.span();
+        let host = AllowedHost::parse(entry.get_ref())
+            .map_err(|message| error(Some(span.clone()), Some("allowed-hosts"), message))?;
+        if !parsed.allowed_hosts.iter().any(|seen| seen.value == host) {
+            parsed.allowed_hosts.push(Located {
+                value: host,
+                at: locate(span),
+            });
+        }
     }
     if let Some(pin) = raw.sha256 {
         let span = pin.span();
@@ -581,7 +599,7 @@ mod tests {
         let err = file.entries["sqlite"].as_ref().unwrap_err();
         assert_eq!(
             err.to_string(),
-            "env/envhost.toml:3:1: [plugins.sqlite] `reed-only`: unknown field `reed-only`; the keys of a plugin's entry are read-only, read-write, variables, programs, memory, time-limit, sha256, verify"
+            "env/envhost.toml:3:1: [plugins.sqlite] `reed-only`: unknown field `reed-only`; the keys of a plugin's entry are read-only, read-write, variables, programs, memory, time-limit, allowed-hosts, sha256, verify"
         );
         assert!(file.entries["ok"].is_ok(), "other entries are unaffected");
     }
@@ -613,6 +631,14 @@ mod tests {
                 "`variables`: \"A=B\" is not a variable name",
             ),
             ("sha256 = \"abc\"", "`sha256`: \"abc\" is not a sha256"),
+            (
+                "allowed-hosts = [\"api.github.com\"]",
+                "`allowed-hosts`: \"api.github.com\" has no scheme; write \"https://api.github.com\"",
+            ),
+            (
+                "allowed-hosts = \"https://x.org\"",
+                "`allowed-hosts`: invalid type: string",
+            ),
         ];
         for (line, expected) in cases {
             let file = parse(&format!("[plugins.p]\n{line}\n"));
@@ -622,6 +648,32 @@ mod tests {
                 "{line}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn allowed_hosts_are_read_canonical_with_their_places() {
+        let file = parse(
+            "[plugins.kv]\nallowed-hosts = [\"https://api.github.com\", \"HTTPS://API.GITHUB.COM.\", \"http://127.0.0.1:8080\"]\n[plugins.bad]\nallowed-hosts = [\"https://ok.org\", \"https://evil.org/path\"]\n",
+        );
+        let kv = file.entries["kv"].as_ref().unwrap();
+        let shown: Vec<String> = kv
+            .allowed_hosts
+            .iter()
+            .map(|h| h.value.to_string())
+            .collect();
+        assert_eq!(shown, ["https://api.github.com", "http://127.0.0.1:8080"]);
+        assert_eq!(
+            kv.allowed_hosts[1].at,
+            Location {
+                line: 2,
+                column: 71
+            }
+        );
+        let err = file.entries["bad"].as_ref().unwrap_err().to_string();
+        assert!(
+            err.starts_with("env/envhost.toml:4:36: [plugins.bad] `allowed-hosts`: \"https://evil.org/path\" has a path"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -12,10 +12,13 @@
 //! cache, and no writable one the plugin folder or the grants file
 //! ([`Shielded`]). Programs are resolved on the
 //! host's `PATH` when the plugin starts one, so a program installed later
-//! works without a restart. This module decides what is granted and words
-//! it; the sandbox enforces it and `interactive` runs the programs.
+//! works without a restart. Hosts a plugin may send HTTP requests to are
+//! matched by `network`. This module decides what is granted and words
+//! it; the sandbox enforces it, `interactive` runs the programs and
+//! `http` sends the requests.
 
 pub(crate) mod config_file;
+pub(crate) mod network;
 pub(crate) mod pins;
 
 use std::collections::BTreeSet;
@@ -25,6 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::grants::config_file::{ConfigError, ConfigFile, Located, Location, PluginEntry};
+use crate::grants::network::{AllowedHost, Destination};
 use envhost_core::text;
 use envhost_process::{OutputLimits, find_program};
 
@@ -99,6 +103,8 @@ pub struct Grants {
     pub memory: Option<usize>,
     /// The most one command may run.
     pub time_limit: Option<Duration>,
+    /// Where it may send HTTP requests (`allowed-hosts`).
+    pub allowed_hosts: Vec<AllowedHost>,
     /// The sha256 the plugin's bytes must have, and where it was written.
     pub pin: Option<Located<String>>,
     /// Where granted programs run (the project) and where their long
@@ -121,6 +127,7 @@ impl Grants {
             programs: Vec::new(),
             memory: None,
             time_limit: None,
+            allowed_hosts: Vec::new(),
             pin: None,
             project_dir: project_dir.to_owned(),
             output_limits: output,
@@ -198,6 +205,11 @@ impl Grants {
         grants.programs = entry.programs.iter().map(|p| p.value.clone()).collect();
         grants.memory = entry.memory.as_ref().map(|m| m.value);
         grants.time_limit = entry.time_limit.as_ref().map(|t| t.value);
+        grants.allowed_hosts = entry
+            .allowed_hosts
+            .iter()
+            .map(|h| h.value.clone())
+            .collect();
         grants.pin = entry.sha256.clone();
         Ok(grants)
     }
@@ -246,6 +258,59 @@ impl Grants {
             granted: self.programs.clone(),
             entry: self.entry_name(),
         })
+    }
+}
+
+impl Grants {
+    /// Whether the plugin may send an HTTP request to `destination`; if
+    /// not, what the operator would add to allow it.
+    pub fn allows_request(&self, destination: &Destination) -> Result<(), NetworkRefused> {
+        if self.allowed_hosts.iter().any(|g| g.allows(destination)) {
+            return Ok(());
+        }
+        Err(NetworkRefused {
+            plugin: self.plugin.clone(),
+            file: self.source.file.clone(),
+            has_entry: self.source.entry.is_some(),
+            has_grants: !self.allowed_hosts.is_empty(),
+            grant: destination.grant(),
+        })
+    }
+}
+
+/// A request to a host the plugin was not granted, and the grant that
+/// would allow it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkRefused {
+    plugin: String,
+    file: String,
+    has_entry: bool,
+    has_grants: bool,
+    grant: AllowedHost,
+}
+
+impl fmt::Display for NetworkRefused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let NetworkRefused {
+            plugin,
+            file,
+            grant,
+            ..
+        } = self;
+        match (self.has_entry, self.has_grants) {
+            (true, true) => write!(
+                f,
+                "not in its allowed-hosts; the operator can add \"{grant}\" to [plugins.{plugin}] allowed-hosts in {file}"
+            ),
+            (true, false) => write!(
+                f,
+                "it may send no HTTP requests; the operator can add allowed-hosts = [\"{grant}\"] to [plugins.{plugin}] in {file}"
+            ),
+            (false, _) => write!(
+                f,
+                "it may send no HTTP requests; the operator can add [plugins.{plugin}] with allowed-hosts = [\"{grant}\"] to {file}"
+            ),
+        }
     }
 }
 
@@ -420,8 +485,8 @@ pub enum Power {
     Variable(String),
     Program(String),
     Memory(u64),
-    /// Outgoing HTTP to destinations matching a pattern
-    /// (`https://api.github.com`, `https://*.example.com:8443`).
+    /// Outgoing HTTP to destinations matching a pattern, in the grant's
+    /// own syntax (`https://api.github.com`, `https://*.example.com:8443`).
     Network(String),
     TimeLimit(Duration),
 }
@@ -487,6 +552,11 @@ pub fn compare(requests: &[Request], grants: &Grants, default_memory: usize) -> 
         let power = match &request.power {
             Power::ReadDirectory(dir) => Power::ReadDirectory(normalise(dir)),
             Power::WriteDirectory(dir) => Power::WriteDirectory(normalise(dir)),
+            // Hosts as the operator writes them; a request that is no
+            // valid pattern stays as written (and is refused).
+            Power::Network(pattern) => Power::Network(
+                AllowedHost::parse(pattern).map_or_else(|_| pattern.clone(), |p| p.to_string()),
+            ),
             other => other.clone(),
         };
         let satisfied_by = satisfying_grant(&power, grants, default_memory);
@@ -532,6 +602,12 @@ pub fn granted_powers(grants: &Grants) -> Vec<Power> {
     }
     powers.extend(grants.programs.iter().cloned().map(Power::Program));
     powers.extend(grants.variables.iter().cloned().map(Power::Variable));
+    powers.extend(
+        grants
+            .allowed_hosts
+            .iter()
+            .map(|host| Power::Network(host.to_string())),
+    );
     if let Some(memory) = grants.memory {
         powers.push(Power::Memory(memory as u64));
     }
@@ -584,9 +660,15 @@ fn satisfying_grant(power: &Power, grants: &Grants, default_memory: usize) -> Op
             let granted = Power::Memory(grants.memory.map_or(*bytes, |g| g as u64));
             (*bytes <= limit).then_some(granted)
         }
-        // No host is granted yet (`allowed-hosts` comes with outgoing
-        // HTTP): a request for one is shown as refused.
-        Power::Network(_) | Power::TimeLimit(_) => None,
+        Power::TimeLimit(_) => None,
+        Power::Network(pattern) => {
+            let wanted = AllowedHost::parse(pattern).ok()?;
+            grants
+                .allowed_hosts
+                .iter()
+                .find(|granted| granted.covers(&wanted))
+                .map(|granted| Power::Network(granted.to_string()))
+        }
     }
 }
 
@@ -854,6 +936,40 @@ mod tests {
                 "Granted by the operator: read data/in/; read and write data/out/x/; run sh; memory up to 1.0 MiB; see the variable LANG",
                 "Asked for but not granted (those calls fail): read and write data/; see the variable HOME; memory up to 1.0 TiB",
             ]
+        );
+        let network = grants_for(
+            dir.path(),
+            "[plugins.p]\nallowed-hosts = [\"https://*.github.com\", \"http://127.0.0.1:8080\"]\n",
+        )
+        .unwrap();
+        let lines = compare(
+            &[
+                request(Power::Network("HTTPS://API.GITHUB.COM".into())),
+                request(Power::Network("https://github.com".into())),
+                request(Power::Network("api.github.com".into())),
+            ],
+            &network,
+            256 << 20,
+        );
+        assert_eq!(
+            screen_lines(&lines),
+            [
+                "Granted by the operator: network https://api.github.com; network http://127.0.0.1:8080",
+                "Asked for but not granted (those calls fail): network https://github.com; network api.github.com",
+            ]
+        );
+        let destination = |s: &str, a: &str| Destination::of_request(Some(s), a).unwrap();
+        assert!(
+            network
+                .allows_request(&destination("https", "a.github.com"))
+                .is_ok()
+        );
+        assert_eq!(
+            network
+                .allows_request(&destination("https", "github.com"))
+                .unwrap_err()
+                .to_string(),
+            "not in its allowed-hosts; the operator can add \"https://github.com\" to [plugins.p] allowed-hosts in env/envhost.toml"
         );
         assert!(
             screen_lines(&compare(

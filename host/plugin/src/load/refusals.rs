@@ -198,7 +198,7 @@ pub fn link_problem(err: &wasmtime::Error) -> (String, String) {
 fn offered_imports() -> String {
     let versions: Vec<&str> = Version::ALL.iter().map(|v| v.number()).collect();
     format!(
-        "Plugins get envhost's `logging` and `interactive` (`envhost:environment/logging@VERSION` and `interactive@VERSION`, VERSION {}) and WASI 0.2 (wasi:cli, wasi:clocks, wasi:filesystem, wasi:io, wasi:random, wasi:sockets; sandboxed), nothing else",
+        "Plugins get envhost's `logging` and `interactive` (`envhost:environment/logging@VERSION` and `interactive@VERSION`, VERSION {}) and WASI 0.2 (wasi:cli, wasi:clocks, wasi:filesystem, wasi:http, wasi:io, wasi:random, wasi:sockets; sandboxed), nothing else",
         versions.join(" or ")
     )
 }
