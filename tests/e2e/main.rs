@@ -3,6 +3,7 @@
 //! One test binary with a module per area, so it links once. Every test
 //! starts its own host on its own temporary project.
 
+mod authors;
 mod bash;
 mod bash_running;
 mod bash_trust;
@@ -18,6 +19,8 @@ mod harness;
 mod hostile;
 mod mcp;
 mod network;
+mod new_project;
+mod plugin_state;
 mod plugins;
 mod polyglot;
 mod protocol;

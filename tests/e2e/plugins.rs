@@ -771,7 +771,7 @@ fn envhost_check_reports_good_and_bad_plugins() {
         "{text}"
     );
     assert!(
-        text.contains("1 of 1 plugin file would be refused"),
+        text.contains("1 of 1 plugin file failed the check"),
         "{text}"
     );
 
@@ -781,7 +781,7 @@ fn envhost_check_reports_good_and_bad_plugins() {
     );
     assert!(!ok);
     assert!(
-        text.contains("2 of 3 plugin files would be refused"),
+        text.contains("2 of 3 plugin files failed the check"),
         "{text}"
     );
     assert!(text.contains("absent.wasm: REFUSED"), "{text}");

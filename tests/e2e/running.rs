@@ -157,7 +157,7 @@ fn a_plugin_command_blocked_on_its_program_yields_while_other_environments_serve
     assert!(!stopped.running());
     assert!(
         stopped.failed().contains(
-            "interrupted as the agent asked: interrupted with SIGINT; sqlite3 is back at its prompt"
+            "[interrupted: interrupted as the agent asked: interrupted with SIGINT; sqlite3 is back at its prompt]"
         ),
         "{}",
         stopped.0

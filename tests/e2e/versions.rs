@@ -3,12 +3,17 @@
 //! timer, `tests/fixtures/plugins/v0.1.0/timer.wasm`) loads and works beside
 //! the same plugin built against 0.2.0 today, each told apart by the
 //! `environment` interface it exports; 0.2.0's optional exports are
-//! detected, never required.
+//! detected, never required; an agent's interrupt ends a 0.2.0 plugin's
+//! wait as `interrupted`, a 0.1.0 plugin's as `timed-out`, as it always
+//! did.
 
 use std::path::PathBuf;
 
-use crate::harness::{Project, workspace};
-use crate::plugins::{TIMER_BEFORE_ANY_COMMAND, check, guest, install, start};
+use serde_json::json;
+
+use crate::capabilities::{skip, wait_for_descendant};
+use crate::harness::{Host, Project, workspace};
+use crate::plugins::{TIMER_BEFORE_ANY_COMMAND, check, guest, host_builder, install, start};
 
 /// The timer as built against 0.1.0, never rebuilt (see the README beside
 /// it).
@@ -84,4 +89,66 @@ fn a_0_2_0_plugin_without_optional_exports_loads() {
         ),
         "{text}"
     );
+}
+
+/// Sends `line` to `environment` as a command that yields (its program
+/// runs on), waits until `sleep` runs below the host, then interrupts it
+/// as the agent would; the interrupt's reply.
+fn interrupt_a_sleep(host: &mut Host, environment: &str, line: &str) -> String {
+    let running = host.request(&json!({
+        "type": "command", "environment": environment, "command": line, "yield_ms": 200
+    }));
+    assert!(running.running(), "{}", running.0);
+    wait_for_descendant(host.pid(), "sleep");
+    let stopped = host.request(&json!({"type": "interrupt", "environment": environment}));
+    assert!(!stopped.running(), "{}", stopped.0);
+    stopped.output().to_owned()
+}
+
+#[test]
+fn an_interrupt_ends_a_wait_as_interrupted_for_0_2_0_and_as_timed_out_for_0_1_0() {
+    if skip("an_interrupt_ends_a_wait_...", "sh") {
+        return;
+    }
+    let project = Project::new();
+    install(
+        &project,
+        &[("rogue", "rogue"), ("old_shell", "interactive_v0_1_0")],
+    );
+    project.write(
+        "env/envhost.toml",
+        "[plugins.rogue]\nprograms = [\"sh\"]\nvariables = [\"PS1\"]\n\n[plugins.old_shell]\nprograms = [\"sh\"]\nvariables = [\"PS1\"]\n",
+    );
+    let mut host = host_builder(&project)
+        .env("PS1", "v1$ ")
+        .start(project.path());
+
+    // 0.2.0 (the SDK's rogue fixture): `interrupted`, not `timed-out`.
+    let started = host.command("rogue", "pty sh -i");
+    assert!(started.ok().ends_with("[prompt \"$ \"]"), "{}", started.0);
+    let output = interrupt_a_sleep(&mut host, "rogue", "pty-run sleep 60");
+    assert!(
+        output.ends_with(
+            "[interrupted: interrupted as the agent asked: interrupted with SIGINT; sh is back at its prompt]"
+        ),
+        "{output}"
+    );
+
+    // 0.1.0 has no `interrupted`: its plugins still get `timed-out`.
+    assert_eq!(
+        host.command("old_shell", "echo ready").ok(),
+        "ready\n[prompt]"
+    );
+    let output = interrupt_a_sleep(&mut host, "old_shell", "sleep 60");
+    assert!(
+        output.ends_with(
+            "[timed-out: interrupted as the agent asked: interrupted with SIGINT; sh is back at its prompt]"
+        ),
+        "{output}"
+    );
+    assert_eq!(
+        host.command("old_shell", "echo again").ok(),
+        "again\n[prompt]"
+    );
+    assert!(host.finish().0.success());
 }

@@ -358,6 +358,37 @@ impl Orchestrator {
         Ok(())
     }
 
+    /// Puts `environment` in the place of the plugin of that name, shutting
+    /// the old one down first (a plugin rebuilt while the host runs), or
+    /// adds it when there is none. A built-in is never replaced.
+    pub fn replace(
+        &mut self,
+        name: EnvironmentName,
+        kind: EnvironmentKind,
+        environment: Box<dyn Environment>,
+        detail: Option<String>,
+    ) -> Result<(), RegisterError> {
+        let Some(index) = self.slots.iter().position(|s| s.name == name) else {
+            return self.register(name, kind, environment, detail);
+        };
+        if self.slots[index].kind == EnvironmentKind::Builtin || kind == EnvironmentKind::Builtin {
+            return Err(RegisterError::Duplicate(name.to_string()));
+        }
+        let old = self.slots.remove(index);
+        let mut old_environment = old
+            .environment
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| old_environment.shutdown())) {
+            self.emit(Event::Error {
+                context: format!("{name} shutdown"),
+                message: panic_message(panic.as_ref()),
+            });
+        }
+        drop(old_environment);
+        self.register(name, kind, environment, detail)
+    }
+
     /// Records an environment that could not be loaded.
     pub fn record_load_failure(&self, name: &str, reason: &str) {
         self.emit(Event::EnvironmentFailed {
@@ -1059,6 +1090,48 @@ mod tests {
             yield_after: None,
             id: None,
         }
+    }
+
+    /// Counts its shutdowns in a shared counter.
+    struct Stoppable(Arc<Mutex<usize>>, &'static str);
+    impl Environment for Stoppable {
+        fn handle_command(
+            &mut self,
+            _: &str,
+            _: &CommandContext,
+        ) -> Result<CommandResponse, EnvironmentError> {
+            Ok(CommandResponse::success(self.1))
+        }
+        fn screen(&mut self) -> Result<ScreenSection, EnvironmentError> {
+            Ok(ScreenSection::new(self.1))
+        }
+        fn shutdown(&mut self) {
+            *self.0.lock().unwrap() += 1;
+        }
+    }
+
+    #[test]
+    fn a_replaced_plugin_is_shut_down_and_a_builtin_is_never_replaced() {
+        let (mut orch, _) = orchestrator();
+        let stopped = Arc::new(Mutex::new(0));
+        let name = |n: &str| EnvironmentName::new(n).unwrap();
+        let plugin = |word| Box::new(Stoppable(Arc::clone(&stopped), word));
+        orch.replace(name("kv"), EnvironmentKind::Plugin, plugin("old"), None)
+            .unwrap();
+        assert_eq!(orch.execute(&request("kv", "x")).output, "old", "added");
+        orch.replace(name("kv"), EnvironmentKind::Plugin, plugin("new"), None)
+            .unwrap();
+        assert_eq!(*stopped.lock().unwrap(), 1, "the old one was shut down");
+        let outcome = orch.execute(&request("kv", "x"));
+        assert_eq!(outcome.output, "new");
+        assert_eq!(outcome.screen.get("kv").unwrap().content, "new");
+        let names: Vec<&str> = outcome.screen.sections().map(|(n, _)| n).collect();
+        assert_eq!(names, ["bash", "python", "alpha", "kv", "zeta"]);
+        assert!(
+            orch.replace(name("bash"), EnvironmentKind::Plugin, plugin("evil"), None)
+                .is_err()
+        );
+        assert_eq!(orch.execute(&request("bash", "hi")).output, "hi");
     }
 
     #[test]

@@ -28,13 +28,18 @@ use envhost_process::{
 };
 use envhost_protocol::DEFAULT_MAX_LINE_BYTES;
 
+mod call;
 mod distribution;
 mod healthcheck;
+mod new_project;
+mod plugin_test;
 mod repl;
 mod serve;
 mod session;
+mod session_file;
 mod signals;
 mod stdout;
+mod watch;
 
 use crate::serve::StopReason;
 use crate::signals::HostSignal;
@@ -57,17 +62,26 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve an agent: NDJSON commands on stdin, one answer per line on stdout.
-    Serve(SessionArgs),
+    Serve(ServeArgs),
     /// Try the environments by hand: `ENV: command` lines, readable output.
     Repl(ReplArgs),
     /// Serve MCP clients: each environment as a Model Context Protocol
     /// tool, on stdin/stdout, or over streamable HTTP with --http.
     Mcp(McpArgs),
     /// Check plugins (.wasm files) exactly as the host would load them, and
-    /// show what they offer; exits non-zero if any would be refused. The
+    /// show what they offer, verdict first; exits non-zero if any would be
+    /// refused or its first screen fails. The
     /// plugins run while they are checked, with nothing granted unless
     /// --grants names the grants file to apply.
     Check(CheckArgs),
+    /// Run commands against one plugin through the host's own path and print
+    /// each answer, then its screen section, as a session file. Exits 1 if
+    /// a command failed, 2 if the plugin was refused.
+    Call(call::CallArgs),
+    /// Run session files (commands and their expected answers) against a
+    /// plugin and print a diff for each answer that differs; --bless writes
+    /// the answers into the files. Exits 1 if any session fails.
+    Test(plugin_test::TestArgs),
     /// Check that a session can be served here (for Docker HEALTHCHECK and
     /// Kubernetes probes): the project is readable, bash and python start
     /// and answer, and with --plugins every plugin loads. Exits 1 if not.
@@ -76,6 +90,10 @@ enum Command {
     /// runs in a separate, bounded process of its own binary.
     #[command(name = "compile-plugin", hide = true)]
     CompilePlugin,
+    /// Write a new plugin project: a small key-value environment in Rust,
+    /// Python or JavaScript, with its SDK, the WIT, the toolchain pinned, a
+    /// build script, a grants stub and a session test.
+    New(new_project::NewArgs),
     #[command(flatten)]
     Distribution(distribution::Command),
 }
@@ -106,6 +124,19 @@ struct HealthArgs {
 
     #[command(flatten)]
     plugin_args: PluginArgs,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Before each command, look for plugins rebuilt in env/ (a stat of
+    /// each file) and swap each new build in, as start-up would load it;
+    /// the command's answer says so, or why a new build was refused (the
+    /// old one then keeps running). See docs/plugin-tools.md.
+    #[arg(long)]
+    watch: bool,
+
+    #[command(flatten)]
+    session: SessionArgs,
 }
 
 #[derive(Args)]
@@ -350,7 +381,9 @@ struct SessionArgs {
 }
 
 enum Mode {
-    Serve,
+    Serve {
+        watch: bool,
+    },
     Repl {
         open_figures: bool,
     },
@@ -367,7 +400,7 @@ fn main() -> ExitCode {
         eprintln!("envhost: cannot prepare for an abort ({err})");
     }
     let result = match cli.command {
-        Command::Serve(args) => run_session(Mode::Serve, args),
+        Command::Serve(args) => run_session(Mode::Serve { watch: args.watch }, args.session),
         Command::Repl(args) => run_session(
             Mode::Repl {
                 open_figures: args.open_figures,
@@ -388,7 +421,10 @@ fn main() -> ExitCode {
         Command::Check(args) => run_check(args).map(|()| ExitCode::SUCCESS),
         Command::Distribution(command) => distribution::run(command).map(|()| ExitCode::SUCCESS),
         Command::Healthcheck(args) => return run_healthcheck(args),
+        Command::Call(args) => return call::run(args),
+        Command::Test(args) => return plugin_test::run(args),
         Command::CompilePlugin => return plugin::serve_compile(),
+        Command::New(args) => new_project::run(&args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,
@@ -434,7 +470,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         project: project.clone(),
         mode: match mode {
-            Mode::Serve => "serve",
+            Mode::Serve { .. } => "serve",
             Mode::Repl { .. } => "repl",
             Mode::Mcp { http: None, .. } => "mcp",
             Mode::Mcp { http: Some(_), .. } => "mcp-http",
@@ -467,16 +503,21 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
     // Plugins' own output goes to stderr only where someone reads it: an
     // agent may never drain stderr, and a full pipe would block the host.
     let log: Arc<dyn LogSink> = match mode {
-        Mode::Serve | Mode::Mcp { http: None, .. } if !args.verbose => Arc::new(DiscardSink),
+        Mode::Serve { .. } | Mode::Mcp { http: None, .. } if !args.verbose => Arc::new(DiscardSink),
         _ => Arc::new(StderrSink),
     };
-    let mut plugins = plugin::load(
-        &project,
-        &args.plugins.settings(args.plugin_config.clone()),
-        &config.output,
-        &cancel,
-        log,
-    );
+    let plugin_settings = args.plugins.settings(args.plugin_config.clone());
+    // Before the plugins load: a change made while they load is seen.
+    let watcher = matches!(mode, Mode::Serve { watch: true }).then(|| {
+        watch::Watcher::new(
+            &project,
+            plugin_settings.clone(),
+            config.output.clone(),
+            cancel.clone(),
+            Arc::clone(&log),
+        )
+    });
+    let mut plugins = plugin::load(&project, &plugin_settings, &config.output, &cancel, log);
     let mut identity = session::Identity::new(&project);
     let mut plugin_names = Vec::new();
     for loaded in plugins.take_loaded() {
@@ -522,13 +563,13 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let mut code = ExitCode::SUCCESS;
-    // Front ends that serve from several threads share it.
-    let orchestrator = Arc::new(orchestrator);
     let reason = match mode {
         Mode::Mcp {
             http,
             structured_content,
         } => {
+            // Served from several threads, which share it.
+            let orchestrator = Arc::new(orchestrator);
             let settings = envhost_mcp::Settings {
                 yield_after: args.yield_after.unwrap_or(envhost_mcp::DEFAULT_YIELD_AFTER),
                 structured_content,
@@ -545,21 +586,29 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
                     http,
                 ),
             };
-            match served {
+            let reason = match served {
                 Ok(reason) => reason,
                 Err(err) => {
                     stop_session(&orchestrator, &format!("the MCP server failed: {err}"));
                     return Err(err.into());
                 }
-            }
+            };
+            stop_session(&orchestrator, &reason);
+            return Ok(code);
         }
-        Mode::Serve => {
+        Mode::Serve { .. } => {
             let mut files = ProjectFiles::new(ProjectRoot::new(
                 project.clone(),
                 args.allow_outside_project,
             ));
             let served = catch_unwind(AssertUnwindSafe(|| {
-                serve::run_stdin(&orchestrator, &mut files, &cancel, DEFAULT_MAX_LINE_BYTES)
+                serve::run_stdin(
+                    &mut orchestrator,
+                    watcher,
+                    &mut files,
+                    &cancel,
+                    DEFAULT_MAX_LINE_BYTES,
+                )
             }));
             match served {
                 Ok(StopReason::Signal(HostSignal::Deadly(signal))) => {
@@ -603,6 +652,7 @@ fn resume_session(
     plugins: &[String],
 ) -> String {
     let mut lines = Vec::new();
+    let mut saved_plugins = Vec::new();
     match store.load() {
         Err(reason) => {
             store.clear();
@@ -616,6 +666,7 @@ fn resume_session(
         )),
         Ok(states) => {
             lines.push(format!("Session resumed from {}:", store.dir().display()));
+            saved_plugins.extend(states.iter().map(|(name, _)| name.clone()));
             let restored = orchestrator.restore_states(&states);
             for (name, result) in restored {
                 match result {
@@ -635,9 +686,9 @@ fn resume_session(
             }
         }
     }
-    for name in plugins {
+    for name in plugins.iter().filter(|name| !saved_plugins.contains(name)) {
         lines.push(format!(
-            "- {name}: a plugin, restarted fresh (a plugin's state cannot be saved yet)."
+            "- {name}: a plugin, restarted fresh (nothing of it was saved: only a plugin that exports `state` keeps its state across a restart)."
         ));
     }
     lines.join("\n")
@@ -676,7 +727,7 @@ fn run_check(args: CheckArgs) -> anyhow::Result<()> {
     }
     if refused > 0 {
         bail!(
-            "{refused} of {} plugin file{} would be refused",
+            "{refused} of {} plugin file{} failed the check",
             args.files.len(),
             if args.files.len() == 1 { "" } else { "s" }
         );

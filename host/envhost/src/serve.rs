@@ -15,6 +15,7 @@ use std::io::{BufRead, BufReader, Write};
 
 use crate::signals::{self, HostSignal, InterruptibleInput, SignalWatch};
 use crate::stdout::AgentOutput;
+use crate::watch::Watcher;
 use envhost_core::CancelFlag;
 use envhost_core::Event;
 use envhost_core::{Orchestrator, RequestId};
@@ -43,8 +44,11 @@ impl StopReason {
 
 /// Serves stdin and stdout until input ends, a signal arrives or the
 /// output is closed. The caller shuts the orchestrator down afterwards.
+/// With a `watcher`, plugins rebuilt on disk are swapped in before each
+/// command.
 pub fn run_stdin(
-    orchestrator: &Orchestrator,
+    orchestrator: &mut Orchestrator,
+    watcher: Option<Watcher>,
     files: &mut ProjectFiles,
     cancel: &CancelFlag,
     max_line_bytes: usize,
@@ -59,6 +63,7 @@ pub fn run_stdin(
             let mut output = AgentOutput::new(Some(for_output));
             run(
                 orchestrator,
+                watcher,
                 files,
                 BufReader::with_capacity(64 * 1024, input),
                 &mut output,
@@ -73,6 +78,7 @@ pub fn run_stdin(
             let mut output = AgentOutput::new(None);
             run(
                 orchestrator,
+                watcher,
                 files,
                 BufReader::with_capacity(64 * 1024, std::io::stdin()),
                 &mut output,
@@ -86,7 +92,8 @@ pub fn run_stdin(
 /// Serves `input` until it ends, a signal arrives (the cancel flag is set)
 /// or `output` is closed.
 pub fn run(
-    orchestrator: &Orchestrator,
+    orchestrator: &mut Orchestrator,
+    mut watcher: Option<Watcher>,
     files: &mut ProjectFiles,
     input: impl BufRead,
     output: &mut dyn Write,
@@ -114,7 +121,14 @@ pub fn run(
                 None => return StopReason::InputFailed(err.to_string()),
             },
         };
-        if let Err(err) = answer(orchestrator, files, &raw, output, max_line_bytes) {
+        if let Err(err) = answer(
+            orchestrator,
+            watcher.as_mut(),
+            files,
+            &raw,
+            output,
+            max_line_bytes,
+        ) {
             return match signals::signal_of(&err) {
                 Some(signal) => StopReason::Signal(signal),
                 None => StopReason::OutputClosed(err.to_string()),
@@ -124,7 +138,8 @@ pub fn run(
 }
 
 fn answer(
-    orchestrator: &Orchestrator,
+    orchestrator: &mut Orchestrator,
+    watcher: Option<&mut Watcher>,
     files: &mut ProjectFiles,
     raw: &RawLine,
     output: &mut dyn Write,
@@ -212,7 +227,17 @@ fn answer(
                 Err(err) => refuse(orchestrator, output, id.as_ref(), path, &err),
             };
         }
-        Request::Command(command) => orchestrator.execute(command),
+        Request::Command(command) => {
+            let said = match watcher {
+                Some(watcher) => watcher.refresh(orchestrator),
+                None => Vec::new(),
+            };
+            let mut outcome = orchestrator.execute(command);
+            if !said.is_empty() {
+                outcome.output = format!("{}\n\n{}", said.join("\n"), outcome.output);
+            }
+            outcome
+        }
         Request::Control(control) => orchestrator.control(control),
     };
     protocol::write_reply(

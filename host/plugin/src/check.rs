@@ -6,7 +6,13 @@
 //! name, description, style, commands, the host imports it uses, what it
 //! asks for and what it is granted, its size and hash, how it was compiled
 //! — and the screen section the agent will first see, rendered by the same
-//! code the host uses; or the refusal. It grants the plugin nothing unless
+//! code the host uses; or the refusal. The verdict and its reasons come
+//! first, the details after. A plugin whose first screen fails (a trap —
+//! a panic, an exception, a value of the wrong type — or a timeout) fails
+//! the check although the host would load it: the agent's first look at it
+//! would be an error. A first screen over its own max-lines or the host's
+//! per-section cap, or holding control characters the host removes, is a
+//! warning. It grants the plugin nothing unless
 //! given a grants file (`--grants FILE`, read as the host reads
 //! `env/envhost.toml`, the project being the folder above the plugin's):
 //! the plugin runs while it is checked, and a bundle's own grants file is
@@ -19,7 +25,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::environment::{PluginEnvironment, PluginParts};
 use crate::grants::config_file::ConfigFile;
 use crate::grants::{self, Grants, GrantsApplied};
 use crate::guest_io::LogSink;
@@ -231,32 +236,52 @@ fn check_candidate(
         grants.pin = None;
     }
     let loaded = loader::load(&sandbox, settings, candidate, &Arc::new(grants));
-    let mut text = String::new();
+    let mut warnings: Vec<String> = Vec::new();
+    let mut details = String::new();
     let mut world = None;
-    match loaded {
+    // The verdict and its reasons come first; the details after them.
+    let verdict = match loaded {
         Err(refusal) => {
             problems.push(refusal.sentence(None));
-            text.push_str(&format!("{shown}: REFUSED\n"));
+            format!("{shown}: REFUSED\n")
         }
         Ok(loaded) => {
             world = Some(loaded.pre.world());
-            text.push_str(&if problems.is_empty() {
+            let refused = !problems.is_empty();
+            details.push_str(&describe_loaded(&loaded, settings, *applied));
+            let preview = screen_preview(loaded, &sandbox, &log);
+            details.push_str(&preview.text);
+            warnings.extend(preview.warnings);
+            let screen_failed = preview.error.is_some();
+            problems.extend(preview.error);
+            if refused {
+                format!("{shown}: REFUSED (the component itself is valid)\n")
+            } else if screen_failed {
+                format!(
+                    "{shown}: FAILED: it loads as the environment `{}`, but its first screen fails\n",
+                    candidate.name
+                )
+            } else {
                 format!(
                     "{shown}: OK, loads as the environment `{}`\n",
                     candidate.name
                 )
-            } else {
-                format!("{shown}: REFUSED (the component itself is valid)\n")
-            });
-            text.push_str(&describe_loaded(&loaded, settings, *applied));
-            text.push_str(&screen_preview(loaded, &sandbox, &log));
+            }
         }
+    };
+    let mut text = verdict;
+    for problem in &problems {
+        text.push_str(&format!("error: {problem}\n"));
+    }
+    for warning in &warnings {
+        text.push_str(&format!("warning: {warning}\n"));
     }
     for note in &notes {
         text.push_str(&format!("note: {note}\n"));
     }
-    for problem in &problems {
-        text.push_str(&format!("error: {problem}\n"));
+    if !details.is_empty() {
+        text.push('\n');
+        text.push_str(&details);
     }
     CheckReport {
         ok: problems.is_empty(),
@@ -378,40 +403,104 @@ fn describe_loaded(
     text
 }
 
-fn screen_preview(loaded: LoadedPlugin, sandbox: &Arc<Sandbox>, log: &Arc<dyn LogSink>) -> String {
+/// The first screen, as the agent would see it, and what is wrong with it.
+struct Preview {
+    text: String,
+    /// Why the first screen fails (a trap, including text the plugin could
+    /// not hand over, or a timeout): the plugin fails the check.
+    error: Option<String>,
+    /// Content the host cuts (over its `max_lines`, over the host's cap)
+    /// or cleans (control characters).
+    warnings: Vec<String>,
+}
+
+fn screen_preview(
+    mut loaded: LoadedPlugin,
+    sandbox: &Arc<Sandbox>,
+    log: &Arc<dyn LogSink>,
+) -> Preview {
     let name = loaded.name.to_string();
-    let powers = grants::screen_lines(&grants::compare(
-        &loaded.requests,
-        &loaded.grants,
-        sandbox.memory_limit(),
-    ));
-    let mut environment = PluginEnvironment::new(PluginParts {
-        name: name.clone(),
-        sandbox: Arc::clone(sandbox),
-        pre: loaded.pre,
-        instance: loaded.instance,
-        commands: loaded.description.commands,
-        grants: loaded.grants,
-        powers,
-        output_limits: OutputLimits::for_project(&PathBuf::from(".")),
-        log: Arc::clone(log),
-        cancel: CancelFlag::new(),
-    });
-    let mut text = String::from("\nIts screen section, as the agent first sees it:\n");
+    let mut preview = Preview {
+        text: String::from("\nIts screen section, as the agent first sees it:\n"),
+        error: None,
+        warnings: Vec::new(),
+    };
+    // The plugin's own section first, before the host cuts or cleans it:
+    // that is what its author must hear about.
+    let cancel = CancelFlag::new();
+    let called = loaded.instance.screen(sandbox, &cancel);
+    for line in called.output.log_lines(&name) {
+        log.line(&line);
+    }
+    match called.result {
+        Err(failure) => {
+            let cause = failure.cause;
+            preview.error = Some(format!(
+                "its first screen fails: {cause}; the agent would see an error in its section and lose its state (get-screen must answer within {})",
+                text::duration(limits::SCREEN_LIMIT)
+            ));
+            preview
+                .text
+                .push_str(&format!("  [Error getting screen from {name}: {cause}]\n"));
+            // The instance is dead; it is dropped, not called again.
+            return preview;
+        }
+        Ok(section) => {
+            // Safe (the host cleans it), but not what its author wrote.
+            if crate::plugin_text::block(&section.content) != section.content {
+                preview.warnings.push(
+                    "its first screen is not plain text: it holds control characters (terminal escapes, bidirectional controls) that the host removes before the agent sees it; write plain text (lines and tabs)".to_owned(),
+                );
+            }
+            let lines = section.content.lines().count();
+            let max_lines = section.max_lines.max(1) as usize;
+            if lines > max_lines {
+                preview.warnings.push(format!(
+                    "its first screen has {lines} lines, over its max-lines of {max_lines}: the agent sees the first {} and a line saying the rest was cut; raise max-lines or show less",
+                    max_lines - 1
+                ));
+            }
+            if section.content.len() > crate::environment::SCREEN_BYTES_LIMIT {
+                preview.warnings.push(format!(
+                    "its first screen is {}, over the host's cap of {} per section: the rest is cut",
+                    text::bytes(section.content.len() as u64),
+                    text::bytes(crate::environment::SCREEN_BYTES_LIMIT as u64)
+                ));
+            }
+        }
+    }
+    let mut environment = crate::load::plugin_environment(
+        loaded,
+        sandbox,
+        OutputLimits::for_project(&PathBuf::from(".")),
+        log,
+        &cancel,
+    );
     match environment.screen() {
         Ok(section) => {
             let content = envhost_core::truncate_lines(&section.content, section.max_lines);
             for line in content.lines() {
                 if line.is_empty() {
-                    text.push_str("  |\n");
+                    preview.text.push_str("  |\n");
                 } else {
-                    text.push_str(&format!("  | {line}\n"));
+                    preview.text.push_str(&format!("  | {line}\n"));
                 }
             }
-            text.push_str(&format!("  (max_lines {})\n", section.max_lines));
+            preview
+                .text
+                .push_str(&format!("  (max_lines {})\n", section.max_lines));
         }
-        Err(err) => text.push_str(&format!("  [Error getting screen from {name}: {err}]\n")),
+        Err(err) => {
+            // The first call answered; a second that fails is a screen that
+            // fails too.
+            preview
+                .error
+                .get_or_insert_with(|| format!("its screen fails: {err}"));
+            preview
+                .text
+                .push_str(&format!("  [Error getting screen from {name}: {err}]\n"));
+        }
     }
     environment.shutdown();
-    text
+    preview
 }

@@ -12,7 +12,10 @@
 //! instance; this module drops it (and with its store every file and
 //! program the plugin held), instantiates a fresh one from the kept
 //! `PluginPre` with the same grants, and says in the response that the
-//! state was lost. A screen that fails shows an error in this section only;
+//! state was lost — or, for a plugin that exports `state`, puts back the
+//! snapshot it gave after its last command (`kept_state`) and says whether
+//! that worked. The same snapshot is the plugin's state in the session
+//! file, restored by `--resume`. A screen that fails shows an error in this section only;
 //! the plugin is not called again (not even for its screen) until the
 //! agent's next command to it, which starts a fresh instance and says the
 //! state was lost — so a plugin whose screen is slow delays the other
@@ -34,6 +37,7 @@ use crate::failure::{CallFailure, FailureCause};
 use crate::grants::Grants;
 use crate::guest_io::{CallOutput, LogSink};
 use crate::instance::{Called, LiveInstance, start_described};
+use crate::kept_state::{KeptState, Restored};
 use crate::limits;
 use crate::plugin_text;
 use crate::sandbox::Sandbox;
@@ -54,6 +58,11 @@ pub const SCREEN_BYTES_LIMIT: usize = 64 * 1024;
 
 /// What a restart loses, for the agent and the record.
 const LOST: &str = "all of the plugin's in-memory state, and any program it was running";
+
+/// What a restart loses when the plugin's state came back from its
+/// snapshot.
+const LOST_PROGRAMS: &str =
+    "any program it was running (its state came back from its last snapshot)";
 
 /// Everything a plugin environment needs besides its instance.
 pub struct PluginParts {
@@ -97,6 +106,11 @@ pub struct PluginEnvironment {
     last_section: Option<ScreenSection>,
     /// The thread commands that may yield run on, once one did.
     worker: Option<Worker>,
+    /// The plugin's last snapshot (`state` export).
+    kept: KeptState,
+    /// What a restart at the start of the current command did with the
+    /// snapshot, for its response.
+    restored_now: Option<Restored>,
 }
 
 impl PluginEnvironment {
@@ -123,6 +137,8 @@ impl PluginEnvironment {
             yielded: None,
             last_section: None,
             worker: None,
+            kept: KeptState::default(),
+            restored_now: None,
         }
     }
 
@@ -132,19 +148,29 @@ impl PluginEnvironment {
         }
     }
 
-    /// A fresh, described instance, or why not.
-    fn restart(&mut self) -> Result<(), CallFailure> {
+    /// A fresh, described instance with the last snapshot put back (when
+    /// one is kept), or why not.
+    fn restart(&mut self) -> Result<Restored, CallFailure> {
         self.instance = None;
-        let (instance, _, output) = start_described(&self.sandbox, &self.pre, &self.grants)?;
+        let (mut instance, _, output) = start_described(&self.sandbox, &self.pre, &self.grants)?;
         self.forward(&output);
+        let (restored, output) = self.kept.restore_into(&mut instance, &self.sandbox);
+        self.forward(&output);
+        if let Restored::Failed(_) = restored {
+            // The failed call left that instance unusable.
+            let (fresh, _, output) = start_described(&self.sandbox, &self.pre, &self.grants)?;
+            self.forward(&output);
+            instance = fresh;
+        }
         self.instance = Some(instance);
-        Ok(())
+        Ok(restored)
     }
 
     /// The instance, restarting it first if an earlier restart failed.
     fn instance(&mut self) -> Result<&mut LiveInstance, CallFailure> {
         if self.instance.is_none() {
-            self.restart()?;
+            let restored = self.restart()?;
+            self.restored_now = Some(restored);
         }
         self.instance.as_mut().ok_or_else(|| CallFailure {
             cause: FailureCause::Other {
@@ -156,17 +182,47 @@ impl PluginEnvironment {
     }
 
     /// After a failed call: a fresh instance (a failed call leaves the old
-    /// one unusable, whatever the cause) and the words for the agent.
-    fn recover(&mut self) -> String {
+    /// one unusable, whatever the cause), with the last snapshot put back,
+    /// and the words for the agent and what was lost.
+    fn recover(&mut self) -> (String, String) {
         if self.cancel.is_cancelled() {
             self.instance = None;
-            return "Its state was lost; the host was interrupted, so the plugin starts afresh at its next command.".to_owned();
+            if self.kept.has_snapshot() {
+                return (
+                    "The host was interrupted, so the plugin starts afresh at its next command, from the snapshot it gave after its last command.".to_owned(),
+                    LOST_PROGRAMS.to_owned(),
+                );
+            }
+            return (
+                "Its state was lost; the host was interrupted, so the plugin starts afresh at its next command.".to_owned(),
+                LOST.to_owned(),
+            );
         }
         match self.restart() {
-            Ok(()) => "Its state was lost: the host restarted the plugin, and the next command runs in a fresh instance.".to_owned(),
-            Err(again) => format!(
-                "Its state was lost, and restarting it failed too ({}); the host will try again at the next command.",
-                again.cause
+            Ok(Restored::Nothing) => (
+                "Its state was lost: the host restarted the plugin, and the next command runs in a fresh instance.".to_owned(),
+                LOST.to_owned(),
+            ),
+            Ok(restored) if restored.came_back() => (
+                format!(
+                    "The host restarted the plugin and {}; the next command runs in the restored instance.",
+                    restored.clause()
+                ),
+                LOST_PROGRAMS.to_owned(),
+            ),
+            Ok(restored) => (
+                format!(
+                    "The host restarted the plugin, but {}; the next command runs in a fresh instance.",
+                    restored.clause()
+                ),
+                LOST.to_owned(),
+            ),
+            Err(again) => (
+                format!(
+                    "Its state was lost, and restarting it failed too ({}); the host will try again at the next command.",
+                    again.cause
+                ),
+                LOST.to_owned(),
             ),
         }
     }
@@ -206,7 +262,7 @@ impl PluginEnvironment {
             )),
             _ => {}
         }
-        let recovery = self.recover();
+        let (recovery, lost) = self.recover();
         text.push('\n');
         text.push_str(&recovery);
         let mut response = CommandResponse::failure(text).with_incident(Incident::Trapped {
@@ -217,7 +273,7 @@ impl PluginEnvironment {
         }
         response.with_incident(Incident::Restarted {
             reason: failure.cause.short(),
-            lost: LOST.to_owned(),
+            lost,
         })
     }
 }
@@ -251,7 +307,7 @@ impl PluginEnvironment {
                     // plugin said so and survived.
                     response = response.with_incident(Incident::TimedOut { after: limit });
                 }
-                response
+                self.take_snapshot(response)
             }
             Err(failure) => self.failure_response(failure, (limit, capped)),
         };
@@ -262,6 +318,31 @@ impl PluginEnvironment {
             response.output.push_str(&notes);
         }
         response
+    }
+
+    /// After a command that returned: the plugin's snapshot, when it
+    /// exports `state`. A snapshot call that fails leaves the instance
+    /// unusable: the response then says so, and what came back.
+    fn take_snapshot(&mut self, mut response: CommandResponse) -> CommandResponse {
+        let Some(instance) = self.instance.as_mut() else {
+            return response;
+        };
+        let (taken, output) = self.kept.take(instance, &self.sandbox, &self.cancel);
+        self.forward(&output);
+        let Err(failure) = taken else {
+            return response;
+        };
+        let (recovery, lost) = self.recover();
+        response.output = format!(
+            "{}\n[envhost] The {} plugin failed while giving its snapshot after this command: {}. {recovery} This command's changes to its state are lost.",
+            response.output.trim_end_matches('\n'),
+            self.name,
+            failure.cause
+        );
+        response.with_incident(Incident::Restarted {
+            reason: format!("snapshot failed: {}", failure.cause.short()),
+            lost,
+        })
     }
 
     /// Runs a command that may yield on a thread of its own: the plugin
@@ -296,7 +377,7 @@ impl PluginEnvironment {
             }
             Err(why) => {
                 self.worker = None;
-                let recovery = self.recover();
+                let (recovery, _) = self.recover();
                 CommandResponse::failure(format!(
                     "The {} plugin could not run this command: {why}. {recovery}",
                     self.name
@@ -331,15 +412,12 @@ impl PluginEnvironment {
             Progress::Lost(why) => {
                 self.yielded = None;
                 self.instance = None;
-                let recovery = self.recover();
+                let (recovery, lost) = self.recover();
                 CommandResponse::failure(format!(
                     "The {} plugin's command failed inside the host ({why}). {recovery}",
                     self.name
                 ))
-                .with_incident(Incident::Restarted {
-                    reason: why,
-                    lost: LOST.to_owned(),
-                })
+                .with_incident(Incident::Restarted { reason: why, lost })
             }
         }
     }
@@ -406,6 +484,17 @@ impl Environment for PluginEnvironment {
             }
             Ok(_) => self.start_yielding(command, context),
         };
+        if let Some(restored) = self.restored_now.take()
+            && restored != Restored::Nothing
+        {
+            // The instance was started afresh for this command.
+            response.output = format!(
+                "(The {} plugin was started afresh for this command: {}.)\n\n{}",
+                self.name,
+                restored.clause(),
+                response.output
+            );
+        }
         if let Some((note, incident)) = told {
             response.output = format!("{note}\n\n{}", response.output);
             response.incidents.insert(0, incident);
@@ -472,8 +561,10 @@ impl Environment for PluginEnvironment {
         self.yielded = None;
         self.untold_restart = None;
         let reason = "the agent asked for a restart".to_owned();
+        // A restart asked for is a fresh start: the snapshot goes too.
+        self.kept.clear();
         match self.restart() {
-            Ok(()) => Ok(CommandResponse::success(format!(
+            Ok(_) => Ok(CommandResponse::success(format!(
                 "Started the {} plugin afresh. Lost: {LOST}.",
                 self.name
             ))
@@ -494,6 +585,36 @@ impl Environment for PluginEnvironment {
         self.worker = None;
         self.shut_down();
     }
+
+    /// The plugin's last snapshot (base64), when it changed.
+    fn save_state(&mut self) -> Option<String> {
+        self.kept.saved_if_changed()
+    }
+
+    /// Puts a snapshot saved by an earlier host back into the instance
+    /// (fresh: no command has run yet).
+    fn restore_state(
+        &mut self,
+        state: &str,
+        _: &CommandContext,
+    ) -> Result<String, EnvironmentError> {
+        self.kept
+            .load_saved(state)
+            .map_err(EnvironmentError::Failed)?;
+        if !self.kept.has_snapshot() {
+            return Ok("it had no state to keep; it starts fresh.".to_owned());
+        }
+        let restored = self.restart().map_err(|failure| {
+            EnvironmentError::Failed(format!("it could not be started: {}", failure.cause))
+        })?;
+        match restored {
+            Restored::CameBack(_) => Ok(format!("{}.", restored.clause())),
+            Restored::Nothing => Err(EnvironmentError::Failed(
+                "it no longer exports `state`".to_owned(),
+            )),
+            other => Err(EnvironmentError::Failed(other.clause())),
+        }
+    }
 }
 
 impl PluginEnvironment {
@@ -512,9 +633,14 @@ impl PluginEnvironment {
         self.forward(&called.output);
         match called.result {
             Ok(section) => {
-                let content = plugin_text::block(&cap_bytes(&section.content, SCREEN_BYTES_LIMIT))
-                    .into_owned();
-                let max_lines = usize::try_from(section.max_lines.max(1)).unwrap_or(usize::MAX);
+                let mut content =
+                    plugin_text::block(&cap_bytes(&section.content, SCREEN_BYTES_LIMIT))
+                        .into_owned();
+                let mut max_lines = usize::try_from(section.max_lines.max(1)).unwrap_or(usize::MAX);
+                if let Some(note) = self.kept.screen_note() {
+                    content = format!("{note}\n{content}");
+                    max_lines = max_lines.saturating_add(1);
+                }
                 if self.help.is_none() && self.powers.is_empty() {
                     return Ok(ScreenSection::with_max_lines(content, max_lines));
                 }
@@ -543,16 +669,25 @@ impl PluginEnvironment {
                 self.instance = None;
                 self.untold_restart = Some((
                     format!(
-                        "(Note: the {} plugin failed while drawing its screen: {cause}. Its state was lost; this command runs in a fresh instance.)",
+                        "(Note: the {} plugin failed while drawing its screen: {cause}. This command runs in a fresh instance.)",
                         self.name
                     ),
                     Incident::Restarted {
                         reason: format!("screen failed: {}", cause.short()),
-                        lost: LOST.to_owned(),
+                        lost: if self.kept.has_snapshot() {
+                            LOST_PROGRAMS.to_owned()
+                        } else {
+                            LOST.to_owned()
+                        },
                     },
                 ));
                 Err(EnvironmentError::Failed(format!(
-                    "the plugin failed while drawing its screen: {cause}. Its state was lost; it starts afresh at its next command"
+                    "the plugin failed while drawing its screen: {cause}. It starts afresh at its next command{}",
+                    if self.kept.has_snapshot() {
+                        ", from the snapshot it gave after its last command"
+                    } else {
+                        "; its state was lost"
+                    }
                 )))
             }
         }

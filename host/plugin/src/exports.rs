@@ -247,8 +247,12 @@ impl Exports {
         }
     }
 
+    /// Whether it exports `state`.
+    pub fn has_state(&self) -> bool {
+        matches!(self, Exports::V0_2_0 { state: Some(_), .. })
+    }
+
     /// Its state now, when it exports `state`.
-    #[expect(dead_code, reason = "called by the host from the next commit on")]
     pub fn snapshot(&self, store: Store<'_>) -> Option<wasmtime::Result<Vec<u8>>> {
         match self {
             Exports::V0_2_0 {
@@ -260,7 +264,6 @@ impl Exports {
 
     /// Puts back a snapshot, when it exports `state`: the plugin's own
     /// refusal is the inner `Err`.
-    #[expect(dead_code, reason = "called by the host from the next commit on")]
     pub fn restore(
         &self,
         store: Store<'_>,

@@ -16,7 +16,7 @@ use crate::exports::{Exports, PluginPre};
 use crate::failure::{CallFailure, FailureCause, classify};
 use crate::grants::{self, Grants};
 use crate::guest_io::{CallOutput, GuestOutput};
-use crate::limits::{QUICK_CALL_LIMIT, SCREEN_LIMIT};
+use crate::limits::{QUICK_CALL_LIMIT, RESTORE_LIMIT, SCREEN_LIMIT, SNAPSHOT_LIMIT};
 use crate::live_call::LiveCall;
 use crate::plugin_text;
 use crate::sandbox::Sandbox;
@@ -123,6 +123,40 @@ impl LiveInstance {
         self.call(sandbox, SCREEN_LIMIT, Some(cancel), |exports, store| {
             exports.get_screen(store)
         })
+    }
+
+    /// Whether it exports `state`: only then are [`snapshot`](Self::snapshot)
+    /// and [`restore`](Self::restore) called.
+    pub fn has_state(&self) -> bool {
+        self.exports.has_state()
+    }
+
+    /// Its state now (its `state` export), bounded like a screen; `None`
+    /// without a `state` export (nothing is called).
+    pub fn snapshot(&mut self, sandbox: &Sandbox, cancel: &CancelFlag) -> Option<Called<Vec<u8>>> {
+        if !self.has_state() {
+            return None;
+        }
+        Some(
+            self.call(sandbox, SNAPSHOT_LIMIT, Some(cancel), |exports, store| {
+                exports.snapshot(store).unwrap_or_else(|| Ok(Vec::new()))
+            }),
+        )
+    }
+
+    /// Puts back a snapshot (its `state` export); the inner `Err` is the
+    /// plugin's own refusal. `None` without a `state` export.
+    pub fn restore(
+        &mut self,
+        sandbox: &Sandbox,
+        snapshot: &[u8],
+    ) -> Option<Called<Result<(), String>>> {
+        if !self.has_state() {
+            return None;
+        }
+        Some(self.call(sandbox, RESTORE_LIMIT, None, |exports, store| {
+            exports.restore(store, snapshot).unwrap_or(Ok(Ok(())))
+        }))
     }
 
     pub fn shutdown(&mut self, sandbox: &Sandbox, limit: Duration) -> Called<()> {

@@ -56,6 +56,7 @@ mod grants;
 mod guest_io;
 mod host;
 mod instance;
+mod kept_state;
 mod limits;
 mod live_call;
 mod load;
@@ -76,5 +77,6 @@ pub use crate::limits::{
 };
 pub use crate::load::cache::{CodeCache, content_sha256};
 pub use crate::load::compile::{COMPILE_SUBCOMMAND, serve_compile};
-pub use crate::load::{LoadReport, Plugin, Plugins, load};
-pub use crate::settings::PluginSettings;
+pub use crate::load::names::reads_like_builtin;
+pub use crate::load::{LoadReport, Plugin, PluginFile, Plugins, load, load_file};
+pub use crate::settings::{PluginSettings, plugin_dir};

@@ -64,6 +64,18 @@ pub const QUICK_CALL_LIMIT: Duration = Duration::from_secs(5);
 /// again until its next command).
 pub const SCREEN_LIMIT: Duration = Duration::from_secs(1);
 
+/// Time a plugin gets to take a snapshot of its state (its `state`
+/// export), after every command: like a screen, it must be cheap.
+pub const SNAPSHOT_LIMIT: Duration = SCREEN_LIMIT;
+
+/// Time a fresh instance gets to put back a snapshot (`restore`), before
+/// any command: like describing itself.
+pub const RESTORE_LIMIT: Duration = QUICK_CALL_LIMIT;
+
+/// The largest snapshot the host keeps for a plugin: 16 MiB. A bigger one
+/// is dropped (and the plugin's screen says so).
+pub const MAX_SNAPSHOT_BYTES: usize = 16 << 20;
+
 /// Time one plugin gets to shut down.
 pub const SHUTDOWN_LIMIT: Duration = Duration::from_secs(1);
 

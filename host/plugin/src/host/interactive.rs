@@ -227,9 +227,11 @@ impl HostSession for HostState {
                 } else {
                     "the host was interrupted (Ctrl-C or a signal)"
                 };
+                // Not a time limit: 0.2.0's own ending (a 0.1.0 plugin
+                // still gets `timed-out`, through its adapter).
                 Reply {
                     output,
-                    ending: Ending::TimedOut(format!("{why}: {how}")),
+                    ending: Ending::Interrupted(format!("{why}: {how}")),
                 }
             }
         })

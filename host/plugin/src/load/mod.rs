@@ -192,39 +192,14 @@ pub fn load(
                 let results = loader::load_all(&sandbox, settings, &planned);
                 for result in results {
                     match result {
-                        Ok(loaded) => {
-                            let name = loaded.name.clone();
-                            let detail = load_detail(&loaded, project_dir);
-                            for line in loaded.start_output.log_lines(name.as_str()) {
-                                log.line(&line);
-                            }
-                            let powers = grants::screen_lines(&grants::compare(
-                                &loaded.requests,
-                                &loaded.grants,
-                                sandbox.memory_limit(),
-                            ));
-                            let environment = PluginEnvironment::new(PluginParts {
-                                name: name.to_string(),
-                                sandbox: Arc::clone(&sandbox),
-                                pre: loaded.pre,
-                                instance: loaded.instance,
-                                commands: loaded.description.commands,
-                                grants: loaded.grants,
-                                powers,
-                                output_limits: output_limits.clone(),
-                                log: Arc::clone(&log),
-                                cancel: cancel.clone(),
-                            });
-                            report.loaded.push(Plugin {
-                                environment: LoadedEnvironment {
-                                    name,
-                                    kind: EnvironmentKind::Plugin,
-                                    environment: Box::new(environment),
-                                    detail: Some(detail),
-                                },
-                                file: loaded.path,
-                            });
-                        }
+                        Ok(loaded) => report.loaded.push(environment_of(
+                            loaded,
+                            &sandbox,
+                            project_dir,
+                            output_limits,
+                            cancel,
+                            &log,
+                        )),
                         Err(refusal) => report.refused.push(refusal),
                     }
                 }
@@ -234,6 +209,139 @@ pub fn load(
     report.config_problems = notices;
     report.config_shown = config_shown;
     report
+}
+
+/// The plugin `loaded` as an environment ready to register.
+fn environment_of(
+    loaded: loader::LoadedPlugin,
+    sandbox: &Arc<Sandbox>,
+    project_dir: &Path,
+    output_limits: &OutputLimits,
+    cancel: &CancelFlag,
+    log: &Arc<dyn LogSink>,
+) -> Plugin {
+    let name = loaded.name.clone();
+    let detail = load_detail(&loaded, project_dir);
+    for line in loaded.start_output.log_lines(name.as_str()) {
+        log.line(&line);
+    }
+    let file = loaded.path.clone();
+    let environment = plugin_environment(loaded, sandbox, output_limits.clone(), log, cancel);
+    Plugin {
+        environment: LoadedEnvironment {
+            name,
+            kind: EnvironmentKind::Plugin,
+            environment: Box::new(environment),
+            detail: Some(detail),
+        },
+        file,
+    }
+}
+
+/// The environment of a plugin that loaded (its first instance running),
+/// with the powers it asked for and was granted shown under its section.
+pub(crate) fn plugin_environment(
+    loaded: loader::LoadedPlugin,
+    sandbox: &Arc<Sandbox>,
+    output_limits: OutputLimits,
+    log: &Arc<dyn LogSink>,
+    cancel: &CancelFlag,
+) -> PluginEnvironment {
+    let powers = grants::screen_lines(&grants::compare(
+        &loaded.requests,
+        &loaded.grants,
+        sandbox.memory_limit(),
+    ));
+    PluginEnvironment::new(PluginParts {
+        name: loaded.name.to_string(),
+        sandbox: Arc::clone(sandbox),
+        pre: loaded.pre,
+        instance: loaded.instance,
+        commands: loaded.description.commands,
+        grants: loaded.grants,
+        powers,
+        output_limits,
+        log: Arc::clone(log),
+        cancel: cancel.clone(),
+    })
+}
+
+/// One plugin file to load on its own ([`load_file`]).
+pub struct PluginFile<'a> {
+    /// The `.wasm` file (anywhere: `envhost call` runs files outside env/);
+    /// the environment is named after its stem, as in env/.
+    pub path: &'a Path,
+    /// Apply the grants file (`settings.config_file`, else
+    /// `<project>/env/envhost.toml`) as a session does; `false`: nothing is
+    /// granted.
+    pub apply_grants: bool,
+    /// How many plugins share the host's open-files budget with it.
+    pub sharing: usize,
+}
+
+/// Loads one plugin file exactly as [`load`] loads each plugin of env/
+/// (name, grants and pin, compile or cache, link, instantiate, describe,
+/// requests), on a sandbox of its own: for `envhost call` and `envhost
+/// test`, and for a plugin rebuilt while a watching host runs. The error is
+/// the refusal's sentence.
+pub fn load_file(
+    file: &PluginFile<'_>,
+    project_dir: &Path,
+    settings: &PluginSettings,
+    output_limits: &OutputLimits,
+    cancel: &CancelFlag,
+    log: Arc<dyn LogSink>,
+) -> Result<Plugin, String> {
+    let candidate = match loader::candidate(file.path) {
+        Ok(Some(candidate)) => candidate,
+        Ok(None) => {
+            return Err(Refusal::new(
+                &file.path.to_string_lossy(),
+                file.path,
+                "its name starts with `_`, so the host skips it in env/; rename it to load it",
+            )
+            .sentence(Some(project_dir)));
+        }
+        Err(refusal) => return Err(refusal.sentence(Some(project_dir))),
+    };
+    let name = candidate.name.clone();
+    let refuse = |problem: String| {
+        Refusal::new(name.as_str(), file.path, problem).sentence(Some(project_dir))
+    };
+    let folder = plugin_dir(project_dir);
+    let (config_path, config_shown) = config_path(settings, &folder, Some(project_dir));
+    let config = if file.apply_grants {
+        config_file::ConfigFile::read(&config_path, &config_shown)
+    } else {
+        None
+    };
+    let shielded = grants::Shielded {
+        from_any: settings.cache.directory().into_iter().collect(),
+        from_writing: vec![folder, config_path],
+    };
+    let granted = grants::grants_for(
+        config.as_ref(),
+        name.as_str(),
+        &config_shown,
+        project_dir,
+        &shielded,
+        output_limits.clone(),
+    )
+    .map_err(refuse)?;
+    let open_files = limits::open_files_per_plugin(settings.open_files, file.sharing.max(1));
+    let sandbox = Sandbox::new(settings.memory_limit, open_files)
+        .map_err(|err| refuse(format!("plugins cannot run on this host: {err}")))?;
+    let sandbox = Arc::new(sandbox);
+    let loaded = loader::load(&sandbox, settings, &candidate, &Arc::new(granted))
+        .map_err(|refusal| refusal.sentence(Some(project_dir)))?;
+    Ok(environment_of(
+        loaded,
+        &sandbox,
+        project_dir,
+        output_limits,
+        cancel,
+        &log,
+    ))
 }
 
 /// Problems in the configuration that no refusal reports: a broken file

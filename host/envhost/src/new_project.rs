@@ -1,0 +1,663 @@
+//! `envhost new NAME --lang rust|python|js`: writes a working plugin
+//! project — a small key-value environment using the language's SDK, the
+//! WIT it builds against (`wit/v0.2.0`, WASI included), the toolchain
+//! pinned, a build script, a grants stub and a session test.
+//!
+//! Everything it writes is embedded in the binary when it is built: the
+//! templates (`host/envhost/templates`), the Python and JavaScript SDKs,
+//! the Rust SDK's sources (listed by `build.rs`), the WIT, and the pins the
+//! repository's own plugins build with (componentize-py's hashes from
+//! `plugins/tasks/requirements.txt`, jco's lock from
+//! `plugins/regex/package-lock.json`, the Rust SDK's dependencies from the
+//! workspace's `Cargo.lock`), so a project made offline builds with what
+//! the repository tests. This module owns the name and folder rules and the
+//! files; it knows nothing of how the host loads plugins.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+
+include!(concat!(env!("OUT_DIR"), "/rust_sdk.rs"));
+
+/// Arguments of `envhost new`.
+#[derive(Args)]
+pub struct NewArgs {
+    /// The plugin's name: the environment's name, the .wasm file's stem
+    /// and the package's name (lowercase letters, digits and `_`, starting
+    /// with a letter).
+    name: String,
+
+    /// The language to write it in.
+    #[arg(long, value_enum)]
+    lang: Lang,
+
+    /// The folder to create (it must not exist, or be empty) [default:
+    /// ./NAME].
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+/// A language `envhost new` writes projects in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Lang {
+    /// Rust, with the envhost SDK vendored (cargo, wasm32-wasip2).
+    Rust,
+    /// Python, with componentize-py.
+    Python,
+    /// JavaScript, with jco and componentize-js.
+    Js,
+}
+
+/// One file of a new project.
+struct File {
+    path: String,
+    text: String,
+    executable: bool,
+}
+
+impl File {
+    fn new(path: impl Into<String>, text: impl Into<String>) -> Self {
+        File {
+            path: path.into(),
+            text: text.into(),
+            executable: false,
+        }
+    }
+
+    fn executable(mut self) -> Self {
+        self.executable = true;
+        self
+    }
+}
+
+const WIT: [(&str, &str); 8] = [
+    (
+        "wit/v0.2.0/environment.wit",
+        include_str!("../../../wit/v0.2.0/environment.wit"),
+    ),
+    (
+        "wit/v0.2.0/deps/cli.wit",
+        include_str!("../../../wit/v0.2.0/deps/cli.wit"),
+    ),
+    (
+        "wit/v0.2.0/deps/clocks.wit",
+        include_str!("../../../wit/v0.2.0/deps/clocks.wit"),
+    ),
+    (
+        "wit/v0.2.0/deps/filesystem.wit",
+        include_str!("../../../wit/v0.2.0/deps/filesystem.wit"),
+    ),
+    (
+        "wit/v0.2.0/deps/http.wit",
+        include_str!("../../../wit/v0.2.0/deps/http.wit"),
+    ),
+    (
+        "wit/v0.2.0/deps/io.wit",
+        include_str!("../../../wit/v0.2.0/deps/io.wit"),
+    ),
+    (
+        "wit/v0.2.0/deps/random.wit",
+        include_str!("../../../wit/v0.2.0/deps/random.wit"),
+    ),
+    (
+        "wit/v0.2.0/deps/sockets.wit",
+        include_str!("../../../wit/v0.2.0/deps/sockets.wit"),
+    ),
+];
+
+/// Runs `envhost new`.
+pub fn run(args: &NewArgs) -> anyhow::Result<()> {
+    check_name(&args.name)?;
+    let dir = args
+        .dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&args.name));
+    check_folder(&dir)?;
+    let files = project_files(args.lang, &args.name)?;
+    write_project(&dir, &files)?;
+    let shown = dir.display();
+    let name = &args.name;
+    println!(
+        "Created the {lang} plugin `{name}` in {shown}.\n\
+         Next:\n  \
+           cd {shown}\n  \
+           ./build.sh\n  \
+           envhost check env/{name}.wasm --grants env/envhost.toml\n  \
+           envhost test env/{name}.wasm tests/{name}.session --grants env/envhost.toml\n\
+         The folder is an envhost project: `envhost repl` there tries the plugin.",
+        lang = language(args.lang),
+    );
+    Ok(())
+}
+
+fn language(lang: Lang) -> &'static str {
+    match lang {
+        Lang::Rust => "Rust",
+        Lang::Python => "Python",
+        Lang::Js => "JavaScript",
+    }
+}
+
+/// A name must be an environment name the host accepts, and a package name
+/// in all three languages: lowercase ASCII letters, digits and `_`.
+fn check_name(name: &str) -> anyhow::Result<()> {
+    let mut chars = name.chars();
+    let valid = chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && name.len() <= 64;
+    if !valid {
+        let suggestion: String = name
+            .chars()
+            .map(|c| c.to_ascii_lowercase())
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let suggestion = suggestion.trim_start_matches(|c: char| !c.is_ascii_lowercase());
+        let example = if suggestion.is_empty() {
+            "kv".to_owned()
+        } else {
+            suggestion.chars().take(64).collect()
+        };
+        bail!(
+            "`{name}` cannot name a plugin: a name is lowercase letters, digits and `_`, starting with a letter, at most 64 \
+             (it is the environment's name, the .wasm file's stem and the package's name); e.g. `envhost new {example} ...`"
+        );
+    }
+    if let Some(builtin) = envhost_plugin::reads_like_builtin(name) {
+        bail!(
+            "`{name}` cannot name a plugin: it reads like the built-in environment `{builtin}`, whose section it would \
+             forge; choose another name, e.g. `my_{name}`"
+        );
+    }
+    Ok(())
+}
+
+fn check_folder(dir: &Path) -> anyhow::Result<()> {
+    match fs::read_dir(dir) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                bail!(
+                    "{} exists and is not empty: envhost new writes a whole project and does not mix it with other \
+                     files; choose another folder with --dir, or remove this one first",
+                    dir.display()
+                );
+            }
+            Ok(())
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotADirectory => bail!(
+            "{} exists and is a file, not a folder; choose another folder with --dir",
+            dir.display()
+        ),
+        Err(err) => Err(err).with_context(|| format!("cannot read {}", dir.display())),
+    }
+}
+
+/// Writes the files into a fresh folder beside `dir`, then renames it into
+/// place: a failure leaves no half-written project.
+fn write_project(dir: &Path, files: &[File]) -> anyhow::Result<()> {
+    let parent = match dir.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    fs::create_dir_all(&parent).with_context(|| format!("cannot create {}", parent.display()))?;
+    let staging = tempfile::Builder::new()
+        .prefix(".envhost-new-")
+        .tempdir_in(&parent)
+        .with_context(|| format!("cannot create a folder in {}", parent.display()))?;
+    for file in files {
+        let path = staging.path().join(&file.path);
+        if let Some(folder) = path.parent() {
+            fs::create_dir_all(folder)
+                .with_context(|| format!("cannot create {}", folder.display()))?;
+        }
+        let mut out =
+            fs::File::create(&path).with_context(|| format!("cannot write {}", path.display()))?;
+        out.write_all(file.text.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        if file.executable {
+            out.set_permissions(fs::Permissions::from_mode(0o755))
+                .with_context(|| format!("cannot make {} executable", path.display()))?;
+        }
+    }
+    // The staging folder is private (0700); the project is the user's.
+    fs::set_permissions(staging.path(), fs::Permissions::from_mode(0o755))
+        .context("cannot set the new folder's permissions")?;
+    // Renaming onto an empty folder replaces it; onto a non-empty one fails
+    // (someone wrote there since the check), leaving it as it was.
+    fs::rename(staging.path(), dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    // The folder was renamed away: nothing left for the guard to remove.
+    let _ = staging.keep();
+    Ok(())
+}
+
+fn fill(template: &str, name: &str) -> String {
+    template.replace("{{name}}", name)
+}
+
+/// Every file of a new project in `lang` named `name`.
+fn project_files(lang: Lang, name: &str) -> anyhow::Result<Vec<File>> {
+    let mut files: Vec<File> = WIT
+        .iter()
+        .map(|(path, text)| File::new(*path, *text))
+        .collect();
+    files.push(File::new(
+        "env/envhost.toml",
+        fill(include_str!("../templates/common/envhost.toml"), name),
+    ));
+    files.push(File::new(
+        format!("tests/{name}.session"),
+        fill(include_str!("../templates/common/session"), name),
+    ));
+    files.push(File::new(
+        "notes/.keep",
+        "The plugin's notes (granted read-write in env/envhost.toml).\n",
+    ));
+    let (sources, sdk, toolchain) = match lang {
+        Lang::Python => {
+            files.extend([
+                File::new(
+                    "src/app.py",
+                    fill(include_str!("../templates/python/src/app.py"), name),
+                ),
+                File::new(
+                    "src/envhost_plugin.py",
+                    include_str!("../../../guest-sdk-python/envhost_plugin.py"),
+                ),
+                File::new("requirements.txt", python_requirements()),
+                File::new(
+                    "build.sh",
+                    fill(include_str!("../templates/python/build.sh"), name),
+                )
+                .executable(),
+                File::new(
+                    ".gitignore",
+                    fill(include_str!("../templates/python/gitignore"), name),
+                ),
+            ]);
+            (
+                "src/app.py",
+                "src/envhost_plugin.py",
+                "componentize-py 0.25.1, pinned with its hashes in requirements.txt",
+            )
+        }
+        Lang::Js => {
+            files.extend([
+                File::new(
+                    "src/plugin.js",
+                    fill(include_str!("../templates/js/src/plugin.js"), name),
+                ),
+                File::new(
+                    "src/envhost-plugin.js",
+                    include_str!("../../../guest-sdk-js/envhost-plugin.js"),
+                ),
+                File::new(
+                    "src/envhost-files.js",
+                    include_str!("../../../guest-sdk-js/envhost-files.js"),
+                ),
+                File::new(
+                    "package.json",
+                    fill(include_str!("../templates/js/package.json"), name),
+                ),
+                File::new("package-lock.json", javascript_lock(name)?),
+                File::new(
+                    "build.sh",
+                    fill(include_str!("../templates/js/build.sh"), name),
+                )
+                .executable(),
+                File::new(
+                    ".gitignore",
+                    fill(include_str!("../templates/js/gitignore"), name),
+                ),
+            ]);
+            (
+                "src/plugin.js",
+                "src/envhost-plugin.js, src/envhost-files.js",
+                "jco 1.35.0 and componentize-js 0.23.0, locked in package-lock.json",
+            )
+        }
+        Lang::Rust => {
+            files.extend([
+                File::new(
+                    "Cargo.toml",
+                    fill(include_str!("../templates/rust/Cargo.toml"), name),
+                ),
+                File::new(
+                    "src/lib.rs",
+                    fill(include_str!("../templates/rust/src/lib.rs"), name),
+                ),
+                File::new("Cargo.lock", rust_lock()?),
+                File::new("envhost-sdk/Cargo.toml", rust_sdk_manifest()?),
+                File::new(
+                    "build.sh",
+                    fill(include_str!("../templates/rust/build.sh"), name),
+                )
+                .executable(),
+                File::new(
+                    ".gitignore",
+                    fill(include_str!("../templates/rust/gitignore"), name),
+                ),
+            ]);
+            files.extend(
+                RUST_SDK_SOURCES
+                    .iter()
+                    .map(|(path, text)| File::new(format!("envhost-sdk/{path}"), *text)),
+            );
+            (
+                "src/lib.rs",
+                "envhost-sdk/",
+                "cargo for wasm32-wasip2; the SDK's dependencies locked in Cargo.lock",
+            )
+        }
+    };
+    let readme = fill(include_str!("../templates/common/README.md"), name)
+        .replace("{{language}}", language(lang))
+        .replace("{{lang}}", lang_flag(lang))
+        .replace("{{sources}}", sources)
+        .replace("{{sdk}}", sdk)
+        .replace("{{toolchain}}", toolchain);
+    files.push(File::new("README.md", readme));
+    Ok(files)
+}
+
+fn lang_flag(lang: Lang) -> &'static str {
+    match lang {
+        Lang::Rust => "rust",
+        Lang::Python => "python",
+        Lang::Js => "js",
+    }
+}
+
+/// componentize-py pinned as the repository's Python plugin pins it.
+fn python_requirements() -> String {
+    let pins: String = include_str!("../../../plugins/tasks/requirements.txt")
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    format!(
+        "# The toolchain that builds this plugin: componentize-py, exactly this\n\
+         # version (it embeds CPython 3.14 in the component), checked against\n\
+         # PyPI's hashes: `pip install --require-hashes -r requirements.txt`.\n{pins}"
+    )
+}
+
+/// The repository's JavaScript lock, renamed for the new package.
+fn javascript_lock(name: &str) -> anyhow::Result<String> {
+    let mut lock: serde_json::Value =
+        serde_json::from_str(include_str!("../../../plugins/regex/package-lock.json"))
+            .context("the embedded package-lock.json is not JSON")?;
+    let package = serde_json::Value::String(format!("{name}-plugin"));
+    lock["name"] = package.clone();
+    lock["packages"][""]["name"] = package;
+    let mut text = serde_json::to_string_pretty(&lock).context("writing package-lock.json")?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// The Rust SDK's manifest, standing alone: the workspace's inherited
+/// fields written out, and no dev-dependencies (its tests stay in the
+/// repository).
+fn rust_sdk_manifest() -> anyhow::Result<String> {
+    let source = include_str!("../../../guest-sdk/Cargo.toml");
+    let mut out = String::new();
+    let mut skipping = false;
+    for line in source.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') {
+            skipping = trimmed == "[dev-dependencies]";
+        }
+        if skipping {
+            continue;
+        }
+        let line = match trimmed {
+            "version.workspace = true" => format!("version = \"{}\"", env!("CARGO_PKG_VERSION")),
+            "edition.workspace = true" => "edition = \"2024\"".to_owned(),
+            "rust-version.workspace = true" => {
+                format!("rust-version = \"{}\"", env!("CARGO_PKG_RUST_VERSION"))
+            }
+            "license.workspace = true" => format!("license = \"{}\"", env!("CARGO_PKG_LICENSE")),
+            other if other.contains(".workspace = true") || other.contains("workspace = true") => {
+                bail!(
+                    "the Rust SDK's Cargo.toml inherits `{other}` from the workspace, which envhost new cannot write out"
+                )
+            }
+            _ => line.to_owned(),
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// The workspace's `Cargo.lock`, cut to the Rust SDK's dependencies: the
+/// new project builds with exactly the crates the repository tests (and
+/// from cargo's cache, when they are in it). Cargo adds the project's own
+/// packages at the first build.
+fn rust_lock() -> anyhow::Result<String> {
+    let lock: toml::Table = include_str!("../../../Cargo.lock")
+        .parse()
+        .context("the embedded Cargo.lock is not TOML")?;
+    let manifest: toml::Table = include_str!("../../../guest-sdk/Cargo.toml")
+        .parse()
+        .context("the Rust SDK's Cargo.toml is not TOML")?;
+    let packages: Vec<&toml::Table> = lock
+        .get("package")
+        .and_then(toml::Value::as_array)
+        .map(|all| all.iter().filter_map(toml::Value::as_table).collect())
+        .unwrap_or_default();
+    let field = |package: &toml::Table, key: &str| -> String {
+        package
+            .get(key)
+            .and_then(toml::Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    // A dependency in a lock is `name`, `name version` or `name version (source)`.
+    let matching = |reference: &str| -> Vec<usize> {
+        let mut words = reference.split_whitespace();
+        let name = words.next().unwrap_or_default();
+        let version = words.next();
+        packages
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| {
+                field(p, "name") == name
+                    && p.contains_key("source")
+                    && version.is_none_or(|v| field(p, "version") == v)
+            })
+            .map(|(index, _)| index)
+            .collect()
+    };
+    let mut wanted: Vec<usize> = Vec::new();
+    if let Some(dependencies) = manifest.get("dependencies").and_then(toml::Value::as_table) {
+        for (name, spec) in dependencies {
+            let exact = spec
+                .as_table()
+                .and_then(|t| t.get("version"))
+                .or(Some(spec))
+                .and_then(toml::Value::as_str)
+                .and_then(|v| v.strip_prefix('='));
+            let reference = match exact {
+                Some(version) => format!("{name} {version}"),
+                None => name.clone(),
+            };
+            wanted.extend(matching(&reference));
+        }
+    }
+    let mut kept = BTreeSet::new();
+    while let Some(index) = wanted.pop() {
+        if !kept.insert(index) {
+            continue;
+        }
+        if let Some(dependencies) = packages[index]
+            .get("dependencies")
+            .and_then(toml::Value::as_array)
+        {
+            for dependency in dependencies.iter().filter_map(toml::Value::as_str) {
+                wanted.extend(matching(dependency));
+            }
+        }
+    }
+    if kept.is_empty() {
+        bail!("the workspace's Cargo.lock holds none of the Rust SDK's dependencies");
+    }
+    let mut sorted: BTreeMap<(String, String), &toml::Table> = BTreeMap::new();
+    for index in kept {
+        let package = packages[index];
+        sorted.insert((field(package, "name"), field(package, "version")), package);
+    }
+    let mut out = String::from(
+        "# This file is automatically @generated by Cargo.\n# It is not intended for manual editing.\nversion = 4\n",
+    );
+    // Cargo's own layout, so that its first build rewrites nothing.
+    for package in sorted.values() {
+        out.push_str("\n[[package]]\n");
+        for key in ["name", "version", "source", "checksum"] {
+            if package.contains_key(key) {
+                out.push_str(&format!("{key} = {:?}\n", field(package, key)));
+            }
+        }
+        if let Some(dependencies) = package.get("dependencies").and_then(toml::Value::as_array) {
+            out.push_str("dependencies = [\n");
+            for dependency in dependencies.iter().filter_map(toml::Value::as_str) {
+                out.push_str(&format!(" {dependency:?},\n"));
+            }
+            out.push_str("]\n");
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_identifiers_in_every_language() {
+        for good in ["kv", "kv_store", "a1", "notes2"] {
+            assert!(check_name(good).is_ok(), "{good}");
+        }
+        let bad = check_name("Kv-Store").expect_err("uppercase and a dash");
+        assert!(
+            bad.to_string().starts_with(
+                "`Kv-Store` cannot name a plugin: a name is lowercase letters, digits and `_`"
+            ),
+            "{bad}"
+        );
+        assert!(
+            bad.to_string().ends_with("e.g. `envhost new kv_store ...`"),
+            "{bad}"
+        );
+        for bad in ["", "1kv", "_kv", "kv.wasm", "ké"] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+        let builtin = check_name("bash").expect_err("a built-in's name");
+        assert!(
+            builtin
+                .to_string()
+                .contains("reads like the built-in environment `bash`"),
+            "{builtin}"
+        );
+    }
+
+    #[test]
+    fn every_template_is_filled() {
+        for lang in [Lang::Rust, Lang::Python, Lang::Js] {
+            let files = project_files(lang, "kv").expect("the project's files");
+            for file in &files {
+                assert!(
+                    !file.text.contains("{{"),
+                    "{lang:?}: {} keeps a placeholder",
+                    file.path
+                );
+            }
+            let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+            for expected in [
+                "build.sh",
+                "env/envhost.toml",
+                "tests/kv.session",
+                "wit/v0.2.0/deps/filesystem.wit",
+                "README.md",
+            ] {
+                assert!(paths.contains(&expected), "{lang:?} lacks {expected}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_rust_sdk_stands_alone() {
+        let manifest = rust_sdk_manifest().expect("the SDK's manifest");
+        assert!(!manifest.contains("workspace"), "{manifest}");
+        assert!(manifest.contains("wit-bindgen"), "{manifest}");
+        let parsed: toml::Table = manifest.parse().expect("TOML");
+        assert!(parsed["package"].get("version").is_some());
+        assert!(
+            RUST_SDK_SOURCES
+                .iter()
+                .any(|(path, _)| *path == "src/lib.rs")
+        );
+        let lock = rust_lock().expect("the lock");
+        let parsed: toml::Table = lock.parse().expect("TOML");
+        let names: Vec<&str> = parsed["package"]
+            .as_array()
+            .expect("packages")
+            .iter()
+            .map(|p| p["name"].as_str().expect("a name"))
+            .collect();
+        assert!(names.contains(&"wit-bindgen"), "{names:?}");
+        assert!(names.contains(&"wit-bindgen-rust-macro"), "{names:?}");
+        assert!(
+            !names.contains(&"wasmtime"),
+            "only the SDK's closure: {names:?}"
+        );
+    }
+
+    #[test]
+    fn the_pins_are_the_repository_pins() {
+        let requirements = python_requirements();
+        assert!(requirements.contains("componentize-py==0.25.1"));
+        assert_eq!(requirements.matches("--hash=sha256:").count(), 5);
+        let lock: serde_json::Value =
+            serde_json::from_str(&javascript_lock("kv").expect("the lock")).expect("JSON");
+        assert_eq!(lock["packages"][""]["name"], "kv-plugin");
+        assert_eq!(
+            lock["packages"]["node_modules/@bytecodealliance/componentize-js"]["version"],
+            "0.23.0"
+        );
+    }
+
+    #[test]
+    fn a_non_empty_folder_is_refused_and_kept() {
+        let temp = tempfile::tempdir().expect("a temporary folder");
+        let dir = temp.path().join("kv");
+        fs::create_dir(&dir).expect("mkdir");
+        fs::write(dir.join("mine.txt"), "keep me").expect("write");
+        let err = check_folder(&dir).expect_err("not empty");
+        assert!(err.to_string().ends_with("exists and is not empty: envhost new writes a whole project and does not mix it with other files; choose another folder with --dir, or remove this one first"), "{err}");
+        let files = project_files(Lang::Python, "kv").expect("files");
+        assert!(write_project(&dir, &files).is_err());
+        assert_eq!(
+            fs::read_to_string(dir.join("mine.txt")).expect("kept"),
+            "keep me"
+        );
+        let empty = temp.path().join("empty");
+        fs::create_dir(&empty).expect("mkdir");
+        write_project(&empty, &files).expect("an empty folder is fine");
+        let mode = fs::metadata(empty.join("build.sh"))
+            .expect("build.sh")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o111, 0o111);
+        let leftovers: Vec<_> = fs::read_dir(temp.path())
+            .expect("list")
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(".envhost-new-"))
+            .collect();
+        assert!(leftovers.is_empty(), "no staging folder left behind");
+    }
+}

@@ -1,0 +1,146 @@
+//! `envhost test FILE.wasm SESSION...`: a plugin's regression tests, in
+//! any language: each session file (`session_file`) runs against a fresh
+//! instance of the plugin, loaded and called as `envhost call` does, and
+//! every answer is compared with its expected block. A mismatch prints a
+//! unified diff naming the file and line; `--bless` writes what the plugin
+//! said into the blocks that differ (atomically: a temporary file renamed
+//! over the session file).
+//!
+//! It must not know how a plugin is loaded or called (`call::Runner`) nor
+//! the file syntax (`session_file`).
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+
+use crate::call::{Runner, Target};
+use crate::session_file::{Answer, SessionFile};
+
+#[derive(Args)]
+pub(crate) struct TestArgs {
+    /// The plugin file; the environment is named after its stem.
+    #[arg(value_name = "FILE.wasm")]
+    file: PathBuf,
+
+    /// The session files (`.session`) to run, each on a fresh instance.
+    #[arg(value_name = "SESSION", required = true)]
+    sessions: Vec<PathBuf>,
+
+    /// Rewrite the expected blocks that differ with what the plugin said.
+    #[arg(long)]
+    bless: bool,
+
+    #[command(flatten)]
+    target: Target,
+}
+
+/// How one session file went.
+enum Verdict {
+    Passed,
+    Blessed(usize),
+    Failed,
+}
+
+/// `envhost test`: 0 when every session passes (or was blessed), 1
+/// otherwise.
+pub(crate) fn run(args: TestArgs) -> ExitCode {
+    let mut out = io::stdout().lock();
+    let mut failed = 0;
+    for session in &args.sessions {
+        let verdict = match run_session(&args, session, &mut out) {
+            Ok(verdict) => verdict,
+            Err(err) => {
+                let _ = writeln!(out, "{}: error: {err:#}", session.display());
+                Verdict::Failed
+            }
+        };
+        let said = match verdict {
+            Verdict::Passed => "ok".to_owned(),
+            Verdict::Blessed(0) => "ok".to_owned(),
+            Verdict::Blessed(count) => format!(
+                "blessed ({count} block{} rewritten)",
+                if count == 1 { "" } else { "s" }
+            ),
+            Verdict::Failed => {
+                failed += 1;
+                "FAILED".to_owned()
+            }
+        };
+        let _ = writeln!(out, "{}: {said}", session.display());
+    }
+    let total = args.sessions.len();
+    let _ = writeln!(
+        out,
+        "\n{} of {total} session{} passed",
+        total - failed,
+        if total == 1 { "" } else { "s" }
+    );
+    let _ = out.flush();
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn run_session(args: &TestArgs, path: &Path, out: &mut dyn Write) -> anyhow::Result<Verdict> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|err| anyhow::anyhow!("cannot read the session file: {err}"))?;
+    let file = SessionFile::parse(&text).map_err(|err| {
+        anyhow::anyhow!(
+            "{shown}:{}: {} (see docs/plugin-tools.md for the format)",
+            err.line,
+            err.message
+        )
+    })?;
+    let runner = match Runner::start(&args.file, &args.target)? {
+        Ok(runner) => runner,
+        Err(reason) => anyhow::bail!("the plugin was refused: {reason}"),
+    };
+    let mut differing: Vec<(usize, Answer)> = Vec::new();
+    for (index, step) in file.steps.iter().enumerate() {
+        let answer = runner.run(&step.action);
+        if !step.expected.matches(&answer) {
+            if !args.bless {
+                writeln!(
+                    out,
+                    "{}",
+                    crate::session_file::diff(&file, step, &answer, &shown)
+                )?;
+            }
+            differing.push((index, answer));
+        }
+    }
+    drop(runner);
+    if differing.is_empty() {
+        return Ok(Verdict::Passed);
+    }
+    if !args.bless {
+        return Ok(Verdict::Failed);
+    }
+    let answers: Vec<(usize, &Answer)> = differing.iter().map(|(i, a)| (*i, a)).collect();
+    write_atomically(path, &file.blessed(&answers))?;
+    Ok(Verdict::Blessed(differing.len()))
+}
+
+fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
+    let folder = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut temporary = tempfile::NamedTempFile::new_in(folder)
+        .map_err(|err| anyhow::anyhow!("cannot write beside {}: {err}", path.display()))?;
+    temporary.write_all(text.as_bytes())?;
+    if let Ok(metadata) = std::fs::metadata(path) {
+        temporary
+            .as_file()
+            .set_permissions(metadata.permissions())?;
+    }
+    temporary
+        .persist(path)
+        .map_err(|err| anyhow::anyhow!("cannot rewrite {}: {}", path.display(), err.error))?;
+    Ok(())
+}

@@ -1,0 +1,93 @@
+// The `{{name}}` environment: keys and values an agent keeps while it
+// works, and notes it saves as files, as an envhost plugin written in
+// JavaScript.
+//
+// - `put`, `get`, `del`: values live in `self.state`, which the SDK
+//   snapshots after every command, so they survive a crash of the plugin
+//   and a restart of the host (`envhost serve --resume`);
+// - `save`, `show`: notes are files in the project's `notes/` directory,
+//   which the operator grants in env/envhost.toml (`read-write =
+//   ["notes"]`); `envhost-files.js` reaches it.
+//
+// Build with `./build.sh`; test with `envhost test
+// env/{{name}}.wasm tests/{{name}}.session --grants env/envhost.toml`.
+
+import { definePlugin, fail, request } from './envhost-plugin.js';
+import { isGranted, listNames, readText, writeText } from './envhost-files.js';
+
+const NOTES = 'notes';
+
+function notePath(name) {
+  if (!name || name.includes('/') || name === '.' || name === '..') fail("a note's name is a file name, e.g. `todo.txt`");
+  return `${NOTES}/${name}`;
+}
+
+export const { environment, capabilities, state } = definePlugin({
+  name: '{{name}}',
+  summary: 'Keys and values kept for the agent, and notes saved as files in notes/',
+  requests: [request.writeDirectory(NOTES, "saves the agent's notes there as files")],
+  // JSON values only: the SDK snapshots this after every command.
+  state: { entries: {} },
+  commands: [
+    {
+      signature: 'put <key> <value>',
+      description: 'Store a value under a key (the value may contain spaces).\nValues survive a crash of the plugin and a restart of the host.',
+      summary: 'Store a value under a key',
+      example: 'put colour blue',
+      run(call, self) {
+        const key = call.arg(0);
+        const value = call.rest(1);
+        if (!key || !value) fail('put needs a key and a value, e.g. `put colour blue`');
+        self.state.entries[key] = value;
+        return `stored ${key}`;
+      },
+    },
+    {
+      signature: 'get <key>',
+      description: 'Show the value stored under a key.',
+      example: 'get colour',
+      run(call, self) {
+        if (!Object.hasOwn(self.state.entries, call.args)) fail(`no key named ${call.args}; the screen lists the keys`);
+        return self.state.entries[call.args];
+      },
+    },
+    {
+      signature: 'del <key>',
+      description: 'Forget a key.',
+      simple: true,
+      run(call, self) {
+        if (!Object.hasOwn(self.state.entries, call.args)) fail(`no key named ${call.args}`);
+        delete self.state.entries[call.args];
+        return `deleted ${call.args}`;
+      },
+    },
+    {
+      signature: 'save <file>',
+      description: 'Save the lines after the command as a note, notes/<file> in the project\n(replacing a note of that name).',
+      summary: 'Save the following lines as notes/<file>',
+      example: 'save todo.txt\nbuy milk\ncall Ada',
+      run(call) {
+        const lines = (call.body ?? '').split('\n').filter((line, i, all) => i < all.length - 1 || line !== '');
+        writeText(notePath(call.args), lines.map((line) => `${line}\n`).join(''));
+        return `saved ${NOTES}/${call.args} (${lines.length} lines)`;
+      },
+    },
+    {
+      signature: 'show <file>',
+      description: 'Show a note.',
+      example: 'show todo.txt',
+      run: (call) => readText(notePath(call.args)),
+    },
+  ],
+  screen(self) {
+    const keys = Object.keys(self.state.entries).sort();
+    const lines = [keys.length ? `Keys (${keys.length}): ${keys.join(', ')}` : 'Keys: (none)'];
+    if (isGranted(NOTES)) {
+      const notes = listNames(NOTES).filter((name) => !name.startsWith('.'));
+      lines.push(`Notes in ${NOTES}/: ${notes.length ? notes.join(', ') : '(none)'}`);
+    } else {
+      lines.push(`Notes: ${NOTES}/ is not granted; the operator grants it in env/envhost.toml`);
+    }
+    return lines.join('\n');
+  },
+});

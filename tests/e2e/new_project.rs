@@ -1,0 +1,466 @@
+//! `envhost new` through the real binary: for each language the new
+//! project builds with its own `build.sh`, passes `envhost check` with its
+//! grants, answers its session test through the host (its notes land in
+//! the granted folder), and keeps its values across a trap and across a
+//! host restart with `--resume` (the SDK's state snapshot). A bad name and
+//! a folder that is not empty are refused with a sentence.
+//!
+//! To trap on demand, the test adds one command to the generated sources
+//! before building, `crash`, which fails the way a plugin's bug does (an
+//! uncaught exception, a panic); the rest is the template as written.
+//!
+//! The builds reuse the toolchains the repository already installed
+//! (`scripts/build-polyglot-plugins`: componentize-py in
+//! plugins/tasks/.venv, jco in plugins/regex/node_modules, through the
+//! build scripts' ENVHOST_COMPONENTIZE_PY and ENVHOST_JCO) and, for Rust,
+//! one CARGO_TARGET_DIR under the target folder, so nothing is downloaded
+//! again. Each build's time is printed (`cargo test -- --nocapture`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+use crate::harness::{Host, Project, envhost_binary, target_dir, workspace};
+
+/// The toolchains for Python and JavaScript, installed once per run.
+fn toolchains() {
+    static READY: OnceLock<Result<(), String>> = OnceLock::new();
+    let ready = READY.get_or_init(|| {
+        let output = Command::new(workspace().join("scripts/build-polyglot-plugins"))
+            .current_dir(workspace())
+            .output()
+            .map_err(|e| format!("cannot run scripts/build-polyglot-plugins: {e}"))?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ))
+        }
+    });
+    if let Err(why) = ready {
+        panic!(
+            "the Python and JavaScript toolchains could not be installed (scripts/build-polyglot-plugins):\n{why}"
+        );
+    }
+}
+
+fn scratch() -> PathBuf {
+    let dir = target_dir().join("new-project");
+    std::fs::create_dir_all(&dir).expect("create target/new-project");
+    dir
+}
+
+fn envhost(args: &[&str], dir: &Path) -> std::process::Output {
+    Command::new(envhost_binary())
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run envhost")
+}
+
+/// The plugin project `envhost new kv --lang LANG` wrote and `build.sh`
+/// built, once per test run (in target/new-project/LANG/kv, written
+/// afresh): the tests of a language share one build.
+fn built(lang: &'static str) -> PathBuf {
+    static BUILT: Mutex<Vec<(&'static str, PathBuf)>> = Mutex::new(Vec::new());
+    let mut done = BUILT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, project)) = done.iter().find(|(built, _)| *built == lang) {
+        return project.clone();
+    }
+    let folder = scratch().join(lang);
+    if folder.exists() {
+        std::fs::remove_dir_all(&folder).expect("remove the previous run's project");
+    }
+    std::fs::create_dir_all(&folder).expect("create the project's parent");
+    let project = new_and_build(lang, &folder);
+    done.push((lang, project.clone()));
+    project
+}
+
+/// `envhost new kv --lang LANG` in `parent`, built; the project's folder.
+fn new_and_build(lang: &str, parent: &Path) -> PathBuf {
+    let made = envhost(&["new", "kv", "--lang", lang, "--dir", "kv"], parent);
+    assert!(
+        made.status.success(),
+        "envhost new failed: {}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&made.stdout);
+    assert!(
+        stdout.contains("Created the") && stdout.contains("./build.sh"),
+        "{stdout}"
+    );
+    let project = parent.join("kv");
+    add_crash_command(&project, lang);
+
+    let mut build = Command::new(project.join("build.sh"));
+    match lang {
+        "python" => {
+            toolchains();
+            build.env(
+                "ENVHOST_COMPONENTIZE_PY",
+                workspace().join("plugins/tasks/.venv/bin/componentize-py"),
+            );
+        }
+        "js" => {
+            toolchains();
+            build.env(
+                "ENVHOST_JCO",
+                workspace().join("plugins/regex/node_modules/.bin/jco"),
+            );
+        }
+        _ => {
+            build.env("CARGO_TARGET_DIR", scratch().join("cargo-target"));
+        }
+    }
+    let started = Instant::now();
+    let built = build.current_dir(&project).output().expect("run build.sh");
+    let took = started.elapsed();
+    assert!(
+        built.status.success(),
+        "the {lang} project's build.sh failed:\n{}{}",
+        String::from_utf8_lossy(&built.stdout),
+        String::from_utf8_lossy(&built.stderr)
+    );
+    println!(
+        "envhost new --lang {lang}: build.sh took {:.1} s",
+        took.as_secs_f64()
+    );
+    assert!(project.join("env/kv.wasm").is_file());
+    project
+}
+
+/// Adds `crash` to the generated plugin (see the module's documentation).
+fn add_crash_command(project: &Path, lang: &str) {
+    let (file, anchor, insert) = match lang {
+        "python" => (
+            "src/app.py",
+            "Environment, Capabilities, State = export(KeyValue)\n",
+            "class Crashing(KeyValue):\n    @command(\"crash\", \"Raises an exception it does not catch.\")\n    \
+             def crash(self, call):\n        raise RuntimeError(\"the plugin blew up\")\n\n\n\
+             Environment, Capabilities, State = export(Crashing)\n",
+        ),
+        "js" => (
+            "src/plugin.js",
+            "  commands: [\n",
+            "  commands: [\n    { signature: 'crash', description: 'Throws an exception it does not catch.', \
+             run() { throw new Error('the plugin blew up'); } },\n",
+        ),
+        _ => (
+            "src/lib.rs",
+            "const COMMANDS: &'static [Command<Self>] = &[\n",
+            "const COMMANDS: &'static [Command<Self>] = &[\n        \
+             Command::new(\"crash\", |_, _| panic!(\"the plugin blew up\")).description(\"Panics.\"),\n",
+        ),
+    };
+    let path = project.join(file);
+    let source = std::fs::read_to_string(&path).expect("the generated source");
+    assert!(source.contains(anchor), "{file} lacks `{anchor}`");
+    std::fs::write(&path, source.replacen(anchor, insert, 1)).expect("write the source");
+}
+
+fn cache() -> String {
+    scratch().join("code-cache").to_string_lossy().into_owned()
+}
+
+/// `envhost check` with the project's grants stub, sharing a compiled-code
+/// cache so the host compiles each build once.
+fn check(project: &Path) {
+    let checked = envhost(
+        &[
+            "check",
+            "--plugin-cache",
+            &cache(),
+            "--grants",
+            "env/envhost.toml",
+            "env/kv.wasm",
+        ],
+        project,
+    );
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    assert!(
+        checked.status.success(),
+        "envhost check refused the new plugin:\n{stdout}{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    assert!(stdout.contains("put <key> <value>"), "{stdout}");
+    assert!(
+        stdout.contains("notes"),
+        "the write-directory request shows: {stdout}"
+    );
+}
+
+/// Another project using the plugin as the README says: kv.wasm in env/,
+/// the grants stub as env/envhost.toml, and a notes/ folder.
+fn project_using(plugin: &Path) -> Project {
+    let project = Project::new();
+    project.write(
+        "env/kv.wasm",
+        std::fs::read(plugin.join("env/kv.wasm")).expect("kv.wasm"),
+    );
+    project.write(
+        "env/envhost.toml",
+        std::fs::read(plugin.join("env/envhost.toml")).expect("envhost.toml"),
+    );
+    std::fs::create_dir_all(project.path().join("notes")).expect("notes/");
+    project
+}
+
+fn start(project: &Project, resume: bool) -> Host {
+    let mut builder = Host::builder().arg("--plugin-cache").arg(cache());
+    if resume {
+        builder = builder.arg("--resume");
+    }
+    builder.start(project.path())
+}
+
+/// One step of a session file: a command (or `screen`) and what it must
+/// answer.
+struct Step {
+    line: usize,
+    command: String,
+    must_fail: bool,
+    expected: Vec<String>,
+}
+
+/// Reads the session-file format (`$ ` commands, `> ` body lines, expected
+/// lines, `! ` for a failure, `...` for any lines, `#` comments).
+fn parse_session(text: &str) -> Vec<Step> {
+    let mut steps: Vec<Step> = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if let Some(command) = line.strip_prefix("$ ") {
+            steps.push(Step {
+                line: index + 1,
+                command: command.to_owned(),
+                must_fail: false,
+                expected: Vec::new(),
+            });
+            continue;
+        }
+        let Some(step) = steps.last_mut() else {
+            continue;
+        };
+        if let Some(body) = line.strip_prefix("> ").filter(|_| step.expected.is_empty()) {
+            step.command.push('\n');
+            step.command.push_str(body);
+        } else if line.starts_with('#') && step.expected.is_empty() {
+        } else if let Some(output) = line.strip_prefix("! ").filter(|_| step.expected.is_empty()) {
+            step.must_fail = true;
+            step.expected.push(output.to_owned());
+        } else {
+            step.expected.push(line.to_owned());
+        }
+    }
+    for step in &mut steps {
+        while step.expected.last().is_some_and(|l| l.trim().is_empty()) {
+            step.expected.pop();
+        }
+    }
+    steps
+}
+
+/// Whether `actual` matches `expected`, where a line `...` matches any
+/// number of lines.
+fn matches(expected: &[String], actual: &[&str]) -> bool {
+    match expected.split_first() {
+        None => actual.is_empty(),
+        Some((first, rest)) if first == "..." => {
+            (0..=actual.len()).any(|skip| matches(rest, &actual[skip..]))
+        }
+        Some((first, rest)) => actual
+            .split_first()
+            .is_some_and(|(line, more)| line.trim_end() == first.trim_end() && matches(rest, more)),
+    }
+}
+
+fn lines(text: &str) -> Vec<&str> {
+    let mut lines: Vec<&str> = text.lines().collect();
+    while lines.last().is_some_and(|l| l.trim().is_empty()) {
+        lines.pop();
+    }
+    lines
+}
+
+/// Runs the project's session file through the host over NDJSON.
+fn run_session(plugin: &Path, host: &mut Host) {
+    let file = plugin.join("tests/kv.session");
+    let steps = parse_session(&std::fs::read_to_string(&file).expect("the session file"));
+    assert!(steps.len() >= 6, "the template's session has its steps");
+    for step in steps {
+        let (actual, failed) = if step.command == "screen" {
+            (host.screen().screen("kv").to_owned(), false)
+        } else {
+            let reply = host.command("kv", &step.command);
+            (reply.output().to_owned(), !reply.success())
+        };
+        assert_eq!(
+            failed,
+            step.must_fail,
+            "{}:{}: `{}` {} but the session says it must {}: {actual}",
+            file.display(),
+            step.line,
+            step.command,
+            if failed { "failed" } else { "succeeded" },
+            if step.must_fail { "fail" } else { "succeed" },
+        );
+        assert!(
+            matches(&step.expected, &lines(&actual)),
+            "{}:{}: `{}` answered\n{actual}\nexpected\n{}",
+            file.display(),
+            step.line,
+            step.command,
+            step.expected.join("\n")
+        );
+    }
+}
+
+/// Built, checked, then its session file through the host;
+/// its notes are files in the granted folder, and without the grant the
+/// answer names the grant to ask for.
+fn a_new_project_passes_its_session(lang: &'static str) {
+    let plugin = built(lang);
+    check(&plugin);
+    let project = project_using(&plugin);
+    let mut host = start(&project, false);
+    run_session(&plugin, &mut host);
+    assert_eq!(project.read("notes/todo.txt"), "buy milk\ncall Ada\n");
+    drop(host);
+
+    std::fs::remove_file(project.path().join("env/envhost.toml")).expect("remove the grants");
+    let mut host = start(&project, false);
+    let refused = host.command("kv", "save todo.txt\nx");
+    let output = refused.failed();
+    assert!(
+        output.starts_with("cannot ")
+            && output.ends_with(
+                "notes/todo.txt: ask the operator to grant notes in env/envhost.toml ([plugins.kv] read-write = [\"notes\"])"
+            ),
+        "{output}"
+    );
+}
+
+/// A trap costs the instance, not the values (the fresh instance starts
+/// from the last snapshot), and a new host resuming the session gets them
+/// back too.
+fn a_new_project_keeps_its_values_across_a_trap_and_a_restart(lang: &'static str) {
+    let plugin = built(lang);
+    let project = project_using(&plugin);
+    let mut host = start(&project, false);
+    assert_eq!(host.command("kv", "put colour blue").ok(), "stored colour");
+    let crashed = host.command("kv", "crash");
+    assert!(
+        crashed.failed().contains("the plugin blew up"),
+        "{}",
+        crashed.0
+    );
+    assert_eq!(host.command("kv", "get colour").ok(), "blue");
+    let (status, _) = host.finish();
+    assert!(status.success());
+
+    let mut host = start(&project, true);
+    let resumed = host.command("kv", "get colour");
+    assert!(resumed.ok().ends_with("blue"), "{}", resumed.0);
+}
+
+// Ignored until the host has what they need (plugin platform 0.2, in
+// progress on other branches): Python and JavaScript components import
+// `wasi:http` (the world `full-plugin` does, and their toolchains keep
+// every import of the world), which the host links once outgoing HTTP is
+// in; and the host restores a plugin's snapshot after a trap and on
+// --resume once the host side of `state` is in. `cargo test -- --ignored
+// new_project` runs them.
+
+#[test]
+#[ignore = "needs the host to link wasi:http (outgoing HTTP, the network work of plugin platform 0.2)"]
+fn a_new_python_project_passes_its_session() {
+    a_new_project_passes_its_session("python");
+}
+
+#[test]
+#[ignore = "needs the host to link wasi:http (outgoing HTTP, the network work of plugin platform 0.2)"]
+fn a_new_javascript_project_passes_its_session() {
+    a_new_project_passes_its_session("js");
+}
+
+/// Each language's project builds as written (the SDK's checks at build
+/// time included), whatever the host then does with it.
+#[test]
+fn a_new_python_project_builds() {
+    assert!(built("python").join("env/kv.wasm").is_file());
+}
+
+#[test]
+fn a_new_javascript_project_builds() {
+    assert!(built("js").join("env/kv.wasm").is_file());
+}
+
+#[test]
+fn a_new_rust_project_passes_its_session() {
+    a_new_project_passes_its_session("rust");
+}
+
+#[test]
+#[ignore = "needs the host to link wasi:http, and to restore snapshots after a trap and on --resume"]
+fn a_new_python_project_keeps_its_values_across_a_trap_and_a_restart() {
+    a_new_project_keeps_its_values_across_a_trap_and_a_restart("python");
+}
+
+#[test]
+#[ignore = "needs the host to link wasi:http, and to restore snapshots after a trap and on --resume"]
+fn a_new_javascript_project_keeps_its_values_across_a_trap_and_a_restart() {
+    a_new_project_keeps_its_values_across_a_trap_and_a_restart("js");
+}
+
+#[test]
+#[ignore = "needs the host to restore a plugin's snapshot after a trap and on --resume (plugin platform 0.2)"]
+fn a_new_rust_project_keeps_its_values_across_a_trap_and_a_restart() {
+    a_new_project_keeps_its_values_across_a_trap_and_a_restart("rust");
+}
+
+#[test]
+fn bad_names_and_busy_folders_are_refused_with_a_sentence() {
+    let temp = tempfile::tempdir().expect("a temporary folder");
+    let bad = envhost(&["new", "Key-Value", "--lang", "python"], temp.path());
+    assert_eq!(bad.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&bad.stderr).trim_end(),
+        "envhost: `Key-Value` cannot name a plugin: a name is lowercase letters, digits and `_`, starting with a letter, at most 64 \
+         (it is the environment's name, the .wasm file's stem and the package's name); e.g. `envhost new key_value ...`"
+    );
+    std::fs::create_dir(temp.path().join("kv")).expect("mkdir");
+    std::fs::write(temp.path().join("kv/mine.txt"), "mine").expect("write");
+    let busy = envhost(&["new", "kv", "--lang", "js"], temp.path());
+    assert_eq!(busy.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&busy.stderr).contains("kv exists and is not empty"),
+        "{}",
+        String::from_utf8_lossy(&busy.stderr)
+    );
+    let names: Vec<_> = std::fs::read_dir(temp.path().join("kv"))
+        .expect("list")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(names, ["mine.txt"], "nothing written into a busy folder");
+}
+
+#[test]
+fn the_session_format_matches_as_documented() {
+    let steps = parse_session(
+        "# c\n$ put a 1\nstored a\n$ save x\n> one\n> two\nsaved\n$ get b\n! no key\n$ screen\nKeys: 1\n...\n\n",
+    );
+    assert_eq!(steps.len(), 4);
+    assert_eq!(steps[1].command, "save x\none\ntwo");
+    assert!(steps[2].must_fail);
+    assert_eq!(steps[3].expected, ["Keys: 1", "..."]);
+    assert!(matches(&steps[3].expected, &["Keys: 1", "a", "b"]));
+    assert!(matches(&steps[3].expected, &["Keys: 1"]));
+    assert!(!matches(&steps[3].expected, &["Keys: 2"]));
+    assert!(!matches(&steps[0].expected, &["stored a", "more"]));
+}
