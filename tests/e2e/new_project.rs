@@ -1,6 +1,6 @@
 //! `envhost new` through the real binary: for each language the new
 //! project builds with its own `build.sh`, passes `envhost check` with its
-//! grants, answers its session test through the host (its notes land in
+//! grants, passes its session file with `envhost test` (its notes land in
 //! the granted folder), and keeps its values across a trap and across a
 //! host restart with `--resume` (the SDK's state snapshot). A bad name and
 //! a folder that is not empty are refused with a sentence.
@@ -220,118 +220,37 @@ fn start(project: &Project, resume: bool) -> Host {
     builder.start(project.path())
 }
 
-/// One step of a session file: a command (or `screen`) and what it must
-/// answer.
-struct Step {
-    line: usize,
-    command: String,
-    must_fail: bool,
-    expected: Vec<String>,
-}
-
-/// Reads the session-file format (`$ ` commands, `> ` body lines, expected
-/// lines, `! ` for a failure, `...` for any lines, `#` comments).
-fn parse_session(text: &str) -> Vec<Step> {
-    let mut steps: Vec<Step> = Vec::new();
-    for (index, line) in text.lines().enumerate() {
-        if let Some(command) = line.strip_prefix("$ ") {
-            steps.push(Step {
-                line: index + 1,
-                command: command.to_owned(),
-                must_fail: false,
-                expected: Vec::new(),
-            });
-            continue;
-        }
-        let Some(step) = steps.last_mut() else {
-            continue;
-        };
-        if let Some(body) = line.strip_prefix("> ").filter(|_| step.expected.is_empty()) {
-            step.command.push('\n');
-            step.command.push_str(body);
-        } else if line.starts_with('#') && step.expected.is_empty() {
-        } else if let Some(output) = line.strip_prefix("! ").filter(|_| step.expected.is_empty()) {
-            step.must_fail = true;
-            step.expected.push(output.to_owned());
-        } else {
-            step.expected.push(line.to_owned());
-        }
-    }
-    for step in &mut steps {
-        while step.expected.last().is_some_and(|l| l.trim().is_empty()) {
-            step.expected.pop();
-        }
-    }
-    steps
-}
-
-/// Whether `actual` matches `expected`, where a line `...` matches any
-/// number of lines.
-fn matches(expected: &[String], actual: &[&str]) -> bool {
-    match expected.split_first() {
-        None => actual.is_empty(),
-        Some((first, rest)) if first == "..." => {
-            (0..=actual.len()).any(|skip| matches(rest, &actual[skip..]))
-        }
-        Some((first, rest)) => actual
-            .split_first()
-            .is_some_and(|(line, more)| line.trim_end() == first.trim_end() && matches(rest, more)),
-    }
-}
-
-fn lines(text: &str) -> Vec<&str> {
-    let mut lines: Vec<&str> = text.lines().collect();
-    while lines.last().is_some_and(|l| l.trim().is_empty()) {
-        lines.pop();
-    }
-    lines
-}
-
-/// Runs the project's session file through the host over NDJSON.
-fn run_session(plugin: &Path, host: &mut Host) {
-    let file = plugin.join("tests/kv.session");
-    let steps = parse_session(&std::fs::read_to_string(&file).expect("the session file"));
-    assert!(steps.len() >= 6, "the template's session has its steps");
-    for step in steps {
-        let (actual, failed) = if step.command == "screen" {
-            (host.screen().screen("kv").to_owned(), false)
-        } else {
-            let reply = host.command("kv", &step.command);
-            (reply.output().to_owned(), !reply.success())
-        };
-        assert_eq!(
-            failed,
-            step.must_fail,
-            "{}:{}: `{}` {} but the session says it must {}: {actual}",
-            file.display(),
-            step.line,
-            step.command,
-            if failed { "failed" } else { "succeeded" },
-            if step.must_fail { "fail" } else { "succeed" },
-        );
-        assert!(
-            matches(&step.expected, &lines(&actual)),
-            "{}:{}: `{}` answered\n{actual}\nexpected\n{}",
-            file.display(),
-            step.line,
-            step.command,
-            step.expected.join("\n")
-        );
-    }
-}
-
-/// Built, checked, then its session file through the host;
-/// its notes are files in the granted folder, and without the grant the
-/// answer names the grant to ask for.
+/// Built, checked, then its session file through `envhost test` in the
+/// project folder, as its README says (the notes land in the granted
+/// folder); in another project without the grant, the answer names the
+/// grant to ask for.
 fn a_new_project_passes_its_session(lang: &'static str) {
     let plugin = built(lang);
     check(&plugin);
-    let project = project_using(&plugin);
-    let mut host = start(&project, false);
-    run_session(&plugin, &mut host);
-    assert_eq!(project.read("notes/todo.txt"), "buy milk\ncall Ada\n");
-    drop(host);
+    let tested = envhost(
+        &[
+            "test",
+            "env/kv.wasm",
+            "tests/kv.session",
+            "--grants",
+            "env/envhost.toml",
+            "--plugin-cache",
+            &cache(),
+        ],
+        &plugin,
+    );
+    assert!(
+        tested.status.success(),
+        "envhost test failed on the new project's session:\n{}{}",
+        String::from_utf8_lossy(&tested.stdout),
+        String::from_utf8_lossy(&tested.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(plugin.join("notes/todo.txt")).expect("the saved note"),
+        "buy milk\ncall Ada\n"
+    );
 
+    let project = project_using(&plugin);
     std::fs::remove_file(project.path().join("env/envhost.toml")).expect("remove the grants");
     let mut host = start(&project, false);
     let refused = host.command("kv", "save todo.txt\nx");
@@ -368,22 +287,12 @@ fn a_new_project_keeps_its_values_across_a_trap_and_a_restart(lang: &'static str
     assert!(resumed.ok().ends_with("blue"), "{}", resumed.0);
 }
 
-// Ignored until the host has what they need (plugin platform 0.2, in
-// progress on other branches): Python and JavaScript components import
-// `wasi:http` (the world `full-plugin` does, and their toolchains keep
-// every import of the world), which the host links once outgoing HTTP is
-// in; and the host restores a plugin's snapshot after a trap and on
-// --resume once the host side of `state` is in. `cargo test -- --ignored
-// new_project` runs them.
-
 #[test]
-#[ignore = "needs the host to link wasi:http (outgoing HTTP, the network work of plugin platform 0.2)"]
 fn a_new_python_project_passes_its_session() {
     a_new_project_passes_its_session("python");
 }
 
 #[test]
-#[ignore = "needs the host to link wasi:http (outgoing HTTP, the network work of plugin platform 0.2)"]
 fn a_new_javascript_project_passes_its_session() {
     a_new_project_passes_its_session("js");
 }
@@ -406,19 +315,16 @@ fn a_new_rust_project_passes_its_session() {
 }
 
 #[test]
-#[ignore = "needs the host to link wasi:http, and to restore snapshots after a trap and on --resume"]
 fn a_new_python_project_keeps_its_values_across_a_trap_and_a_restart() {
     a_new_project_keeps_its_values_across_a_trap_and_a_restart("python");
 }
 
 #[test]
-#[ignore = "needs the host to link wasi:http, and to restore snapshots after a trap and on --resume"]
 fn a_new_javascript_project_keeps_its_values_across_a_trap_and_a_restart() {
     a_new_project_keeps_its_values_across_a_trap_and_a_restart("js");
 }
 
 #[test]
-#[ignore = "needs the host to restore a plugin's snapshot after a trap and on --resume (plugin platform 0.2)"]
 fn a_new_rust_project_keeps_its_values_across_a_trap_and_a_restart() {
     a_new_project_keeps_its_values_across_a_trap_and_a_restart("rust");
 }
@@ -448,19 +354,4 @@ fn bad_names_and_busy_folders_are_refused_with_a_sentence() {
         .map(|e| e.file_name())
         .collect();
     assert_eq!(names, ["mine.txt"], "nothing written into a busy folder");
-}
-
-#[test]
-fn the_session_format_matches_as_documented() {
-    let steps = parse_session(
-        "# c\n$ put a 1\nstored a\n$ save x\n> one\n> two\nsaved\n$ get b\n! no key\n$ screen\nKeys: 1\n...\n\n",
-    );
-    assert_eq!(steps.len(), 4);
-    assert_eq!(steps[1].command, "save x\none\ntwo");
-    assert!(steps[2].must_fail);
-    assert_eq!(steps[3].expected, ["Keys: 1", "..."]);
-    assert!(matches(&steps[3].expected, &["Keys: 1", "a", "b"]));
-    assert!(matches(&steps[3].expected, &["Keys: 1"]));
-    assert!(!matches(&steps[3].expected, &["Keys: 2"]));
-    assert!(!matches(&steps[0].expected, &["stored a", "more"]));
 }
