@@ -47,13 +47,7 @@ pub trait Declarative: Sized + 'static {
     /// Puts back a [`snapshot`](Declarative::snapshot) (see
     /// [`Plugin::restore`]). The default accepts only an empty one.
     fn restore(&mut self, snapshot: &[u8]) -> Result<()> {
-        if snapshot.is_empty() {
-            Ok(())
-        } else {
-            Err(crate::plugin::Error::new(
-                "this plugin keeps no state, so it cannot restore a snapshot",
-            ))
-        }
+        crate::plugin::restore_no_state(snapshot)
     }
 }
 

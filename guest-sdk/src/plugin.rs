@@ -4,6 +4,18 @@
 
 use std::fmt;
 
+/// The default `restore` of a plugin that keeps no state: it accepts only
+/// the default snapshot (no bytes).
+pub(crate) fn restore_no_state(snapshot: &[u8]) -> Result<()> {
+    if snapshot.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::new(
+            "this plugin keeps no state, so it cannot restore a snapshot",
+        ))
+    }
+}
+
 /// An environment with full control: it handles any command text and
 /// produces its own screen.
 ///
@@ -50,13 +62,7 @@ pub trait Plugin: 'static {
     /// fresh (empty state), and the host tells the agent your message. The
     /// default accepts only the default snapshot (no bytes).
     fn restore(&mut self, snapshot: &[u8]) -> Result<()> {
-        if snapshot.is_empty() {
-            Ok(())
-        } else {
-            Err(Error::new(
-                "this plugin keeps no state, so it cannot restore a snapshot",
-            ))
-        }
+        restore_no_state(snapshot)
     }
 }
 
