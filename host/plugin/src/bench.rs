@@ -115,7 +115,7 @@ fn instantiate(
     pre: &PluginPre,
     grants: &Arc<Grants>,
 ) -> Result<(Store<HostState>, Exports), String> {
-    let mut store = sandbox.new_store(GuestOutput::new(), grants);
+    let mut store = sandbox.new_store(pre.instance_pre().engine(), GuestOutput::new(), grants);
     // Raw calls are not the host's: they run without its time limit.
     *store.data_mut().budget_mut() = CallBudget::starting_now(Duration::from_secs(3600), None);
     let (_, exports) = pre.instantiate(&mut store).map_err(|e| e.to_string())?;
