@@ -239,3 +239,27 @@ fn a_host_stopped_mid_background_compile_leaves_no_entry_and_no_process() {
         "stopped, so neither compiled nor failed: {stderr}"
     );
 }
+
+#[test]
+fn the_baseline_compilation_is_bounded_too() {
+    let project = Project::new();
+    install(&project, &[("rogue", "rogue")]);
+    // Too little memory for any compiler: the baseline one is refused as
+    // the optimised one would be, and the host serves the rest.
+    let mut host = host_builder(&project)
+        .args([
+            "--plugin-baseline-above",
+            "1",
+            "--plugin-compile-memory",
+            "8MiB",
+        ])
+        .start(project.path());
+    let reply = host.command("bash", "echo still here");
+    assert_eq!(reply.ok(), "still here\n");
+    let refused = reply.screen("refused-plugins");
+    assert!(
+        refused.contains("plugin `rogue` (env/rogue.wasm) was refused: compiling it needed more memory than the 8.0 MiB the host allows (--plugin-compile-memory)"),
+        "{refused}"
+    );
+    assert!(host.finish().0.success());
+}
