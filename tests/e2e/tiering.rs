@@ -35,7 +35,7 @@ fn load_detail(project: &Project, name: &str) -> String {
         .map(|line| serde_json::from_str::<Value>(line).expect("transcript line is JSON"))
         .filter(|event| event["event"] == "environment_loaded" && event["name"] == name)
         .filter_map(|event| event["detail"].as_str().map(str::to_owned))
-        .last()
+        .next_back()
         .unwrap_or_else(|| panic!("no environment_loaded event for {name}"))
 }
 

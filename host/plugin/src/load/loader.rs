@@ -7,7 +7,8 @@
 //! or like an earlier plugin's is refused (`names`), and so is every
 //! plugin past the most the host loads. Loading runs the whole type-check
 //! — the file's size, the operator's pin first, then compile (bounded:
-//! `compile`), link against the host's imports, instantiate with the plugin's
+//! `compile`; in a session, a large plugin not yet cached to baseline
+//! code first, its optimised code left to `tiering`), link against the host's imports, instantiate with the plugin's
 //! grants (signature mismatches only show there), call `describe` and the
 //! optional `capabilities` export and check them — so that `envhost check`
 //! and start-up give the same verdict. Plugins load in parallel (compiling is the slow part).
