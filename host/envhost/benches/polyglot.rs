@@ -13,6 +13,8 @@
 //!   tiering), with their ratio;
 //! - a fresh instance (`PluginPre::instantiate` + `describe`): what a
 //!   restart after a trap costs;
+//! - per-call cost of `handle-command` on baseline (Winch) code, raw, and
+//!   its ratio to the optimised code's;
 //! - per-call cost of `handle-command` and `get-screen`: the raw wasmtime
 //!   call (generated bindings, nothing else) beside the host's path
 //!   (`PluginEnvironment`: help routing, time limit, output capture, help
@@ -55,6 +57,7 @@ struct Measured {
     warm: Vec<Duration>,
     instantiate: Duration,
     raw_call: f64,
+    raw_call_baseline: f64,
     host_call: f64,
     raw_screen: f64,
     host_screen: f64,
@@ -173,6 +176,20 @@ fn measure(subject: &Subject) -> Measured {
     let raw_screen = per_call_ns(CALLS, || {
         raw_plugin.get_screen().expect("raw screen");
     });
+    // The same raw call on baseline (Winch) code: what a session's first
+    // start runs until its optimised code is compiled.
+    let empty = tempfile::tempdir().expect("empty cache");
+    let mut baseline = RawPlugin::load_baseline(subject.name, &file, project.path(), empty.path())
+        .expect("load the plugin on baseline code");
+    baseline.describe().expect("describe");
+    for command in subject.setup {
+        let (output, success) = baseline.handle_command(command).expect("setup call");
+        assert!(success, "{command}: {output}");
+    }
+    let raw_call_baseline = per_call_ns(CALLS, || {
+        let (_, success) = baseline.handle_command(subject.command).expect("raw call");
+        assert!(success);
+    });
 
     // The host's path: the loaded plugin environment, as the orchestrator
     // calls it.
@@ -204,6 +221,7 @@ fn measure(subject: &Subject) -> Measured {
         warm,
         instantiate: summarize(&instantiations).median,
         raw_call,
+        raw_call_baseline,
         host_call,
         raw_screen,
         host_screen,
@@ -271,6 +289,12 @@ fn report(subjects: &[Subject], measured: &[Measured]) {
     header("per call (ns)");
     row("  handle-command, raw wasmtime call", &|m| {
         format!("{:.0}", m.raw_call)
+    });
+    row("  handle-command, raw, baseline code", &|m| {
+        format!("{:.0}", m.raw_call_baseline)
+    });
+    row("  baseline / optimised (raw call)", &|m| {
+        ratio(m.raw_call_baseline, m.raw_call)
     });
     row("  handle-command, through the host", &|m| {
         format!("{:.0}", m.host_call)
