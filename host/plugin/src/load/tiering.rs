@@ -147,13 +147,15 @@ fn run(job: Job, stop: &AtomicBool) {
         log,
     } = job;
     let started = Instant::now();
+    let Pending { bytes, sha256 } = pending;
     let compiled = compile::compile(
         &compiler,
         &optimised.engine,
         Tier::Optimised,
-        &pending.bytes,
+        &bytes,
         Some(stop),
     );
+    drop(bytes);
     let serialized = match compiled {
         Ok(serialized) => serialized,
         Err(CompileError::Stopped) => return,
@@ -170,7 +172,7 @@ fn run(job: Job, stop: &AtomicBool) {
     if stop.load(Ordering::SeqCst) {
         return;
     }
-    let saved = cache.save_compiled(&optimised.engine, &pending.sha256, &serialized);
+    let saved = cache.save_compiled(&optimised.engine, &sha256, &serialized);
     let took = text::duration(started.elapsed());
     match &saved {
         Ok(_) => log.line(&format!(
@@ -180,8 +182,20 @@ fn run(job: Job, stop: &AtomicBool) {
             "envhost: plugin {name}: its optimised code was compiled in the background in {took} but not cached ({why})"
         )),
     }
-    let pre = crate::load::cache::from_serialized(&optimised.engine, &serialized)
-        .ok()
+    // Mapped back from the entry just written (checked again, in a sealed
+    // copy) rather than copied from `serialized`: the host never holds the
+    // code twice. Without an entry, from the bytes.
+    let component = match saved {
+        Ok(_) => {
+            drop(serialized);
+            cache
+                .load_cached(&optimised.engine, &sha256)
+                .ok()
+                .map(|compiled| compiled.component)
+        }
+        Err(_) => crate::load::cache::from_serialized(&optimised.engine, &serialized).ok(),
+    };
+    let pre = component
         .and_then(|component| optimised.linker.instantiate_pre(&component).ok())
         .and_then(|instance_pre| PluginPre::new(instance_pre, &optimised.engine).ok());
     if let Some(pre) = pre {
