@@ -64,7 +64,7 @@
 //! numbers, [`log`] lines for its author. What it cannot, unless the
 //! operator grants it in `env/envhost.toml`: files (granted directories
 //! appear at `/` + their path in the project), environment variables,
-//! programs (through [`Program`]), outgoing HTTP to allowed hosts. Denied
+//! programs (through [`Program`]), outgoing HTTP to allowed hosts ([`http::get`]). Denied
 //! calls fail with an error the plugin can report. Say what you need with
 //! [`Plugin::requests`]: the operator sees it next to what is granted. A
 //! panic ends the call: the agent is told, and the host starts a fresh
@@ -78,6 +78,7 @@ extern crate self as envhost_sdk;
 
 mod bindings;
 mod declarative;
+pub mod http;
 pub mod interactive;
 pub mod log;
 mod plugin;

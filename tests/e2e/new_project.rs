@@ -391,7 +391,6 @@ fn bad_names_and_busy_folders_are_refused_with_a_sentence() {
 }
 
 #[test]
-#[ignore = "the Rust template's fetch command is being written"]
 fn a_new_rust_project_fetches_from_an_allowed_host() {
     a_new_project_fetches_from_an_allowed_host("rust");
 }
