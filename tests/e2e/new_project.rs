@@ -396,7 +396,6 @@ fn a_new_rust_project_fetches_from_an_allowed_host() {
 }
 
 #[test]
-#[ignore = "the Python template's fetch command is being written"]
 fn a_new_python_project_fetches_from_an_allowed_host() {
     a_new_project_fetches_from_an_allowed_host("python");
 }
