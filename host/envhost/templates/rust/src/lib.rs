@@ -121,10 +121,7 @@ impl Declarative for KeyValue {
     fn requests(&self) -> Vec<Request> {
         vec![
             Request::write_directory(NOTES, "saves the agent's notes there as files"),
-            Request::network(
-                "https://example.com",
-                "fetches the URLs the agent asks for",
-            ),
+            Request::network("https://example.com", "fetches the URLs the agent asks for"),
         ]
     }
 }
@@ -161,7 +158,11 @@ impl KeyValue {
         let lines: Vec<&str> = call.body.unwrap_or("").lines().collect();
         let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
         fs::write(&path, text).map_err(|err| file_error(&path, err, true))?;
-        Ok(format!("saved {NOTES}/{} ({} lines)", call.args, lines.len()))
+        Ok(format!(
+            "saved {NOTES}/{} ({} lines)",
+            call.args,
+            lines.len()
+        ))
     }
 
     fn show(&mut self, call: &Call) -> Result<String> {
