@@ -579,10 +579,15 @@ def _readable(code) -> str:
 
 
 def _size(count: int) -> str:
-    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if count >= scale:
-            return f"{count // scale} {unit}" if count % scale == 0 else f"{count / scale:.1f} {unit}"
-    return f"{count} bytes"
+    """A size as the host words it: `512 B`, `64 KiB`, `1.5 MiB`, `4.0 GiB`."""
+    if count < 1024:
+        return f"{count} B"
+    value, unit = float(count), "B"
+    for next_unit in ("KiB", "MiB", "GiB", "TiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, next_unit
+    return f"{value:.0f} {unit}" if value.is_integer() and value >= 10 else f"{value:.1f} {unit}"
 
 
 def _http_bindings() -> tuple:

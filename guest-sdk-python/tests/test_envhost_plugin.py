@@ -237,6 +237,10 @@ class Http(unittest.TestCase):
         response = Runner(Fetching).handle("fetch gopher://x")
         self.assertEqual(response, Response.fail("cannot fetch gopher://x: only http:// and https:// URLs can be fetched"))
 
+    def test_sizes_read_as_the_host_words_them(self):
+        self.assertEqual([sdk._size(n) for n in (512, 64 * 1024, 1536 * 1024, 4 << 30)],
+                         ["512 B", "64 KiB", "1.5 MiB", "4.0 GiB"])
+
     def test_a_response_reads_as_text(self):
         response = sdk.HttpResponse(200, [("content-type", b"text/plain")], b"caf\xc3\xa9 \xff")
         self.assertEqual(response.text(), "caf\u00e9 \ufffd")

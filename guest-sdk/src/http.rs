@@ -45,6 +45,7 @@ pub struct Response {
 /// Why a request got no response (or one too large to keep). Its
 /// `Display` is the sentence to show the agent.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HttpError {
     /// The URL is not `http://` or `https://` followed by a host.
     BadUrl { url: String, why: String },
@@ -295,16 +296,25 @@ fn words(code: &ErrorCode) -> String {
         .join(" ")
 }
 
-/// `64 KiB`, `1.5 MiB`, `100 bytes`.
+/// A size as the host words it (its `text::bytes`): `512 B`, `64 KiB`,
+/// `1.5 MiB`, `4.0 GiB`.
 fn size(bytes: usize) -> String {
-    const KIB: usize = 1024;
-    const MIB: usize = 1024 * KIB;
-    match bytes {
-        b if b >= MIB && b % MIB == 0 => format!("{} MiB", b / MIB),
-        b if b >= MIB => format!("{:.1} MiB", b as f64 / MIB as f64),
-        b if b >= KIB && b % KIB == 0 => format!("{} KiB", b / KIB),
-        b if b >= KIB => format!("{:.1} KiB", b as f64 / KIB as f64),
-        b => format!("{b} bytes"),
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64;
+    let mut unit = "B";
+    for next in ["KiB", "MiB", "GiB", "TiB"] {
+        if value < 1024.0 {
+            break;
+        }
+        value /= 1024.0;
+        unit = next;
+    }
+    if value.fract() == 0.0 && value >= 10.0 {
+        format!("{value:.0} {unit}")
+    } else {
+        format!("{value:.1} {unit}")
     }
 }
 
@@ -379,6 +389,14 @@ mod tests {
             large.to_string(),
             "cannot fetch https://a.org/: its body is larger than 64 KiB, the most this plugin keeps"
         );
+    }
+
+    #[test]
+    fn sizes_read_as_the_host_words_them() {
+        assert_eq!(size(512), "512 B");
+        assert_eq!(size(64 * 1024), "64 KiB");
+        assert_eq!(size(1536 * 1024), "1.5 MiB");
+        assert_eq!(size(4 << 30), "4.0 GiB");
     }
 
     #[test]
