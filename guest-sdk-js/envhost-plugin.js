@@ -496,6 +496,14 @@ export function directoryOf(path) {
 // MAX_REQUESTS_IN_FLIGHT requests in flight, which `httpGet` tells apart by
 // counting its own.
 
+/** `text` without its trailing whitespace, by the set the host splits
+ * commands with (Unicode's White_Space; `String.prototype.trimEnd` also
+ * takes U+FEFF and leaves U+0085), so a value reads alike in every
+ * language. */
+export function trimEnd(text) {
+  return text.replace(TRAILING, '');
+}
+
 /** The largest body `httpGet` keeps unless told otherwise. */
 export const DEFAULT_MAX_BODY = 1024 * 1024;
 

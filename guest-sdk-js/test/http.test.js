@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 
-import { Fail, MAX_REQUESTS_IN_FLIGHT, definePlugin, fail, fetchError, httpGet, originOf } from '../envhost-plugin.js';
+import { Fail, MAX_REQUESTS_IN_FLIGHT, definePlugin, fail, fetchError, httpGet, originOf, trimEnd } from '../envhost-plugin.js';
 
 /** StarlingMonkey's rejection for a request the host refused before
  * sending it (`fetch_https` reports the host call's failure without its
@@ -175,4 +175,10 @@ test('URLs that cannot be fetched are refused before any request', async () => {
   );
   assert.equal(originOf('HTTPS://API.GitHub.com/repos'), 'https://api.github.com');
   assert.throws(() => originOf('mailto:a@b.c'), Fail);
+});
+
+test('trailing whitespace is trimmed by the rule every language shares', () => {
+  assert.equal(trimEnd('hello \u00a0\u0085\r\n\t'), 'hello');
+  assert.equal(trimEnd('keep\ufeff'), 'keep\ufeff', 'U+FEFF is no whitespace');
+  assert.equal(trimEnd('  lead'), '  lead');
 });

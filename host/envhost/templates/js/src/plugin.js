@@ -16,7 +16,7 @@
 // Build with `./build.sh`; test with `envhost test
 // env/{{name}}.wasm tests/{{name}}.session --grants env/envhost.toml`.
 
-import { definePlugin, fail, httpGet, originOf, request } from './envhost-plugin.js';
+import { definePlugin, fail, httpGet, originOf, request, trimEnd } from './envhost-plugin.js';
 import { isGranted, listNames, readText, writeText } from './envhost-files.js';
 
 const NOTES = 'notes';
@@ -86,7 +86,7 @@ export const { environment, capabilities, state } = definePlugin({
         // the grant: `cannot fetch URL: ask the operator to add ...`.
         const response = await httpGet(url, { maxBytes: FETCHED_AT_MOST });
         if (response.status < 200 || response.status > 299) fail(`GET ${url} answered ${response.status}`);
-        self.state.entries[key] = response.text().trimEnd();
+        self.state.entries[key] = trimEnd(response.text());
         return `stored ${key} (${response.body.length} bytes from ${originOf(url)})`;
       },
     },
