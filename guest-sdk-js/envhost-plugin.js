@@ -526,6 +526,10 @@ function parsedUrl(url) {
     throw new Fail(`cannot fetch ${url}: only http:// and https:// URLs can be fetched`);
   }
   if (parsed.hostname === '') throw new Fail(`cannot fetch ${url}: the URL names no host`);
+  // The host refuses them (as no grant could name them); say why here.
+  if (parsed.username !== '' || parsed.password !== '') {
+    throw new Fail(`cannot fetch ${url}: a URL holds no user name or password; send credentials in a header`);
+  }
   return parsed;
 }
 

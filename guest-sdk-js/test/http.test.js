@@ -171,6 +171,7 @@ test('URLs that cannot be fetched are refused before any request', async () => {
       await rejectsWith(httpGet('example.com/x'), 'cannot fetch example.com/x: a URL starts with http:// or https://');
       await rejectsWith(httpGet('ftp://example.com/'), 'cannot fetch ftp://example.com/: only http:// and https:// URLs can be fetched');
       await rejectsWith(httpGet('file:///etc/passwd'), 'cannot fetch file:///etc/passwd: only http:// and https:// URLs can be fetched');
+      await rejectsWith(httpGet('https://me:secret@example.com/'), 'cannot fetch https://me:secret@example.com/: a URL holds no user name or password; send credentials in a header');
     },
   );
   assert.equal(originOf('HTTPS://API.GitHub.com/repos'), 'https://api.github.com');
