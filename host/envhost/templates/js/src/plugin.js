@@ -72,6 +72,23 @@ export const { environment, capabilities, state } = definePlugin({
       },
     },
     {
+      signature: 'save <file>',
+      description: 'Save the lines after the command as a note, notes/<file> in the project\n(replacing a note of that name).',
+      summary: 'Save the following lines as notes/<file>',
+      example: 'save todo.txt\nbuy milk\ncall Ada',
+      run(call) {
+        const lines = (call.body ?? '').split('\n').filter((line, i, all) => i < all.length - 1 || line !== '');
+        writeText(notePath(call.args), lines.map((line) => `${line}\n`).join(''));
+        return `saved ${NOTES}/${call.args} (${lines.length} lines)`;
+      },
+    },
+    {
+      signature: 'show <file>',
+      description: 'Show a note.',
+      example: 'show todo.txt',
+      run: (call) => readText(notePath(call.args)),
+    },
+    {
       signature: 'fetch <key> <url>',
       description:
         'GET a URL and store its body (text, at most 64 KiB) under a key.\n' +
@@ -89,23 +106,6 @@ export const { environment, capabilities, state } = definePlugin({
         self.state.entries[key] = trimEnd(response.text());
         return `stored ${key} (${response.body.length} bytes from ${originOf(url)})`;
       },
-    },
-    {
-      signature: 'save <file>',
-      description: 'Save the lines after the command as a note, notes/<file> in the project\n(replacing a note of that name).',
-      summary: 'Save the following lines as notes/<file>',
-      example: 'save todo.txt\nbuy milk\ncall Ada',
-      run(call) {
-        const lines = (call.body ?? '').split('\n').filter((line, i, all) => i < all.length - 1 || line !== '');
-        writeText(notePath(call.args), lines.map((line) => `${line}\n`).join(''));
-        return `saved ${NOTES}/${call.args} (${lines.length} lines)`;
-      },
-    },
-    {
-      signature: 'show <file>',
-      description: 'Show a note.',
-      example: 'show todo.txt',
-      run: (call) => readText(notePath(call.args)),
     },
   ],
   screen(self) {
