@@ -51,6 +51,13 @@ the project (`notes` is `/notes`); plain `open()` works. An `OSError` that
 escapes a handler is a failed response; when nothing is granted there (or
 only reading is), the response says what to ask the operator for.
 
+Outgoing HTTP: `http_get(url)` sends a GET through the host's
+`wasi:http/outgoing-handler` and returns an `HttpResponse` (`.status`,
+`.headers`, `.body`, `.text()`). The operator allows hosts with
+`allowed-hosts` in env/envhost.toml; a refused host raises `HttpError` (a
+`Fail`: uncaught, it is the failed response) whose message names the grant
+to ask for.
+
 This file is self-contained (standard library only) so that it can be
 copied next to a plugin's sources; `envhost new --lang python` does that.
 """
@@ -68,6 +75,8 @@ from typing import Any, Callable, Optional
 __all__ = [
     "Call",
     "Fail",
+    "HttpError",
+    "HttpResponse",
     "Plugin",
     "PluginError",
     "Request",
@@ -78,6 +87,8 @@ __all__ = [
     "export",
     "fail",
     "grant_hint",
+    "http_get",
+    "origin",
     "log",
 ]
 
@@ -481,6 +492,196 @@ class _Log:
 log = _Log()
 
 
+# --- Outgoing HTTP ------------------------------------------------------------
+
+
+class HttpError(Fail):
+    """A request that got no usable response: refused by the host (the
+    message names the grant to ask the operator for), failed on the way
+    (connection refused, a timeout, DNS), or a body over the limit. Uncaught
+    in a handler, the message is the failed response."""
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    """What a server answered: any status is a response (check `.status`)."""
+
+    status: int
+    headers: list  # [(name, value bytes)], names in lower case
+    body: bytes
+
+    def text(self) -> str:
+        """The body as UTF-8 (invalid bytes replaced)."""
+        return self.body.decode("utf-8", errors="replace")
+
+
+def _target(url: str) -> tuple:
+    """(https, authority, path with query) of an http(s) URL, or raises
+    HttpError saying what is wrong with it."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        raise HttpError(f"cannot fetch {url}: a URL starts with http:// or https://")
+    if scheme.lower() not in ("http", "https"):
+        raise HttpError(f"cannot fetch {url}: only http:// and https:// URLs can be fetched")
+    if any(c.isspace() or ord(c) < 0x20 or c == "\x7f" for c in url):
+        raise HttpError(f"cannot fetch {url}: a URL holds no spaces or control characters")
+    rest = rest.split("#", 1)[0]
+    cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=-1)
+    if cut < 0:
+        authority, path = rest, "/"
+    elif rest[cut] == "?":
+        authority, path = rest[:cut], "/" + rest[cut:]
+    else:
+        authority, path = rest[:cut], rest[cut:]
+    if not authority:
+        raise HttpError(f"cannot fetch {url}: the URL names no host")
+    return scheme.lower() == "https", authority, path
+
+
+def origin(url: str) -> str:
+    """`scheme://host[:port]` of an http(s) URL as `allowed-hosts` writes it
+    (lower case, the port only when it is not the scheme's default):
+    `https://example.com`, `http://127.0.0.1:9`."""
+    https, authority, _ = _target(url)
+    scheme, default = ("https", "443") if https else ("http", "80")
+    host = authority.lower().rpartition("@")[2]
+    name, colon, port = host.rpartition(":")
+    if colon and "]" not in port and port == default:
+        host = name
+    return f"{scheme}://{host}"
+
+
+def _denied(url: str) -> str:
+    return f'cannot fetch {url}: ask the operator to add "{origin(url)}" to allowed-hosts in env/envhost.toml'
+
+
+def _readable(code) -> str:
+    """A wasi:http error code (a binding's `ErrorCode_*` object) in words:
+    `connection refused`, `DNS timeout`."""
+    name = type(code).__name__.removeprefix("ErrorCode_")
+    value = getattr(code, "value", None)
+    if name == "DnsError" and value is not None:
+        detail = value.rcode or (f"info code {value.info_code}" if value.info_code is not None else None)
+        return f"DNS error ({detail})" if detail else "DNS error"
+    if name == "InternalError" and value:
+        return f"internal error: {value}"
+    words, word = [], ""
+    for c in name:
+        if c.isupper() and word:
+            words.append(word)
+            word = ""
+        word += c
+    words.append(word)
+    text = " ".join(w.upper() if w in ("Dns", "Tls", "Http", "Ip", "Uri") else w.lower() for w in words)
+    if name in ("HttpResponseTransferCoding", "HttpResponseContentCoding") and value:
+        text += f" ({value})"
+    return text
+
+
+def _size(count: int) -> str:
+    """A size as the host words it: `512 B`, `64 KiB`, `1.5 MiB`, `4.0 GiB`."""
+    if count < 1024:
+        return f"{count} B"
+    value, unit = float(count), "B"
+    for next_unit in ("KiB", "MiB", "GiB", "TiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, next_unit
+    return f"{value:.0f} {unit}" if value.is_integer() and value >= 10 else f"{value:.1f} {unit}"
+
+
+def _http_bindings() -> tuple:
+    """(Ok, Err, outgoing_handler, wasi_http_types, streams) from the
+    bindings componentize-py generates. `export` calls this once at import
+    time: a componentize-py build keeps only the modules loaded while it
+    pre-initialises the plugin, so one first imported at a command's time
+    would be missing."""
+    from componentize_py_types import Err, Ok
+    from wit_world.imports import outgoing_handler, streams
+    from wit_world.imports import wasi_http_types
+
+    return Ok, Err, outgoing_handler, wasi_http_types, streams
+
+
+def http_get(url: str, max_bytes: Optional[int] = None) -> HttpResponse:
+    """GET `url` through the host (wasi:http/outgoing-handler), waiting for
+    the whole response; with `max_bytes`, a longer body raises HttpError as
+    soon as it passes the limit (nothing more is read). Raises HttpError
+    when the host refuses the destination (the message names the grant) or
+    the request fails."""
+    https, authority, path = _target(url)
+    Ok, Err, outgoing_handler, http, _ = _http_bindings()
+
+    def failure(code) -> HttpError:
+        if isinstance(code, http.ErrorCode_HttpRequestDenied):
+            return HttpError(_denied(url))
+        if code is None:
+            return HttpError(f"cannot fetch {url}: the host gave no response")
+        return HttpError(f"cannot fetch {url}: {_readable(code)}")
+
+    request = http.OutgoingRequest(http.Fields())
+    try:
+        request.set_method(http.Method_Get())
+        request.set_scheme(http.Scheme_Https() if https else http.Scheme_Http())
+        request.set_authority(authority)
+        request.set_path_with_query(path)
+    except Err:
+        raise HttpError(
+            f"cannot fetch {url}: the host cannot read it as a request (check the host name and path)"
+        ) from None
+    try:
+        future = outgoing_handler.handle(request, None)
+    except Err as err:
+        raise failure(err.value) from None
+    # Resources are released child first (the body's stream, the body, the
+    # response, the future), on every path.
+    with future:
+        # The poll loop: one pollable, waited for until the answer is in.
+        while (ready := future.get()) is None:
+            with future.subscribe() as pollable:
+                pollable.block()
+        # Ok(Ok(response)), Ok(Err(code)), or Err(()) for an answer taken
+        # twice (not done here).
+        if not isinstance(ready, Ok) or not isinstance(ready.value, Ok):
+            raise failure(ready.value.value if isinstance(ready, Ok) else None)
+        with ready.value.value as response:
+            status = response.status()
+            with response.headers() as fields:
+                headers = list(fields.entries())
+            body = response.consume()
+            try:
+                with body.stream() as stream:
+                    chunks = _read_all(url, stream, max_bytes, failure)
+            except BaseException:
+                body.__exit__(None, None, None)
+                raise
+            # Trailers are not kept.
+            with http.IncomingBody.finish(body):
+                pass
+    return HttpResponse(status, headers, b"".join(chunks))
+
+
+def _read_all(url: str, stream, max_bytes: Optional[int], failure) -> list:
+    """The chunks of a response body's stream, up to `max_bytes`."""
+    _, Err, _, http, streams = _http_bindings()
+
+    chunks, total = [], 0
+    while True:
+        try:
+            chunk = stream.blocking_read(64 * 1024)
+        except Err as err:
+            if isinstance(err.value, streams.StreamError_Closed):
+                return chunks
+            code = http.http_error_code(err.value.value)
+            if code is None:
+                raise HttpError(f"cannot fetch {url}: reading the body failed") from None
+            raise failure(code) from None
+        total += len(chunk)
+        if max_bytes is not None and total > max_bytes:
+            raise HttpError(f"cannot fetch {url}: its body is larger than {_size(max_bytes)}, the most this plugin keeps")
+        chunks.append(chunk)
+
+
 # --- Running a plugin ---------------------------------------------------------
 
 
@@ -625,6 +826,8 @@ def export(cls) -> tuple:
     runner = Runner(cls)
     from wit_world.exports import capabilities as wit_capabilities
     from wit_world.exports import environment as wit
+
+    _http_bindings()  # loaded now, for http_get (see there)
 
     def power(request: Request):
         kinds = {

@@ -1,6 +1,6 @@
 """The Python SDK in CPython: the splitting rule every implementation
 shares, routing, typed responses, state snapshots, refused-file sentences,
-and the build-time check. The exports are also tested against the real
+outgoing HTTP's sentences, and the build-time check. The exports are also tested against the real
 bindings componentize-py generates (ENVHOST_PY_BINDINGS names the folder;
 scripts/build-polyglot-plugins writes it)."""
 
@@ -186,6 +186,86 @@ class Files(unittest.TestCase):
             'not permitted; if tmp is granted read-only, ask the operator to grant it read-write in '
             'env/envhost.toml ([plugins.kv] read-write = ["tmp"])',
         )
+
+
+class Http(unittest.TestCase):
+    """What http_get says without sending anything: URLs, origins, the
+    sentences. The request itself goes through the host in the end-to-end
+    tests (tests/e2e/new_project.rs, a_new_python_project_fetches_from_an_allowed_host)."""
+
+    def test_the_origin_is_written_as_allowed_hosts_writes_it(self):
+        for url, origin in [
+            ("http://127.0.0.1:9/x", "http://127.0.0.1:9"),
+            ("https://Example.COM:443/", "https://example.com"),
+            ("http://example.com:80", "http://example.com"),
+            ("http://example.com:443", "http://example.com:443"),
+            ("HTTPS://[::1]:8443/a", "https://[::1]:8443"),
+            ("https://[::1]:443/a", "https://[::1]"),
+            ("https://[::1]/a", "https://[::1]"),
+        ]:
+            self.assertEqual(sdk.origin(url), origin, url)
+
+    def test_urls_become_a_request_s_parts(self):
+        self.assertEqual(sdk._target("https://example.com"), (True, "example.com", "/"))
+        self.assertEqual(sdk._target("http://127.0.0.1:9/x?y=1#top"), (False, "127.0.0.1:9", "/x?y=1"))
+        self.assertEqual(sdk._target("https://a.org?q"), (True, "a.org", "/?q"))
+        for url, why in [
+            ("ftp://a.org/", "only http:// and https:// URLs can be fetched"),
+            ("a.org/x", "a URL starts with http:// or https://"),
+            ("https:///x", "the URL names no host"),
+            ("https://a.org/a b", "a URL holds no spaces or control characters"),
+        ]:
+            with self.assertRaises(sdk.HttpError) as raised:
+                sdk.http_get(url)
+            self.assertEqual(str(raised.exception), f"cannot fetch {url}: {why}")
+
+    def test_a_denial_names_the_grant_and_is_a_failed_response(self):
+        self.assertEqual(
+            sdk._denied("http://127.0.0.1:9/"),
+            'cannot fetch http://127.0.0.1:9/: ask the operator to add "http://127.0.0.1:9" to allowed-hosts '
+            'in env/envhost.toml',
+        )
+        self.assertTrue(issubclass(sdk.HttpError, Fail))
+
+        class Fetching(Plugin):
+            summary = "fetches"
+
+            @command("fetch <url>", "Fetch.")
+            def fetch(self, call):
+                return sdk.http_get(call.args).text()
+
+        response = Runner(Fetching).handle("fetch gopher://x")
+        self.assertEqual(response, Response.fail("cannot fetch gopher://x: only http:// and https:// URLs can be fetched"))
+
+    def test_sizes_read_as_the_host_words_them(self):
+        self.assertEqual([sdk._size(n) for n in (512, 64 * 1024, 1536 * 1024, 4 << 30)],
+                         ["512 B", "64 KiB", "1.5 MiB", "4.0 GiB"])
+
+    def test_a_response_reads_as_text(self):
+        response = sdk.HttpResponse(200, [("content-type", b"text/plain")], b"caf\xc3\xa9 \xff")
+        self.assertEqual(response.text(), "caf\u00e9 \ufffd")
+
+    def test_error_codes_of_the_real_bindings_read_as_words(self):
+        sys.path.insert(0, BuildCheck.bindings(self))
+        try:
+            from wit_world.imports import wasi_http_types as http
+            self.assertEqual(sdk._readable(http.ErrorCode_ConnectionRefused()), "connection refused")
+            self.assertEqual(sdk._readable(http.ErrorCode_DnsTimeout()), "DNS timeout")
+            self.assertEqual(sdk._readable(http.ErrorCode_TlsCertificateError()), "TLS certificate error")
+            self.assertEqual(sdk._readable(http.ErrorCode_HttpResponseBodySize(3)), "HTTP response body size")
+            self.assertEqual(sdk._readable(http.ErrorCode_InternalError("boom")), "internal error: boom")
+            self.assertEqual(
+                sdk._readable(http.ErrorCode_DnsError(http.DnsErrorPayload("NXDOMAIN", None))), "DNS error (NXDOMAIN)"
+            )
+            # The names http_get takes from the bindings all exist.
+            Ok, Err, outgoing_handler, types, streams = sdk._http_bindings()
+            for name in ("OutgoingRequest", "Fields", "Method_Get", "Scheme_Http", "Scheme_Https", "IncomingResponse",
+                         "IncomingBody", "ErrorCode_HttpRequestDenied", "http_error_code"):
+                self.assertTrue(hasattr(types, name), name)
+            self.assertTrue(hasattr(outgoing_handler, "handle"))
+            self.assertTrue(hasattr(streams, "StreamError_Closed"))
+        finally:
+            sys.path.remove(BuildCheck.bindings(self))
 
 
 class BuildCheck(unittest.TestCase):

@@ -6,12 +6,13 @@
 // The world with both optional exports, `capabilities` and `state`: every
 // SDK plugin answers them (with no requests and no state, unless it says
 // otherwise). Imports the plugin never calls (the WASI filesystem through
-// std, outgoing HTTP) are left out of the component.
+// std, outgoing HTTP through `http`) are left out of the component.
 wit_bindgen::generate!({
     world: "full-plugin",
     path: "../wit/v0.2.0",
     // The WASI interfaces the world imports (filesystem, outgoing HTTP)
-    // are generated too; a plugin reaches files through std.
+    // are generated too; a plugin reaches files through std and HTTP
+    // through the `http` module.
     generate_all,
     pub_export_macro: true,
     export_macro_name: "export_plugin",

@@ -64,8 +64,9 @@
 //! numbers, [`log`] lines for its author. What it cannot, unless the
 //! operator grants it in `env/envhost.toml`: files (granted directories
 //! appear at `/` + their path in the project), environment variables,
-//! programs (through [`Program`]), outgoing HTTP to allowed hosts. Denied
-//! calls fail with an error the plugin can report. Say what you need with
+//! programs (through [`Program`]), outgoing HTTP to allowed hosts
+//! (through [`http::get`]). Denied calls fail with an error the plugin can
+//! report (the `http` module's names the grant to ask for). Say what you need with
 //! [`Plugin::requests`]: the operator sees it next to what is granted. A
 //! panic ends the call: the agent is told, and the host starts a fresh
 //! instance, whose state is lost unless the plugin keeps it as bytes with
@@ -78,6 +79,7 @@ extern crate self as envhost_sdk;
 
 mod bindings;
 mod declarative;
+pub mod http;
 pub mod interactive;
 pub mod log;
 mod plugin;

@@ -700,3 +700,34 @@ fn without_bash_the_error_is_clear_and_the_host_keeps_serving() {
     let (status, _) = host.finish();
     assert!(status.success());
 }
+
+/// The report of a command's end can reach the host before the last bytes
+/// the command wrote have passed the kernel's terminal buffers; the host
+/// reads the terminal dry after the report, so each command's output comes
+/// whole with its own answer, never late with the next one. Written by a
+/// child process just before it exits (bash reports at once after), many
+/// times in a row, small and large.
+#[test]
+fn the_last_bytes_a_command_writes_come_with_its_own_answer() {
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    for round in 0..300 {
+        let size = [1, 100, 3000, 20_000][round % 4];
+        let reply = bash(
+            &mut host,
+            &format!("/usr/bin/printf 'round-{round} %0{size}d\\n' 0"),
+        );
+        let output = reply.ok();
+        assert_eq!(
+            output.len(),
+            format!("round-{round} ").len() + size + 1,
+            "round {round}: {}",
+            &output[..output.len().min(200)]
+        );
+        assert!(
+            output.starts_with(&format!("round-{round} 0")),
+            "round {round}"
+        );
+    }
+    host.finish();
+}

@@ -80,11 +80,50 @@ fn calling_the_report_function_cannot_end_a_command() {
     // Every function of the host's that prints a report, called from the
     // command itself in a fake directory, directly and from a subshell.
     let forgery = r#"mkdir -p /tmp/forged-$$ && cd /tmp/forged-$$
-for f in $(declare -F | awk '{print $3}' | grep -E 'prompt|report|fence'); do
+for f in $(declare -F | awk '{print $3}' | grep -E 'envhost'); do
   true; "$f"; ( "$f" )
 done
 cd "$HOME_DIR"; rmdir /tmp/forged-$$"#;
     assert_not_forged(&mut host, &project, "report function", forgery);
+    host.finish();
+}
+
+/// A command that changes the number the shell reports it by (or calls
+/// the function that sets it) still ends when the shell reports, with its
+/// own output and exit code, a sentence saying what it did, and the shell
+/// and its variables kept: before, the host took the report for another
+/// command's, waited, and ended the shell as one that lost its socket.
+#[test]
+fn changing_the_shells_command_number_ends_the_command_with_a_note_not_a_lost_shell() {
+    let project = Project::new();
+    let mut host = host_for(&project);
+    bash(&mut host, "export KEPT=yes").ok();
+    for meddling in ["__envhost_seq=999", "__envhost_seq=x", "__envhost_load"] {
+        let reply = bash(&mut host, &format!("{meddling}; echo after; (exit 3)"));
+        assert_eq!(
+            reply.output().lines().next(),
+            Some("after"),
+            "{meddling}: {}",
+            reply.0
+        );
+        assert!(
+            reply
+                .output()
+                .contains("changed the number the shell reports its commands by"),
+            "{meddling}: {}",
+            reply.0
+        );
+        assert!(
+            reply.screen("bash").contains("Last exit code: 3"),
+            "{meddling}: {}",
+            reply.0
+        );
+        assert_eq!(
+            bash(&mut host, "echo $KEPT").ok(),
+            "yes\n",
+            "{meddling}: the shell was kept"
+        );
+    }
     host.finish();
 }
 

@@ -883,6 +883,10 @@ fn compiling_a_plugin_is_bounded_in_time_and_memory() {
     project.write("env/notes.wasm", &manual);
     project.write("env/slow.wasm", slow_to_compile());
     // Bounded by construction: 2 s of CPU, 1 GiB of memory at most.
+    // Cranelift compiles it (as `check` does, and a session for a plugin
+    // under --plugin-baseline-above): Winch, which a session uses first
+    // for a large plugin, compiles this one quickly, under the same bounds
+    // (`tiering::the_baseline_compilation_is_bounded_too`).
     let started = Instant::now();
     let mut host = host_builder(&project)
         .args([
@@ -890,6 +894,8 @@ fn compiling_a_plugin_is_bounded_in_time_and_memory() {
             "2s",
             "--plugin-compile-memory",
             "1GiB",
+            "--plugin-baseline-above",
+            "32MiB",
         ])
         .start(project.path());
     let reply = host.command("notes", "kept");
@@ -907,7 +913,12 @@ fn compiling_a_plugin_is_bounded_in_time_and_memory() {
     assert!(host.finish().0.success());
 
     let mut host = host_builder(&project)
-        .args(["--plugin-compile-memory", "64MiB"])
+        .args([
+            "--plugin-compile-memory",
+            "64MiB",
+            "--plugin-baseline-above",
+            "32MiB",
+        ])
         .start(project.path());
     let reply = host.command("notes", "kept");
     assert_eq!(reply.ok(), "Noted (1 so far)");

@@ -12,7 +12,9 @@ use std::time::Duration;
 /// How a test server treats a connection.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Behaviour {
-    /// Reads the request and answers `200` with a short body.
+    /// Reads the request and answers `200` with a short body ([`BODY`]);
+    /// a path `/status/N` gets status N (and the same body), `/bytes/N`
+    /// `200` with N bytes of `x`.
     Answer,
     /// Accepts and keeps the connection, never answering.
     Silent,
@@ -99,9 +101,19 @@ fn answer(mut stream: TcpStream, hosts: &Mutex<Vec<String>>) {
     {
         hosts.lock().expect("hosts").push(host.trim().to_owned());
     }
+    let path = text.split_whitespace().nth(1).unwrap_or("/");
+    let number = |prefix: &str| {
+        path.strip_prefix(prefix)
+            .and_then(|n| n.parse::<usize>().ok())
+    };
+    let (status, body) = match (number("/status/"), number("/bytes/")) {
+        (Some(status), _) => (status, BODY.to_owned()),
+        (None, Some(size)) => (200, "x".repeat(size)),
+        (None, None) => (200, BODY.to_owned()),
+    };
     let _ = write!(
         stream,
-        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{BODY}",
-        BODY.len()
+        "HTTP/1.1 {status} Status {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
     );
 }

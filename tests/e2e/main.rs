@@ -32,4 +32,5 @@ mod repl;
 mod running;
 mod session;
 mod stopping;
+mod tiering;
 mod versions;

@@ -321,6 +321,51 @@ fn a_new_project_fetches_from_an_allowed_host(lang: &'static str) {
     assert_eq!(host.command("kv", "get greeting").ok(), BODY);
 }
 
+/// Each way a granted fetch can fail reads as a sentence, and stores
+/// nothing: a status that is not 2xx, a body over 64 KiB (one exactly
+/// 64 KiB is kept), and a granted port nobody listens on.
+fn a_new_project_says_why_a_fetch_failed(lang: &'static str) {
+    let plugin = built(lang);
+    let server = Server::start(Behaviour::Answer);
+    let origin = format!("http://127.0.0.1:{}", server.port);
+    // A port that was free a moment ago: connecting to it is refused.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free loopback port")
+        .port();
+    let project = project_using(&plugin);
+    project.write(
+        "env/envhost.toml",
+        format!("[plugins.kv]\nallowed-hosts = [\"{origin}\", \"http://127.0.0.1:{closed}\"]\n"),
+    );
+    let mut host = start(&project, false);
+
+    let missing = host.command("kv", &format!("fetch missing {origin}/status/404"));
+    assert_eq!(
+        missing.failed(),
+        format!("GET {origin}/status/404 answered 404")
+    );
+    let large = host.command("kv", &format!("fetch large {origin}/bytes/65537"));
+    assert_eq!(
+        large.failed(),
+        format!(
+            "cannot fetch {origin}/bytes/65537: its body is larger than 64 KiB, the most this plugin keeps"
+        )
+    );
+    let full = host.command("kv", &format!("fetch full {origin}/bytes/65536"));
+    assert_eq!(
+        full.ok(),
+        format!("stored full (65536 bytes from {origin})")
+    );
+    let refused = host.command("kv", &format!("fetch down http://127.0.0.1:{closed}/"));
+    assert_eq!(
+        refused.failed(),
+        format!("cannot fetch http://127.0.0.1:{closed}/: connection refused")
+    );
+    let screen = refused.screen("kv");
+    assert!(screen.contains("Keys (1): full"), "{screen}");
+}
+
 #[test]
 fn a_new_python_project_passes_its_session() {
     a_new_project_passes_its_session("python");
@@ -391,13 +436,11 @@ fn bad_names_and_busy_folders_are_refused_with_a_sentence() {
 }
 
 #[test]
-#[ignore = "the Rust template's fetch command is being written"]
 fn a_new_rust_project_fetches_from_an_allowed_host() {
     a_new_project_fetches_from_an_allowed_host("rust");
 }
 
 #[test]
-#[ignore = "the Python template's fetch command is being written"]
 fn a_new_python_project_fetches_from_an_allowed_host() {
     a_new_project_fetches_from_an_allowed_host("python");
 }
@@ -405,4 +448,14 @@ fn a_new_python_project_fetches_from_an_allowed_host() {
 #[test]
 fn a_new_javascript_project_fetches_from_an_allowed_host() {
     a_new_project_fetches_from_an_allowed_host("js");
+}
+
+#[test]
+fn a_new_rust_project_says_why_a_fetch_failed() {
+    a_new_project_says_why_a_fetch_failed("rust");
+}
+
+#[test]
+fn a_new_python_project_says_why_a_fetch_failed() {
+    a_new_project_says_why_a_fetch_failed("python");
 }

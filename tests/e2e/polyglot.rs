@@ -25,12 +25,12 @@ const COMPONENTS: [&str; 4] = ["tasks", "regex", "tasks_crash", "regex_crash"];
 
 /// What the shared setup produced: where the components are and the
 /// compiled-code cache that already holds them.
-struct Built {
-    components: PathBuf,
+pub(crate) struct Built {
+    pub(crate) components: PathBuf,
     cache: PathBuf,
 }
 
-fn built() -> &'static Built {
+pub(crate) fn built() -> &'static Built {
     static BUILT: OnceLock<Result<Built, String>> = OnceLock::new();
     let built = BUILT.get_or_init(|| {
         let script = workspace().join("scripts/build-polyglot-plugins");

@@ -4,11 +4,17 @@
 //!
 //! For each:
 //! - size of the component;
-//! - host start, cold (empty compiled-code cache: Cranelift compiles the
-//!   component) and warm (cached): the real `envhost serve` with that one
-//!   plugin, from spawn to its answer to the first `{"type":"screen"}`;
+//! - host start, cold (empty compiled-code cache) and warm (cached): the
+//!   real `envhost serve` with that one plugin, from spawn to its answer to
+//!   the first `{"type":"screen"}`. Cold twice: as the host does it (a
+//!   plugin over 1 MiB starts on Winch's baseline code while Cranelift
+//!   compiles for the cache in the background), and with Cranelift's code
+//!   compiled at once (`--plugin-baseline-above 64MiB`, the host before
+//!   tiering), with their ratio;
 //! - a fresh instance (`PluginPre::instantiate` + `describe`): what a
 //!   restart after a trap costs;
+//! - per-call cost of `handle-command` on baseline (Winch) code, raw, and
+//!   its ratio to the optimised code's;
 //! - per-call cost of `handle-command` and `get-screen`: the raw wasmtime
 //!   call (generated bindings, nothing else) beside the host's path
 //!   (`PluginEnvironment`: help routing, time limit, output capture, help
@@ -26,7 +32,7 @@ use std::time::{Duration, Instant};
 use envhost_core::{CancelFlag, CommandContext};
 use envhost_plugin::bench::RawPlugin;
 use support::{
-    fmt_ms, hosted_plugins, per_call_ns, profile, summarize, target_dir, time_to_first_screen,
+    fmt_ms, hosted_plugins, per_call_ns, profile, summarize, target_dir, time_to_first_screen_with,
 };
 
 /// Cold starts compile 12-18 MB components for seconds each: few runs.
@@ -47,9 +53,11 @@ struct Subject {
 struct Measured {
     size: u64,
     cold: Vec<Duration>,
+    cold_optimised: Vec<Duration>,
     warm: Vec<Duration>,
     instantiate: Duration,
     raw_call: f64,
+    raw_call_baseline: f64,
     host_call: f64,
     raw_screen: f64,
     host_screen: f64,
@@ -112,15 +120,32 @@ fn measure(subject: &Subject) -> Measured {
     .expect("install the plugin");
 
     let mut cold = Vec::new();
+    let mut cold_optimised = Vec::new();
     let cache = tempfile::tempdir().expect("cache");
     for _ in 0..COLD_RUNS {
         let empty = tempfile::tempdir().expect("empty cache");
-        cold.push(start_once(project.path(), empty.path(), subject.name));
+        cold.push(start_once(project.path(), empty.path(), subject.name, &[]));
+        let empty = tempfile::tempdir().expect("empty cache");
+        cold_optimised.push(start_once(
+            project.path(),
+            empty.path(),
+            subject.name,
+            &["--plugin-baseline-above", "64MiB"],
+        ));
     }
-    // Fill the warm cache once, then time starts that hit it.
-    start_once(project.path(), cache.path(), subject.name);
+    // Fill the warm cache once (`check` compiles optimised code at once; a
+    // session that ends at its first screen would stop its background
+    // compilation), then time starts that hit it.
+    let checked = std::process::Command::new(env!("CARGO_BIN_EXE_envhost"))
+        .arg("check")
+        .arg("--plugin-cache")
+        .arg(cache.path())
+        .arg(project.path().join(format!("env/{}.wasm", subject.name)))
+        .output()
+        .expect("run envhost check");
+    assert!(checked.status.success(), "envhost check refused the plugin");
     let warm: Vec<Duration> = (0..WARM_RUNS)
-        .map(|_| start_once(project.path(), cache.path(), subject.name))
+        .map(|_| start_once(project.path(), cache.path(), subject.name, &[]))
         .collect();
 
     // The raw calls: generated bindings on a store, nothing of the host's;
@@ -151,6 +176,20 @@ fn measure(subject: &Subject) -> Measured {
     let raw_screen = per_call_ns(CALLS, || {
         raw_plugin.get_screen().expect("raw screen");
     });
+    // The same raw call on baseline (Winch) code: what a session's first
+    // start runs until its optimised code is compiled.
+    let empty = tempfile::tempdir().expect("empty cache");
+    let mut baseline = RawPlugin::load_baseline(subject.name, &file, project.path(), empty.path())
+        .expect("load the plugin on baseline code");
+    baseline.describe().expect("describe");
+    for command in subject.setup {
+        let (output, success) = baseline.handle_command(command).expect("setup call");
+        assert!(success, "{command}: {output}");
+    }
+    let raw_call_baseline = per_call_ns(CALLS, || {
+        let (_, success) = baseline.handle_command(subject.command).expect("raw call");
+        assert!(success);
+    });
 
     // The host's path: the loaded plugin environment, as the orchestrator
     // calls it.
@@ -178,17 +217,19 @@ fn measure(subject: &Subject) -> Measured {
     Measured {
         size: bytes.len() as u64,
         cold,
+        cold_optimised,
         warm,
         instantiate: summarize(&instantiations).median,
         raw_call,
+        raw_call_baseline,
         host_call,
         raw_screen,
         host_screen,
     }
 }
 
-fn start_once(project: &Path, cache: &Path, name: &str) -> Duration {
-    let (took, line) = time_to_first_screen(project, cache);
+fn start_once(project: &Path, cache: &Path, name: &str, extra: &[&str]) -> Duration {
+    let (took, line) = time_to_first_screen_with(project, cache, extra);
     assert!(
         line.contains(&format!("\"{name}\":{{\"content\"")),
         "no {name} section: {line}"
@@ -226,6 +267,15 @@ fn report(subjects: &[Subject], measured: &[Measured]) {
     row("  host start, cold cache (min)", &|m| {
         fmt_ms(summarize(&m.cold).min)
     });
+    row("  cold, optimised at once (median)", &|m| {
+        fmt_ms(summarize(&m.cold_optimised).median)
+    });
+    row("  cold: tiered / optimised at once", &|m| {
+        ratio(
+            summarize(&m.cold).median.as_secs_f64(),
+            summarize(&m.cold_optimised).median.as_secs_f64(),
+        )
+    });
     row("  host start, warm cache (median)", &|m| {
         fmt_ms(summarize(&m.warm).median)
     });
@@ -239,6 +289,12 @@ fn report(subjects: &[Subject], measured: &[Measured]) {
     header("per call (ns)");
     row("  handle-command, raw wasmtime call", &|m| {
         format!("{:.0}", m.raw_call)
+    });
+    row("  handle-command, raw, baseline code", &|m| {
+        format!("{:.0}", m.raw_call_baseline)
+    });
+    row("  baseline / optimised (raw call)", &|m| {
+        ratio(m.raw_call_baseline, m.raw_call)
     });
     row("  handle-command, through the host", &|m| {
         format!("{:.0}", m.host_call)

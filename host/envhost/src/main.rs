@@ -89,7 +89,12 @@ enum Command {
     /// Compile one plugin (stdin) to machine code (stdout): what the host
     /// runs in a separate, bounded process of its own binary.
     #[command(name = "compile-plugin", hide = true)]
-    CompilePlugin,
+    CompilePlugin {
+        /// Baseline code (wasmtime's Winch), for a first start, instead
+        /// of optimised code (Cranelift), which the cache keeps.
+        #[arg(long)]
+        baseline: bool,
+    },
     /// Write a new plugin project: a small key-value environment in Rust,
     /// Python or JavaScript, with its SDK, the WIT, the toolchain pinned, a
     /// build script, a grants stub and a session test.
@@ -256,6 +261,15 @@ pub(crate) struct PluginArgs {
     #[arg(long, value_name = "BYTES", value_parser = parse_size,
           default_value = DEFAULT_COMPILE_MEMORY_TEXT)]
     plugin_compile_memory: usize,
+
+    /// In a session, a plugin larger than this (e.g. 1MiB; 1 for all) whose
+    /// optimised code is not cached yet starts at once on baseline code
+    /// (wasmtime's Winch) while its optimised code is compiled in the
+    /// background for the cache. `check`, `call` and `test` compile
+    /// optimised code at once.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size,
+          default_value = DEFAULT_BASELINE_ABOVE_TEXT)]
+    plugin_baseline_above: usize,
 }
 
 /// The defaults of the plugin limits, as the help shows them (a unit test
@@ -263,6 +277,8 @@ pub(crate) struct PluginArgs {
 const DEFAULT_MAX_PLUGIN_SIZE_TEXT: &str = "32MiB";
 const DEFAULT_COMPILE_TIME_TEXT: &str = "120s";
 const DEFAULT_COMPILE_MEMORY_TEXT: &str = "2GiB";
+/// Cranelift compiles a plugin under this size in a fraction of a second.
+const DEFAULT_BASELINE_ABOVE_TEXT: &str = "1MiB";
 
 impl PluginArgs {
     /// The settings, with `grants` as the grants file (`None`: the
@@ -423,7 +439,7 @@ fn main() -> ExitCode {
         Command::Healthcheck(args) => return run_healthcheck(args),
         Command::Call(args) => return call::run(args),
         Command::Test(args) => return plugin_test::run(args),
-        Command::CompilePlugin => return plugin::serve_compile(),
+        Command::CompilePlugin { baseline } => return plugin::serve_compile(baseline),
         Command::New(args) => new_project::run(&args).map(|()| ExitCode::SUCCESS),
     };
     match result {
@@ -506,7 +522,8 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
         Mode::Serve { .. } | Mode::Mcp { http: None, .. } if !args.verbose => Arc::new(DiscardSink),
         _ => Arc::new(StderrSink),
     };
-    let plugin_settings = args.plugins.settings(args.plugin_config.clone());
+    let mut plugin_settings = args.plugins.settings(args.plugin_config.clone());
+    plugin_settings.baseline_above = Some(args.plugins.plugin_baseline_above as u64);
     // Before the plugins load: a change made while they load is seen.
     let watcher = matches!(mode, Mode::Serve { watch: true }).then(|| {
         watch::Watcher::new(

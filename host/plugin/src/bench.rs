@@ -44,6 +44,28 @@ impl RawPlugin {
         project: &Path,
         cache: Option<&Path>,
     ) -> Result<RawPlugin, String> {
+        Self::load_tiered(name, file, project, cache, None)
+    }
+
+    /// [`RawPlugin::load`] on baseline (Winch) code, as a session's first
+    /// start of a large plugin runs it; `empty_cache` must hold no entry
+    /// for it (a cached entry would be used instead).
+    pub fn load_baseline(
+        name: &str,
+        file: &Path,
+        project: &Path,
+        empty_cache: &Path,
+    ) -> Result<RawPlugin, String> {
+        Self::load_tiered(name, file, project, Some(empty_cache), Some(0))
+    }
+
+    fn load_tiered(
+        name: &str,
+        file: &Path,
+        project: &Path,
+        cache: Option<&Path>,
+        baseline_above: Option<u64>,
+    ) -> Result<RawPlugin, String> {
         let sandbox = Arc::new(
             Sandbox::new(DEFAULT_MEMORY_LIMIT, DEFAULT_OPEN_FILES).map_err(|e| e.to_string())?,
         );
@@ -51,6 +73,7 @@ impl RawPlugin {
             cache: cache.map_or(CodeCache::Disabled, |dir| {
                 CodeCache::Directory(dir.to_owned())
             }),
+            baseline_above,
             ..PluginSettings::default()
         };
         let candidate = Candidate {
@@ -115,7 +138,7 @@ fn instantiate(
     pre: &PluginPre,
     grants: &Arc<Grants>,
 ) -> Result<(Store<HostState>, Exports), String> {
-    let mut store = sandbox.new_store(GuestOutput::new(), grants);
+    let mut store = sandbox.new_store(pre.instance_pre().engine(), GuestOutput::new(), grants);
     // Raw calls are not the host's: they run without its time limit.
     *store.data_mut().budget_mut() = CallBudget::starting_now(Duration::from_secs(3600), None);
     let (_, exports) = pre.instantiate(&mut store).map_err(|e| e.to_string())?;

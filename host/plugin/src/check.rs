@@ -388,6 +388,8 @@ fn describe_loaded(
             saved: Err(why), ..
         } => format!("compiled, not cached: {why}"),
         CacheOutcome::CompiledUncached => "compiled (the cache is off)".to_owned(),
+        // `check` compiles optimised code at once (no `baseline_above`).
+        CacheOutcome::Baseline { .. } => "compiled to baseline code".to_owned(),
     };
     text.push_str(&format!(
         "  code:        {compiled} in {}\n",
@@ -469,9 +471,11 @@ fn screen_preview(
             }
         }
     }
+    // No settings: `check` starts no background compilation.
     let mut environment = crate::load::plugin_environment(
         loaded,
         sandbox,
+        None,
         OutputLimits::for_project(&PathBuf::from(".")),
         log,
         &cancel,

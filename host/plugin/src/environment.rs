@@ -69,6 +69,9 @@ pub struct PluginParts {
     pub name: String,
     pub sandbox: Arc<Sandbox>,
     pub pre: PluginPre,
+    /// The optimised code, once compiled in the background, for the next
+    /// fresh instance (`load::tiering`).
+    pub upgrade: crate::load::tiering::Upgrade,
     pub instance: LiveInstance,
     pub commands: Vec<CommandSpec>,
     /// What the operator granted; every fresh instance gets the same.
@@ -86,6 +89,7 @@ pub struct PluginEnvironment {
     name: String,
     sandbox: Arc<Sandbox>,
     pre: PluginPre,
+    upgrade: crate::load::tiering::Upgrade,
     /// `None` after a failure whose restart failed too; retried on the next
     /// call.
     instance: Option<LiveInstance>,
@@ -126,6 +130,7 @@ impl PluginEnvironment {
             name: parts.name,
             sandbox: parts.sandbox,
             pre: parts.pre,
+            upgrade: parts.upgrade,
             instance: Some(parts.instance),
             help,
             grants: parts.grants,
@@ -152,6 +157,15 @@ impl PluginEnvironment {
     /// one is kept), or why not.
     fn restart(&mut self) -> Result<Restored, CallFailure> {
         self.instance = None;
+        // Started on baseline code: a fresh instance is where the optimised
+        // code, once compiled in the background, takes over.
+        if let Some(optimised) = self.upgrade.take() {
+            self.pre = optimised;
+            self.log.line(&format!(
+                "envhost: plugin {}: its fresh instance runs on its optimised code, compiled in the background",
+                self.name
+            ));
+        }
         let (mut instance, _, output) = start_described(&self.sandbox, &self.pre, &self.grants)?;
         self.forward(&output);
         let (restored, output) = self.kept.restore_into(&mut instance, &self.sandbox);
@@ -583,6 +597,9 @@ impl Environment for PluginEnvironment {
         // A command still running is interrupted and its end waited for.
         self.yielded = None;
         self.worker = None;
+        // Before the host reaps its processes: a compiler it kills would
+        // otherwise read as a failed compilation.
+        self.sandbox.background().stop();
         self.shut_down();
     }
 

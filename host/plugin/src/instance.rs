@@ -48,7 +48,7 @@ impl LiveInstance {
         grants: &Arc<Grants>,
     ) -> Result<LiveInstance, (wasmtime::Error, CallOutput)> {
         let output = GuestOutput::new();
-        let mut store = sandbox.new_store(output.clone(), grants);
+        let mut store = sandbox.new_store(pre.instance_pre().engine(), output.clone(), grants);
         let instantiated = {
             let _call = sandbox.begin_call(&mut store, QUICK_CALL_LIMIT, None);
             pre.instantiate(&mut store)

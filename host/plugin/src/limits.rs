@@ -633,18 +633,19 @@ pub(crate) struct EpochTicker {
 }
 
 impl EpochTicker {
-    /// Starts the clock thread for `engine`.
-    pub(crate) fn start(engine: &Engine) -> std::io::Result<Self> {
+    /// Starts the clock thread for `engines` (the optimised and the
+    /// baseline code's: a call on either is bounded alike).
+    pub(crate) fn start(engines: &[Engine]) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
             active_calls: AtomicUsize::new(0),
             parked: AtomicBool::new(false),
             stop: AtomicBool::new(false),
         });
-        let engine = engine.clone();
+        let engines = engines.to_vec();
         let state = Arc::clone(&shared);
         let thread = thread::Builder::new()
             .name("envhost-epoch".into())
-            .spawn(move || run(&engine, &state))?;
+            .spawn(move || run(&engines, &state))?;
         let handle = thread.thread().clone();
         Ok(EpochTicker {
             shared,
@@ -690,7 +691,7 @@ impl Drop for ActiveCall<'_> {
     }
 }
 
-fn run(engine: &Engine, shared: &Shared) {
+fn run(engines: &[Engine], shared: &Shared) {
     let mut last_active = Instant::now();
     while !shared.stop.load(Ordering::SeqCst) {
         if shared.active_calls.load(Ordering::SeqCst) > 0 {
@@ -707,7 +708,9 @@ fn run(engine: &Engine, shared: &Shared) {
             continue;
         }
         thread::sleep(TICK);
-        engine.increment_epoch();
+        for engine in engines {
+            engine.increment_epoch();
+        }
     }
 }
 
@@ -731,7 +734,7 @@ mod tests {
         let mut config = Config::new();
         config.epoch_interruption(true);
         let engine = Engine::new(&config).expect("engine");
-        let ticker = EpochTicker::start(&engine).expect("ticker");
+        let ticker = EpochTicker::start(std::slice::from_ref(&engine)).expect("ticker");
         let module = Module::new(&engine, LOOP_FOREVER).expect("module");
         let mut store = Store::new(&engine, 0u32);
         store.set_epoch_deadline(1);

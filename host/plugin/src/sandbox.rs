@@ -18,6 +18,16 @@
 //! limit, and the programs the `interactive` import may start (checked
 //! there). Nothing else is linked or opened. This module must not know
 //! about the agent, help or screens.
+//!
+//! Two compilers, one sandbox: code made by Cranelift (optimised, what the
+//! compiled-code cache holds) and by Winch (wasmtime's baseline compiler,
+//! several times cheaper to compile, for a plugin's first start while its
+//! optimised code is made in the background: `load::tiering`). Each has
+//! its engine and its linker, built by the same function; the clock
+//! thread advances both engines' epochs, and every store gets the same
+//! limits, whichever engine made its code. Winch in wasmtime 48 emits the
+//! epoch check at every function entry and loop header, as Cranelift does,
+//! so an endless loop in baseline code is stopped the same way.
 
 use std::fmt;
 use std::sync::Arc;
@@ -25,7 +35,7 @@ use std::time::Duration;
 
 use envhost_core::CancelFlag;
 use wasmtime::component::{HasSelf, Linker};
-use wasmtime::{Config, Engine, Store};
+use wasmtime::{Config, Engine, Store, Strategy};
 use wasmtime_wasi::WasiCtx;
 
 use crate::grants::Grants;
@@ -43,11 +53,57 @@ pub enum SandboxError {
     Ticker(#[from] std::io::Error),
 }
 
-/// One engine, one linker and one clock thread, shared by all plugins.
+/// Which compiler made a plugin's code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// Cranelift: what the cache holds and plugins run once warm.
+    Optimised,
+    /// Winch: a first start's code while the optimised code is compiled.
+    Baseline,
+}
+
+/// An engine and the linker of the host's imports for it.
+#[derive(Clone)]
+pub(crate) struct Runtime {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<HostState>,
+}
+
+impl Runtime {
+    fn new(tier: Tier) -> Result<Self, SandboxError> {
+        let engine =
+            Engine::new(&engine_config(tier)).map_err(|e| SandboxError::Engine(e.to_string()))?;
+        let linker = linker_for(&engine)?;
+        Ok(Runtime { engine, linker })
+    }
+}
+
+/// The linker with every import a plugin gets, for `engine`.
+fn linker_for(engine: &Engine) -> Result<Linker<HostState>, SandboxError> {
+    let mut linker = Linker::<HostState>::new(engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+        .map_err(|e| SandboxError::Engine(format!("linking WASI: {e}")))?;
+    crate::host::replace_wasi_calls(&mut linker)
+        .map_err(|e| SandboxError::Engine(format!("linking the host's WASI calls: {e}")))?;
+    crate::host::add_http_to_linker(&mut linker)
+        .map_err(|e| SandboxError::Engine(format!("linking outgoing HTTP: {e}")))?;
+    // Every version's imports, side by side (their names differ by
+    // version): a component links to the ones it was built against.
+    let linked = latest::logging::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+        .and_then(|()| latest::interactive::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s))
+        .and_then(|()| v0_1_0::logging::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s))
+        .and_then(|()| v0_1_0::interactive::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s));
+    linked.map_err(|e| SandboxError::Engine(format!("linking envhost's imports: {e}")))?;
+    Ok(linker)
+}
+
+/// Two engines (optimised and baseline code), their linkers and one clock
+/// thread, shared by all plugins.
 pub struct Sandbox {
-    engine: Engine,
-    linker: Linker<HostState>,
+    optimised: Runtime,
+    baseline: Runtime,
     ticker: EpochTicker,
+    background: crate::load::tiering::Background,
     memory_limit: usize,
     open_files: usize,
     shutdown: ShutdownClock,
@@ -65,48 +121,59 @@ impl Sandbox {
     /// The sandbox for plugins with `memory_limit` bytes each (unless
     /// granted another), and at most `open_files` files open each.
     pub fn new(memory_limit: usize, open_files: usize) -> Result<Self, SandboxError> {
-        let engine =
-            Engine::new(&engine_config()).map_err(|e| SandboxError::Engine(e.to_string()))?;
-        let mut linker = Linker::<HostState>::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
-            .map_err(|e| SandboxError::Engine(format!("linking WASI: {e}")))?;
-        crate::host::replace_wasi_calls(&mut linker)
-            .map_err(|e| SandboxError::Engine(format!("linking the host's WASI calls: {e}")))?;
-        crate::host::add_http_to_linker(&mut linker)
-            .map_err(|e| SandboxError::Engine(format!("linking outgoing HTTP: {e}")))?;
-        // Every version's imports, side by side (their names differ by
-        // version): a component links to the ones it was built against.
-        let linked = latest::logging::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
-            .and_then(|()| latest::interactive::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s))
-            .and_then(|()| v0_1_0::logging::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s))
-            .and_then(|()| v0_1_0::interactive::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s));
-        linked.map_err(|e| SandboxError::Engine(format!("linking envhost's imports: {e}")))?;
-        let ticker = EpochTicker::start(&engine)?;
+        let optimised = Runtime::new(Tier::Optimised)?;
+        let baseline = Runtime::new(Tier::Baseline)?;
+        let ticker = EpochTicker::start(&[optimised.engine.clone(), baseline.engine.clone()])?;
         Ok(Sandbox {
-            engine,
-            linker,
+            optimised,
+            baseline,
             ticker,
+            background: crate::load::tiering::Background::default(),
             memory_limit,
             open_files,
             shutdown: ShutdownClock::default(),
         })
     }
 
+    /// The engine of optimised code (the cache's).
     pub fn engine(&self) -> &Engine {
-        &self.engine
+        &self.optimised.engine
     }
 
-    pub fn linker(&self) -> &Linker<HostState> {
-        &self.linker
+    pub(crate) fn runtime(&self, tier: Tier) -> &Runtime {
+        match tier {
+            Tier::Optimised => &self.optimised,
+            Tier::Baseline => &self.baseline,
+        }
+    }
+
+    /// The linker for code made by `engine` (one of this sandbox's).
+    pub fn linker(&self, engine: &Engine) -> &Linker<HostState> {
+        if Engine::same(engine, &self.baseline.engine) {
+            &self.baseline.linker
+        } else {
+            &self.optimised.linker
+        }
+    }
+
+    /// The optimised code being compiled in the background.
+    pub(crate) fn background(&self) -> &crate::load::tiering::Background {
+        &self.background
     }
 
     pub fn memory_limit(&self) -> usize {
         self.memory_limit
     }
 
-    /// A fresh store for one plugin instance, its output going to `output`,
-    /// with what `grants` opens.
-    pub fn new_store(&self, output: GuestOutput, grants: &Arc<Grants>) -> Store<HostState> {
+    /// A fresh store for one plugin instance of code made by `engine` (one
+    /// of this sandbox's), its output going to `output`, with what `grants`
+    /// opens.
+    pub fn new_store(
+        &self,
+        engine: &Engine,
+        output: GuestOutput,
+        grants: &Arc<Grants>,
+    ) -> Store<HostState> {
         let mut wasi = WasiCtx::builder();
         wasi.stdout(output.stdout())
             .stderr(output.stderr())
@@ -128,7 +195,7 @@ impl Sandbox {
             output,
             Arc::clone(grants),
         );
-        let mut store = Store::new(&self.engine, state);
+        let mut store = Store::new(engine, state);
         store.limiter(|state| state.limiter());
         store.epoch_deadline_callback(|cx| cx.data().budget().on_tick());
         store.set_epoch_deadline(1);
@@ -165,10 +232,13 @@ pub struct CallInProgress<'a> {
     _requests: EndOfCall,
 }
 
-/// The engine's configuration; the compiler process uses the same, so that
-/// the code it makes loads here.
-pub(crate) fn engine_config() -> Config {
+/// The configuration of the engine for `tier`'s code; the compiler process
+/// uses the same, so that the code it makes loads here.
+pub(crate) fn engine_config(tier: Tier) -> Config {
     let mut config = Config::new();
     config.epoch_interruption(true);
+    if tier == Tier::Baseline {
+        config.strategy(Strategy::Winch);
+    }
     config
 }

@@ -30,6 +30,11 @@ pub struct PluginSettings {
     /// The grants file, when not the default (`env/envhost.toml` next to
     /// the plugins). `envhost check` grants nothing without one.
     pub config_file: Option<PathBuf>,
+    /// Tiering (`load::tiering`): a plugin over this many bytes whose
+    /// optimised code is not cached starts on baseline code while its
+    /// optimised code is compiled in the background. `None`: never (the
+    /// one-shot commands, which compile the optimised code at once).
+    pub baseline_above: Option<u64>,
 }
 
 impl Default for PluginSettings {
@@ -44,6 +49,7 @@ impl Default for PluginSettings {
             max_plugins: DEFAULT_MAX_PLUGINS,
             max_size: DEFAULT_MAX_PLUGIN_SIZE,
             config_file: None,
+            baseline_above: None,
         }
     }
 }

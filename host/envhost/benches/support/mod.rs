@@ -161,9 +161,20 @@ impl Serve {
 /// Time from spawning `envhost serve` to having its first screen, with the
 /// compiled-plugin cache in `cache`; returns that time and the screen line.
 pub fn time_to_first_screen(project: &Path, cache: &Path) -> (Duration, String) {
+    time_to_first_screen_with(project, cache, &[])
+}
+
+/// [`time_to_first_screen`] with more arguments for `envhost serve`.
+pub fn time_to_first_screen_with(
+    project: &Path,
+    cache: &Path,
+    extra: &[&str],
+) -> (Duration, String) {
     let started = Instant::now();
     let cache = cache.to_str().expect("UTF-8 cache path");
-    let mut host = Serve::start(project, &["--plugin-cache", cache]);
+    let mut args = vec!["--plugin-cache", cache];
+    args.extend_from_slice(extra);
+    let mut host = Serve::start(project, &args);
     let line = host
         .round_trip(&serde_json::json!({"type": "screen"}))
         .1

@@ -15,8 +15,8 @@
 //! - [`shell`]: one bash process, its PTY, running and interrupting commands;
 //! - [`setup`]: its private files (set-up script, command file) and its
 //!   environment variables;
-//! - [`marker`]: the prompt report that ends a command, and the fence that
-//!   says its output is all in;
+//! - [`marker`]: the prompt report that ends a command, and why reading the
+//!   terminal dry after it gets all the command's output;
 //! - [`reader`]: reading the terminal and the report socket, during and
 //!   between commands;
 //! - [`streams`]: the shell's standard streams as `/proc` shows them;

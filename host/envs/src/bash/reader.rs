@@ -2,11 +2,13 @@
 //!
 //! Someone must read the PTY at all times: a background job that writes to
 //! the terminal between two commands (a server's log, `[1]+ Done`) would
-//! otherwise block once the kernel's buffer is full. Whoever reads removes
-//! fences from the terminal bytes ([`FenceScanner`]) and takes reports from
-//! the socket ([`ReportSocket`]), keeping only those the shell itself wrote
-//! with the socket in its place. Only the terminal is waited on; the socket
-//! is read after each wake-up (see [`ReadSide::poll_and_read`]).
+//! otherwise block once the kernel's buffer is full. Whoever reads waits on
+//! both the terminal and the report socket ([`ReportSocket`]), keeps only
+//! the reports the shell itself wrote with the socket in its place, and,
+//! when a report comes, reads the terminal until it has nothing more
+//! before passing the report on, so that everything the command printed
+//! comes before its report (see [`super::marker`] for why that read gets
+//! it all).
 //!
 //! Two readers take turns, so that a command's round trip costs no thread
 //! hand-over:
@@ -42,7 +44,7 @@ use std::time::{Duration, Instant};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, UnixCredentials, recvmsg};
 
-use super::marker::{FenceScanner, PromptReport, ReportParser, Scanned};
+use super::marker::{PromptReport, ReportParser};
 
 /// Background output kept between commands.
 pub const IDLE_LIMIT: usize = 64 * 1024;
@@ -73,7 +75,6 @@ pub enum Refusal {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReaderEvent {
     Output(Vec<u8>),
-    Fence(String),
     Prompt(PromptReport),
     Refused(Refusal),
     /// Every holder of the shell's end of the report socket closed it: the
@@ -187,7 +188,7 @@ impl ReportSocket {
     }
 
     /// Takes what the socket holds now, without waiting, up to the first
-    /// report (the last thing the shell writes there before its fence).
+    /// report (the last thing the shell writes at a prompt).
     fn drain_into(&mut self, events: &mut Vec<ReaderEvent>) {
         while !self.closed && self.read_into(events) {
             if matches!(events.last(), Some(ReaderEvent::Prompt(_))) {
@@ -250,24 +251,23 @@ impl ReportSocket {
 /// Both descriptors and their parsers: whoever holds this reads.
 struct ReadSide {
     master: File,
-    scanner: FenceScanner,
     reports: ReportSocket,
     buffer: Vec<u8>,
     closed: bool,
 }
 
+/// Reads of the terminal after a report, at most: what the command wrote
+/// before its report is at most what the kernel's terminal buffers hold
+/// (64 KiB in transit and 4 KiB in the line discipline), and a background
+/// job still writing must not keep the reader here.
+const READS_AFTER_A_REPORT: usize = 4;
+
 impl ReadSide {
-    /// Polls the terminal for up to `timeout` (and `extra`, the idle
-    /// thread's wake-up pipe), reads it if it is ready, and then takes
-    /// whatever the report socket holds without waiting for it. Returns
-    /// whether `extra` is readable.
-    ///
-    /// The socket is not waited on: the shell writes its report before the
-    /// fence that follows it on the terminal, so by the time the fence is
-    /// read the report is already there, and a round trip costs one
-    /// wake-up, not two. Whatever comes on the socket otherwise (a report
-    /// whose fence could not be written, a refused write, its closing) is
-    /// seen at the next wake-up, at most a poll interval later.
+    /// Polls the terminal and the report socket for up to `timeout` (and
+    /// `extra`, the idle thread's wake-up pipe), and reads what is ready;
+    /// after a report, the terminal is read until it has nothing more (at
+    /// most [`READS_AFTER_A_REPORT`] reads) and the report comes after that
+    /// output. Returns whether `extra` is readable.
     fn poll_and_read(
         &mut self,
         timeout: PollTimeout,
@@ -275,28 +275,35 @@ impl ReadSide {
         events: &mut Vec<ReaderEvent>,
         read_terminal: &dyn Fn() -> bool,
     ) -> Result<bool, nix::errno::Errno> {
-        let terminal = self.master.as_fd();
-        let mut fds = vec![PollFd::new(terminal, PollFlags::POLLIN)];
-        let extra_index = extra.map(|fd| {
-            fds.push(PollFd::new(fd, PollFlags::POLLIN));
-            fds.len() - 1
-        });
-        let ready = poll(&mut fds, timeout)?;
-        let terminal_ready = ready > 0 && fds[0].any().unwrap_or(false);
-        let extra_ready = extra_index.is_some_and(|i| fds[i].any().unwrap_or(false));
-        drop(fds);
+        let (terminal_ready, socket_ready, extra_ready) = {
+            let mut fds = vec![PollFd::new(self.master.as_fd(), PollFlags::POLLIN)];
+            // A closed socket is always readable: it is no longer waited on.
+            let socket_index = (!self.reports.closed).then(|| {
+                fds.push(PollFd::new(self.reports.stream.as_fd(), PollFlags::POLLIN));
+                fds.len() - 1
+            });
+            let extra_index = extra.map(|fd| {
+                fds.push(PollFd::new(fd, PollFlags::POLLIN));
+                fds.len() - 1
+            });
+            let ready = poll(&mut fds, timeout)?;
+            let is_ready = |index: Option<usize>| {
+                ready > 0 && index.is_some_and(|i| fds[i].any().unwrap_or(false))
+            };
+            (
+                is_ready(Some(0)),
+                is_ready(socket_index),
+                is_ready(extra_index),
+            )
+        };
         if !read_terminal() {
             return Ok(extra_ready);
         }
-        if terminal_ready {
-            self.read_terminal(events);
-        }
-        self.reports.drain_into(events);
+        self.read_ready(terminal_ready, socket_ready, events);
         Ok(extra_ready)
     }
 
-    /// Takes what the terminal and the socket hold now, without waiting:
-    /// one `poll` of both, and a read of each that is ready.
+    /// Takes what the terminal and the socket hold now, without waiting.
     fn take_ready(&mut self, events: &mut Vec<ReaderEvent>) {
         let mut fds = [
             PollFd::new(self.master.as_fd(), PollFlags::POLLIN),
@@ -306,37 +313,72 @@ impl ReadSide {
             return;
         }
         let terminal_ready = fds[0].any().unwrap_or(false);
-        let socket_ready = fds[1].any().unwrap_or(false);
+        let socket_ready = fds[1].any().unwrap_or(false) && !self.reports.closed;
+        self.read_ready(terminal_ready, socket_ready, events);
+    }
+
+    /// Reads the terminal if it is ready and the socket if it is; when the
+    /// socket held a report, reads the terminal until it has nothing more
+    /// first, so that the report follows everything written before it.
+    fn read_ready(
+        &mut self,
+        terminal_ready: bool,
+        socket_ready: bool,
+        events: &mut Vec<ReaderEvent>,
+    ) {
         if terminal_ready {
             self.read_terminal(events);
         }
-        if socket_ready {
-            self.reports.drain_into(events);
+        if !socket_ready {
+            return;
+        }
+        let mut from_socket = Vec::new();
+        self.reports.drain_into(&mut from_socket);
+        if from_socket
+            .iter()
+            .any(|event| matches!(event, ReaderEvent::Prompt(_)))
+        {
+            self.read_terminal_dry(events);
+        }
+        events.append(&mut from_socket);
+    }
+
+    /// Reads the terminal until a poll finds nothing (which first moves
+    /// the bytes still in the kernel's buffers: see [`super::marker`]).
+    fn read_terminal_dry(&mut self, events: &mut Vec<ReaderEvent>) {
+        for _ in 0..READS_AFTER_A_REPORT {
+            if self.closed {
+                return;
+            }
+            let mut fds = [PollFd::new(self.master.as_fd(), PollFlags::POLLIN)];
+            if !matches!(poll(&mut fds, PollTimeout::ZERO), Ok(ready) if ready > 0) {
+                return;
+            }
+            self.read_terminal(events);
         }
     }
 
-    /// Reads the terminal once (it must be readable or hung up) and scans.
+    /// Reads the terminal once (it must be readable or hung up).
     fn read_terminal(&mut self, events: &mut Vec<ReaderEvent>) {
-        let mut scanned = Vec::new();
         match self.master.read(&mut self.buffer) {
-            Ok(0) => self.close(&mut scanned),
-            Ok(count) => self.scanner.feed(&self.buffer[..count], &mut scanned),
+            Ok(0) => self.closed = true,
+            Ok(count) => push_output(events, &self.buffer[..count]),
             Err(err) if matches!(err.kind(), ErrorKind::Interrupted | ErrorKind::WouldBlock) => {}
             // EIO: every slave descriptor is closed.
-            Err(_) => self.close(&mut scanned),
+            Err(_) => self.closed = true,
         }
-        events.extend(scanned.into_iter().map(|piece| match piece {
-            Scanned::Output(bytes) => ReaderEvent::Output(bytes),
-            Scanned::Fence(fence) => ReaderEvent::Fence(fence),
-        }));
         if self.closed {
             events.push(ReaderEvent::Closed);
         }
     }
+}
 
-    fn close(&mut self, scanned: &mut Vec<Scanned>) {
-        self.scanner.flush(scanned);
-        self.closed = true;
+/// Appends output to the last event when that is output too.
+fn push_output(events: &mut Vec<ReaderEvent>, bytes: &[u8]) {
+    if let Some(ReaderEvent::Output(last)) = events.last_mut() {
+        last.extend_from_slice(bytes);
+    } else {
+        events.push(ReaderEvent::Output(bytes.to_vec()));
     }
 }
 
@@ -401,7 +443,6 @@ impl PtyReader {
             mode: Condvar::new(),
             side: Mutex::new(ReadSide {
                 master: File::from(master),
-                scanner: FenceScanner::new(),
                 reports,
                 buffer: vec![0; READ_SIZE],
                 closed: false,
@@ -598,7 +639,6 @@ mod tests {
             seq: 1,
             exit_code: 0,
             flags: String::new(),
-            fence: "1".into(),
             notes: Notes::default(),
             cwd: "/".into(),
             jobs: String::new(),

@@ -5,8 +5,8 @@
 //!
 //! - `init.bash`, sourced by the first line the host types (bash itself
 //!   runs with `--norc --noprofile`: no user or system rc file). It sets
-//!   empty `PS1`/`PS2` and the `PROMPT_COMMAND` that writes the fence and
-//!   the prompt report ([`super::marker`]); its prompt report number 0 says
+//!   empty `PS1`/`PS2` and the `PROMPT_COMMAND` that writes the prompt
+//!   report ([`super::marker`]); its prompt report number 0 says
 //!   the shell is ready. It holds no secret: the report's authenticity
 //!   comes from the socket it is written to, not from anything a command
 //!   could read.
@@ -18,6 +18,8 @@
 //!   file. Either way any text arrives whole, a syntax error is reported at
 //!   once, and the command runs with the terminal as its stdin, stdout and
 //!   stderr.
+//! - `typed`, present only while text typed with `input` may be waiting
+//!   on the terminal ([`TypedMark`]).
 //! - `no-editor`, a script set as `EDITOR`/`VISUAL`/`GIT_EDITOR` that fails
 //!   at once with a sentence saying what to do instead.
 //!
@@ -30,6 +32,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::marker::ReportFormat;
 use envhost_process::{PrivateFolder, SecretPolicy};
@@ -66,6 +70,7 @@ pub struct SessionFiles {
     init: PathBuf,
     no_editor: PathBuf,
     command_file: File,
+    typed: TypedMark,
     report_fd: i32,
     /// Where the prompt dumps the shell's state, when the session is
     /// recorded.
@@ -96,8 +101,15 @@ impl SessionFiles {
         let init = dir.path().join("init.bash");
         let command = dir.path().join("command");
         let no_editor = dir.path().join("no-editor");
+        let typed = TypedMark {
+            path: Arc::new(dir.path().join("typed")),
+            set: Arc::new(AtomicBool::new(false)),
+        };
         let created = (|| {
-            fs::write(&init, init_script(&command, report_fd, state.as_deref()))?;
+            fs::write(
+                &init,
+                init_script(&command, &typed.path, report_fd, state.as_deref()),
+            )?;
             write_executable(&no_editor, NO_EDITOR_SCRIPT)?;
             OpenOptions::new()
                 .read(true)
@@ -113,6 +125,7 @@ impl SessionFiles {
                 init,
                 no_editor,
                 command_file,
+                typed,
                 report_fd,
                 state,
                 dump_next: false,
@@ -143,6 +156,11 @@ impl SessionFiles {
         self.dir.path().join("restore.bash")
     }
 
+    /// What says that text was typed into the running command.
+    pub fn typed_mark(&self) -> TypedMark {
+        self.typed.clone()
+    }
+
     /// The descriptor number the shell's report socket has in bash.
     pub fn report_fd(&self) -> i32 {
         self.report_fd
@@ -154,17 +172,18 @@ impl SessionFiles {
     /// line, well under the terminal's 4095-byte limit, and nothing in it
     /// is special to the terminal); a longer one goes through the command
     /// file. The command runs with the report socket closed, so neither it
-    /// nor anything it starts holds it. When `set -x` is on, the plumbing
-    /// is hidden from the trace; otherwise the redirection is skipped (it
-    /// costs system calls). `repair_stderr` reopens a closed standard
-    /// error on the terminal first.
+    /// nor anything it starts holds it. Tracing (`set -x`) is off until the
+    /// command itself starts, so none of this shows in a trace.
+    /// `repair_stderr` reopens a closed standard error on the terminal
+    /// first.
     pub fn command_line(
         &mut self,
         seq: u64,
-        xtrace: bool,
         repair_stderr: bool,
         text: &str,
     ) -> io::Result<String> {
+        // The last command's prompt has looked at the terminal by now.
+        self.typed.clear();
         let mut load = match ansi_c_quote(text, MAX_INLINE_COMMAND) {
             Some(quoted) => format!("__envhost_load {seq} {quoted}"),
             None => {
@@ -181,13 +200,7 @@ impl SessionFiles {
             ""
         };
         let fd = self.report_fd;
-        Ok(if xtrace {
-            format!(
-                "{repair}{{ {load}; }} 2>&\"$__envhost_null\"; eval \"$__envhost_cmd\" {fd}>&-\n"
-            )
-        } else {
-            format!("{repair}{load}; eval \"$__envhost_cmd\" {fd}>&-\n")
-        })
+        Ok(format!("{repair}{load}; eval \"$__envhost_cmd\" {fd}>&-\n"))
     }
 
     /// Puts `text` (which holds no NUL) at the start of the command file,
@@ -204,6 +217,42 @@ impl SessionFiles {
     #[cfg(test)]
     pub fn command_path(&self) -> PathBuf {
         self.dir.path().join("command")
+    }
+}
+
+/// The `typed` file: tells the prompt code that text typed with `input`
+/// may be waiting on the terminal, unread by the command that ended. Only
+/// then does it look (a `read -t 0` cost a sixth of the shell's prompt
+/// code). Set before the text is typed, cleared when the next command is
+/// typed. A command can create or remove the file (it is the shell's
+/// user's): that only decides whether the shell reads leftover lines as
+/// commands, which the command could run itself.
+#[derive(Clone)]
+pub struct TypedMark {
+    path: Arc<PathBuf>,
+    set: Arc<AtomicBool>,
+}
+
+impl TypedMark {
+    /// Marks that text is about to be typed. An error means the prompt
+    /// code would not look for leftovers: type nothing then.
+    pub fn set(&self) -> io::Result<()> {
+        if !self.set.load(Ordering::SeqCst) {
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(self.path.as_path())?;
+            self.set.store(true, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    fn clear(&self) {
+        if self.set.swap(false, Ordering::SeqCst) {
+            let _ = fs::remove_file(self.path.as_path());
+        }
     }
 }
 
@@ -291,7 +340,7 @@ fn shell_quote(path: &Path) -> String {
 /// number, is 0) the report is a single write. The plumbing is read-only:
 /// a command that sets `PROMPT_COMMAND` gets bash's "readonly variable"
 /// error instead of silently breaking the session.
-fn init_script(command_file: &Path, report_fd: i32, state: Option<&Path>) -> String {
+fn init_script(command_file: &Path, typed: &Path, report_fd: i32, state: Option<&Path>) -> String {
     format!(
         r#"# envhost bash set-up, sourced by the host's first line (no rc file runs)
 PS1=''
@@ -301,9 +350,9 @@ PS4='+ '
 unset PS0 HISTFILE
 set +o history +o histexpand
 # Kept open for the session: redirecting to an open fd is a dup, where
-# opening /dev/tty for every prompt was the costliest system call of a
+# opening a file for every prompt was the costliest system call of a
 # round trip.
-exec {{__envhost_tty}}>/dev/tty {{__envhost_null}}>/dev/null {{__envhost_sink}}>{sink}
+exec {{__envhost_sink}}>{sink}
 __envhost_seq=0
 __envhost_last=0
 __envhost_notes=
@@ -317,19 +366,19 @@ __envhost_load() {{
     IFS= read -r -d '' __envhost_cmd < {command} || :
   fi
   __envhost_seq=$1
-  if [[ $- == *x* ]]; then set +x; __envhost_cmd="set -x; $__envhost_cmd"; fi
+  if [[ $__envhost_flags == *x* ]]; then __envhost_cmd="set -x; $__envhost_cmd"; fi
   [[ $- == *e* ]] || return "$__envhost_last"
 }}
 __envhost_jobs='\j'
 __envhost_prompt() {{
   __envhost_last=$?
-  __envhost_fence=$SRANDOM
+  __envhost_notes=
   {dump}
   [[ -t 0 ]] || {{ exec 0</dev/tty; __envhost_notes+=0; }}
   # Lines typed with `input` that the command never read: read next, the
   # shell would run them as commands. (A partial line is erased by the
   # kill character the host types before the next command.)
-  if read -t 0; then
+  if [[ -e {typed} ]] && read -t 0; then
     while read -t 0 && IFS= read -r __envhost_line; do :; done
     unset __envhost_line
     __envhost_notes+=d
@@ -338,27 +387,28 @@ __envhost_prompt() {{
     if [[ ! -e /dev/fd/1 ]]; then exec 1>/dev/tty; __envhost_notes+=1
     elif [[ -p /dev/fd/1 || -S /dev/fd/1 ]]; then __envhost_notes+=p; fi
   fi
-  if [[ ${{__envhost_jobs@P}} == 0 ]]; then
-    printf '{head}{end}' "$__envhost_seq" "$__envhost_last" "$-" "$__envhost_fence" "$__envhost_notes" "$PWD" >&"$__envhost_report"
-  else
-    {{ printf '{head}' "$__envhost_seq" "$__envhost_last" "$-" "$__envhost_fence" "$__envhost_notes" "$PWD"; jobs -l; printf '{end}'; }} >&"$__envhost_report"
-  fi
-  __envhost_notes=
   unset __envhost_cmd
-  # The fence last: once the host reads it, the shell is about to leave the
-  # plumbing, and the host looks at its standard error only after that.
-  if ! printf '{fence}' "$__envhost_fence" >&"$__envhost_tty"; then
-    # Closed by a command: reopened, and said with the next report.
-    eval "exec $__envhost_tty>/dev/tty" && printf '{fence}' "$__envhost_fence" >&"$__envhost_tty"
-    __envhost_notes=t
+  # Tracing stays off until the next command starts (`__envhost_load`
+  # turns it back on for the command): the report below and the next
+  # command line are not traced, with no redirection to hide them.
+  __envhost_flags=$-
+  set +x
+}}
+# The report, last of all: outside the redirection above, so that once the
+# host has it the shell's standard error is its own again.
+__envhost_send() {{
+  if [[ ${{__envhost_jobs@P}} == 0 ]]; then
+    printf '{head}{end}' "$__envhost_seq" "$__envhost_last" "$__envhost_flags" "$__envhost_notes" "$PWD" >&"$__envhost_report"
+  else
+    {{ printf '{head}' "$__envhost_seq" "$__envhost_last" "$__envhost_flags" "$__envhost_notes" "$PWD"; jobs -l; printf '{end}'; }} >&"$__envhost_report"
   fi
 }}
-PROMPT_COMMAND='{{ __envhost_prompt; }} 2>&"$__envhost_sink"'
-readonly PROMPT_COMMAND __envhost_jobs __envhost_tty __envhost_null __envhost_sink __envhost_report __envhost_state
-readonly -f __envhost_load __envhost_prompt
+PROMPT_COMMAND='{{ __envhost_prompt; }} 2>&"$__envhost_sink"; __envhost_send'
+readonly PROMPT_COMMAND __envhost_jobs __envhost_sink __envhost_report __envhost_state
+readonly -f __envhost_load __envhost_prompt __envhost_send
 "#,
         command = shell_quote(command_file),
-        fence = ReportFormat::FENCE,
+        typed = shell_quote(typed),
         sink = PLUMBING_SINK,
         head = ReportFormat::HEAD,
         end = ReportFormat::END,
@@ -416,18 +466,18 @@ mod tests {
         let mode = fs::metadata(&dir).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
         let long = "x".repeat(MAX_INLINE_COMMAND);
-        let line = files.command_line(7, false, false, &long).unwrap();
+        let line = files.command_line(7, false, &long).unwrap();
         assert_eq!(line, "__envhost_load 7; eval \"$__envhost_cmd\" 301>&-\n");
         files
-            .command_line(8, false, false, &"y".repeat(MAX_INLINE_COMMAND * 2))
+            .command_line(8, false, &"y".repeat(MAX_INLINE_COMMAND * 2))
             .unwrap();
-        files.command_line(9, false, false, &long).unwrap();
+        files.command_line(9, false, &long).unwrap();
         let content = fs::read(files.command_path()).unwrap();
         assert!(content.starts_with(format!("{long}\0").as_bytes()));
-        let line = files.command_line(10, true, true, "ls").unwrap();
+        let line = files.command_line(10, true, "ls").unwrap();
         assert_eq!(
             line,
-            "exec 2>/dev/tty; { __envhost_load 10 $'ls'; } 2>&\"$__envhost_null\"; eval \"$__envhost_cmd\" 301>&-\n"
+            "exec 2>/dev/tty; __envhost_load 10 $'ls'; eval \"$__envhost_cmd\" 301>&-\n"
         );
         let init = fs::read_to_string(&files.init).unwrap();
         assert!(init.contains("PROMPT_COMMAND="));

@@ -26,6 +26,7 @@ use std::time::Instant;
 use envhost_core::{CancelFlag, RunningCommand};
 use envhost_process::{CommandOutput, OutputLimits};
 
+use super::setup::TypedMark;
 use super::shell::{Controls, Run, Shell, Waiter};
 
 /// What the thread collects, and whether the command has ended.
@@ -80,6 +81,7 @@ pub struct Yielded {
     controls: Arc<Controls>,
     /// The terminal's master side, for typing into the command.
     terminal: File,
+    typed: TypedMark,
     thread: Option<JoinHandle<(Shell, Option<Run>)>>,
 }
 
@@ -97,6 +99,7 @@ impl Yielded {
         controls: Arc<Controls>,
     ) -> io::Result<Yielded> {
         let terminal = shell.terminal_copy()?;
+        let typed = shell.typed_mark();
         let collector = Arc::new(Collector {
             state: Mutex::new(Collected {
                 output: CommandOutput::new(limits, "bash"),
@@ -131,6 +134,7 @@ impl Yielded {
             collector,
             controls,
             terminal,
+            typed,
             thread: Some(thread),
         })
     }
@@ -161,6 +165,7 @@ impl Yielded {
         self.controls
             .waiting_for_input
             .store(false, Ordering::SeqCst);
+        self.typed.set()?;
         (&self.terminal).write_all(text.as_bytes())
     }
 

@@ -82,6 +82,10 @@ pub enum CacheOutcome {
     },
     /// Compiled; the cache is off.
     CompiledUncached,
+    /// Compiled to baseline code, to run at once, while the optimised code
+    /// is compiled for the cache in the background (`tiering`). `rejected`
+    /// says why the entry that was there was not used.
+    Baseline { rejected: Option<String> },
 }
 
 /// A compiled component and what it took.
@@ -206,6 +210,25 @@ impl CodeCache {
         })
     }
 
+    /// Saves `serialized`, this engine's code for content with this sha256
+    /// (compiled in the background): where, or why not.
+    pub fn save_compiled(
+        &self,
+        engine: &Engine,
+        content_sha256: &str,
+        serialized: &[u8],
+    ) -> Result<PathBuf, String> {
+        let path = self
+            .entry_path(engine, content_sha256)
+            .ok_or_else(|| "the cache is off".to_owned())?;
+        let dir = path
+            .parent()
+            .ok_or_else(|| "the cache entry has no folder".to_owned())?;
+        private_to_user(dir)?;
+        let key = cache_key(dir)?;
+        save(serialized, &path, &key, content_sha256, engine)
+    }
+
     /// The saved entry for content with this sha256, checked and loaded,
     /// if there is a trustworthy one; else why not.
     pub fn load_cached(&self, engine: &Engine, content_sha256: &str) -> Result<Compiled, Miss> {
@@ -227,7 +250,7 @@ impl CodeCache {
 
 /// The component from code this engine serialized (just now, in this
 /// process or in the compiler process this host started).
-fn from_serialized(engine: &Engine, serialized: &[u8]) -> wasmtime::Result<Component> {
+pub(crate) fn from_serialized(engine: &Engine, serialized: &[u8]) -> wasmtime::Result<Component> {
     // SAFETY: `serialized` is the output of `Component::serialize` or
     // `Engine::precompile_component` for this engine configuration, made
     // by this host (in-process, or by the copy of this binary it ran to

@@ -12,6 +12,11 @@
 //! component too slow or too large to compile is refused in a sentence;
 //! the host and every other plugin carry on.
 //!
+//! The same process compiles either tier's code (`compile-plugin
+//! --baseline` for Winch's). A compilation for the cache made while the
+//! plugin already runs on baseline code can be stopped (the host is
+//! shutting down): the compiler is killed and nothing is returned.
+//!
 //! Benchmarks and unit tests, which are not the `envhost` binary, compile
 //! in-process ([`Compiler::InProcess`]). This module must not cache
 //! (`cache`) or decide what to load (`loader`).
@@ -20,10 +25,13 @@ use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use envhost_core::text;
 use wasmtime::Engine;
+
+use crate::sandbox::Tier;
 
 /// The hidden subcommand of the `envhost` binary that compiles.
 pub const COMPILE_SUBCOMMAND: &str = "compile-plugin";
@@ -71,13 +79,20 @@ pub enum CompileError {
     /// The compiler could not be run, or failed for another reason.
     #[error("the compiler failed: {0}")]
     Failed(String),
+    /// The host stopped it (it is shutting down).
+    #[error("the compilation was stopped: the host is shutting down")]
+    Stopped,
 }
 
-/// Compiles `bytes` for `engine` with `compiler`: the serialized code.
+/// Compiles `bytes` with `compiler` for `engine`, which is the engine of
+/// `tier`'s code: the serialized code. Setting `stop` ends a bounded
+/// compilation early ([`CompileError::Stopped`]).
 pub fn compile(
     compiler: &Compiler,
     engine: &Engine,
+    tier: Tier,
     bytes: &[u8],
+    stop: Option<&AtomicBool>,
 ) -> Result<Vec<u8>, CompileError> {
     match compiler {
         Compiler::InProcess => engine
@@ -87,7 +102,7 @@ pub fn compile(
             program,
             cpu_time,
             memory,
-        } => compile_bounded(program, *cpu_time, *memory, bytes),
+        } => compile_bounded(program, *cpu_time, *memory, tier, bytes, stop),
     }
 }
 
@@ -95,12 +110,17 @@ fn compile_bounded(
     program: &PathBuf,
     cpu_time: Duration,
     memory: u64,
+    tier: Tier,
     bytes: &[u8],
+    stop: Option<&AtomicBool>,
 ) -> Result<Vec<u8>, CompileError> {
     let cpu_seconds = cpu_time.as_secs().max(1);
     let mut command = Command::new(program);
+    command.arg(COMPILE_SUBCOMMAND);
+    if tier == Tier::Baseline {
+        command.arg(BASELINE_FLAG);
+    }
     command
-        .arg(COMPILE_SUBCOMMAND)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -149,9 +169,15 @@ fn compile_bounded(
         });
         let deadline = Instant::now() + cpu_time * 2;
         let mut killed = false;
+        let mut stopped = false;
         let status = loop {
             match child.try_wait() {
                 Ok(Some(status)) => break Ok(status),
+                Ok(None) if stop.is_some_and(|stop| stop.load(Ordering::SeqCst)) => {
+                    stopped = true;
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
                 Ok(None) if Instant::now() >= deadline => {
                     killed = true;
                     let _ = child.kill();
@@ -166,9 +192,12 @@ fn compile_bounded(
         };
         let output = output.join().unwrap_or_else(|_| Ok(Vec::new()));
         let errors = errors.join().unwrap_or_default();
-        (status, killed, output, errors)
+        (status, killed || stopped, stopped, output, errors)
     });
-    let (status, killed, output, errors) = compiled;
+    let (status, killed, stopped, output, errors) = compiled;
+    if stopped {
+        return Err(CompileError::Stopped);
+    }
     let status = status.map_err(|err| CompileError::Failed(format!("waiting for it: {err}")))?;
     let errors = errors.trim().to_owned();
     if killed || status.signal() == Some(libc_signal(nix::sys::signal::Signal::SIGXCPU)) {
@@ -211,17 +240,25 @@ fn libc_signal(signal: nix::sys::signal::Signal) -> i32 {
 /// The compiler's exit code for a component wasmtime refused.
 const INVALID_EXIT: i32 = 3;
 
-/// `envhost compile-plugin`: reads a component on stdin, writes its
-/// compiled code (for the sandbox's engine configuration) on stdout. The
-/// exit code says what happened: 0 compiled, 3 refused by wasmtime (its
-/// words on stderr), 1 anything else.
-pub fn serve_compile() -> ExitCode {
+/// The flag of `compile-plugin` that asks for baseline (Winch) code.
+pub const BASELINE_FLAG: &str = "--baseline";
+
+/// `envhost compile-plugin [--baseline]`: reads a component on stdin,
+/// writes its compiled code (for the sandbox's engine configuration of
+/// that tier) on stdout. The exit code says what happened: 0 compiled, 3
+/// refused by wasmtime (its words on stderr), 1 anything else.
+pub fn serve_compile(baseline: bool) -> ExitCode {
+    let tier = if baseline {
+        Tier::Baseline
+    } else {
+        Tier::Optimised
+    };
     let mut bytes = Vec::new();
     if let Err(err) = std::io::stdin().lock().read_to_end(&mut bytes) {
         eprintln!("cannot read the component: {err}");
         return ExitCode::FAILURE;
     }
-    let engine = match Engine::new(&crate::sandbox::engine_config()) {
+    let engine = match Engine::new(&crate::sandbox::engine_config(tier)) {
         Ok(engine) => engine,
         Err(err) => {
             eprintln!("cannot configure the engine: {err}");

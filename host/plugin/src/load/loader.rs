@@ -7,7 +7,8 @@
 //! or like an earlier plugin's is refused (`names`), and so is every
 //! plugin past the most the host loads. Loading runs the whole type-check
 //! — the file's size, the operator's pin first, then compile (bounded:
-//! `compile`), link against the host's imports, instantiate with the plugin's
+//! `compile`; in a session, a large plugin not yet cached to baseline
+//! code first, its optimised code left to `tiering`), link against the host's imports, instantiate with the plugin's
 //! grants (signature mismatches only show there), call `describe` and the
 //! optional `capabilities` export and check them — so that `envhost check`
 //! and start-up give the same verdict. Plugins load in parallel (compiling is the slow part).
@@ -26,13 +27,14 @@ use crate::exports::PluginPre;
 use crate::grants::{Grants, Request};
 use crate::guest_io::CallOutput;
 use crate::instance::LiveInstance;
-use crate::load::cache::{CacheOutcome, CodeCache, Compiled, content_sha256};
+use crate::load::cache::{CacheOutcome, CodeCache, Compiled, Miss, content_sha256};
 use crate::load::compile::{self, CompileError};
 use crate::load::file_hashes::{FileHashes, FileIdentity};
 use crate::load::names;
 use crate::load::refusals::{self, CheckedDescription, Refusal};
+use crate::load::tiering::Pending;
 use crate::plugin_text;
-use crate::sandbox::Sandbox;
+use crate::sandbox::{Sandbox, Tier};
 use crate::settings::PluginSettings;
 use envhost_core::EnvironmentName;
 use envhost_core::text;
@@ -182,6 +184,8 @@ pub struct LoadedPlugin {
     pub instance: LiveInstance,
     /// What the plugin said while starting and describing itself.
     pub start_output: CallOutput,
+    /// Started on baseline code: what compiling its optimised code needs.
+    pub pending: Option<Pending>,
 }
 
 /// Loads one plugin, or says why not. A slow first compile and a cache
@@ -215,14 +219,15 @@ pub fn load(
             .and_then(|sha256| Some((cache.load_cached(sandbox.engine(), &sha256).ok()?, sha256))),
         _ => None,
     };
-    let (compiled, sha256, size) = match (remembered, identity) {
-        (Some((compiled, sha256)), Some(identity)) => (compiled, sha256, identity.size()),
+    let (compiled, sha256, size, pending) = match (remembered, identity) {
+        (Some((compiled, sha256)), Some(identity)) => (compiled, sha256, identity.size(), None),
         _ => {
-            let (compiled, sha256, size) = read_and_compile(sandbox, settings, candidate, grants)?;
+            let (compiled, sha256, size, pending) =
+                read_and_compile(sandbox, settings, candidate, grants)?;
             if let (Some(hashes), Some(identity)) = (&hashes, &identity) {
                 hashes.record(path, identity, &sha256);
             }
-            (compiled, sha256, size)
+            (compiled, sha256, size, pending)
         }
     };
     let component = compiled.component;
@@ -235,24 +240,27 @@ pub fn load(
         sha256,
         compile: compiled.outcome,
         compile_time: compiled.took,
-        imports: refusals::imports_of(&component, sandbox.engine()),
+        imports: refusals::imports_of(&component, component.engine()),
         description: checked.description,
         requests: checked.requests,
         grants: Arc::clone(grants),
         pre: checked.pre,
         instance: checked.instance,
         start_output: checked.output,
+        pending,
     })
 }
 
 /// Reads the plugin, checks its pin and header, and compiles it (or maps
-/// its cached code); returns the code, the bytes' sha256 and their size.
+/// its cached code); returns the code, the bytes' sha256 and their size,
+/// and, for code compiled to the baseline tier, what compiling its
+/// optimised code needs.
 fn read_and_compile(
     sandbox: &Sandbox,
     settings: &PluginSettings,
     candidate: &Candidate,
     grants: &Arc<Grants>,
-) -> Result<(Compiled, String, u64), Refusal> {
+) -> Result<(Compiled, String, u64, Option<Pending>), Refusal> {
     let cache = &settings.cache;
     let name = candidate.name.as_str();
     let path = &candidate.path;
@@ -268,6 +276,42 @@ fn read_and_compile(
         )));
     }
     refusals::check_header(&bytes).map_err(refuse)?;
+    let size = bytes.len() as u64;
+    let tiered = matches!(cache, CodeCache::Directory(_))
+        && settings.baseline_above.is_some_and(|above| size > above);
+    if tiered {
+        let rejected = match cache.load_cached(sandbox.engine(), &sha256) {
+            Ok(hit) => return Ok((hit, sha256, size, None)),
+            Err(Miss::Absent) => None,
+            Err(Miss::Rejected(why)) => Some(why),
+        };
+        eprintln!(
+            "envhost: compiling plugin {name} ({}) to baseline code; its optimised code is compiled in the background and cached",
+            text::bytes(size)
+        );
+        match compile_baseline(sandbox, settings, &bytes) {
+            Ok((component, took)) => {
+                let compiled = Compiled {
+                    component,
+                    outcome: CacheOutcome::Baseline { rejected },
+                    took,
+                };
+                let pending = Pending {
+                    bytes,
+                    sha256: sha256.clone(),
+                };
+                return Ok((compiled, sha256, size, Some(pending)));
+            }
+            // The limits are the host's, whichever the compiler.
+            Err(err @ (CompileError::TooSlow { .. } | CompileError::TooLarge { .. })) => {
+                return Err(refuse(err.to_string()));
+            }
+            // Winch does not compile everything Cranelift does (tail
+            // calls, exceptions, relaxed SIMD): the optimised compilation
+            // below runs the plugin or words the refusal.
+            Err(_) => {}
+        }
+    }
     if bytes.len() > 1 << 20 && !cache.has_entry(sandbox.engine(), &sha256) {
         eprintln!(
             "envhost: compiling plugin {name} ({}); this happens once, the result is cached",
@@ -276,8 +320,14 @@ fn read_and_compile(
     }
     let compiled = cache
         .load_or_compile(sandbox.engine(), &bytes, &sha256, |bytes| {
-            compile::compile(&settings.compiler, sandbox.engine(), bytes)
-                .map_err(wasmtime::Error::from)
+            compile::compile(
+                &settings.compiler,
+                sandbox.engine(),
+                Tier::Optimised,
+                bytes,
+                None,
+            )
+            .map_err(wasmtime::Error::from)
         })
         .map_err(|err| match err.downcast_ref::<CompileError>() {
             Some(CompileError::Invalid(detail)) => {
@@ -307,7 +357,22 @@ fn read_and_compile(
             );
         }
     }
-    Ok((compiled, sha256, bytes.len() as u64))
+    Ok((compiled, sha256, size, None))
+}
+
+/// The plugin compiled to baseline code (bounded like any compilation),
+/// and what that took.
+fn compile_baseline(
+    sandbox: &Sandbox,
+    settings: &PluginSettings,
+    bytes: &[u8],
+) -> Result<(Component, Duration), CompileError> {
+    let started = std::time::Instant::now();
+    let engine = &sandbox.runtime(Tier::Baseline).engine;
+    let serialized = compile::compile(&settings.compiler, engine, Tier::Baseline, bytes, None)?;
+    let component = crate::load::cache::from_serialized(engine, &serialized)
+        .map_err(|err| CompileError::Failed(crate::failure::error_chain(&err)))?;
+    Ok((component, started.elapsed()))
 }
 
 struct Started {
@@ -326,10 +391,10 @@ fn link_and_start(
     grants: &Arc<Grants>,
 ) -> Result<Started, (String, String)> {
     let instance_pre = sandbox
-        .linker()
+        .linker(component.engine())
         .instantiate_pre(component)
         .map_err(|err| refusals::link_problem(&err))?;
-    let pre = PluginPre::new(instance_pre.clone(), sandbox.engine())
+    let pre = PluginPre::new(instance_pre.clone(), component.engine())
         .map_err(|err| refusals::export_problem(&err))?;
     // A signature mismatch only shows at instantiation, hence its own
     // explanation there.

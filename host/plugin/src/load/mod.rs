@@ -6,6 +6,7 @@
 //! - `names`: which names read alike;
 //! - `compile`: compiling, bounded in time and memory;
 //! - `cache` and `file_hashes`: compiled code kept across starts;
+//! - `tiering`: baseline code first, optimised code in the background;
 //! - `refusals`: why a plugin was refused, in words.
 //!
 //! It must not know the orchestrator: [`load`] returns what it loaded.
@@ -16,6 +17,7 @@ pub(crate) mod file_hashes;
 pub(crate) mod loader;
 pub(crate) mod names;
 pub(crate) mod refusals;
+pub(crate) mod tiering;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -195,6 +197,7 @@ pub fn load(
                         Ok(loaded) => report.loaded.push(environment_of(
                             loaded,
                             &sandbox,
+                            settings,
                             project_dir,
                             output_limits,
                             cancel,
@@ -215,6 +218,7 @@ pub fn load(
 fn environment_of(
     loaded: loader::LoadedPlugin,
     sandbox: &Arc<Sandbox>,
+    settings: &PluginSettings,
     project_dir: &Path,
     output_limits: &OutputLimits,
     cancel: &CancelFlag,
@@ -226,7 +230,14 @@ fn environment_of(
         log.line(&line);
     }
     let file = loaded.path.clone();
-    let environment = plugin_environment(loaded, sandbox, output_limits.clone(), log, cancel);
+    let environment = plugin_environment(
+        loaded,
+        sandbox,
+        Some(settings),
+        output_limits.clone(),
+        log,
+        cancel,
+    );
     Plugin {
         environment: LoadedEnvironment {
             name,
@@ -243,6 +254,7 @@ fn environment_of(
 pub(crate) fn plugin_environment(
     loaded: loader::LoadedPlugin,
     sandbox: &Arc<Sandbox>,
+    settings: Option<&PluginSettings>,
     output_limits: OutputLimits,
     log: &Arc<dyn LogSink>,
     cancel: &CancelFlag,
@@ -252,6 +264,18 @@ pub(crate) fn plugin_environment(
         &loaded.grants,
         sandbox.memory_limit(),
     ));
+    let upgrade = tiering::Upgrade::default();
+    if let (Some(pending), Some(settings)) = (loaded.pending, settings) {
+        sandbox.background().start(tiering::Job {
+            name: loaded.name.to_string(),
+            pending,
+            cache: settings.cache.clone(),
+            compiler: settings.compiler.clone(),
+            optimised: sandbox.runtime(crate::sandbox::Tier::Optimised).clone(),
+            upgrade: upgrade.clone(),
+            log: Arc::clone(log),
+        });
+    }
     PluginEnvironment::new(PluginParts {
         name: loaded.name.to_string(),
         sandbox: Arc::clone(sandbox),
@@ -263,6 +287,7 @@ pub(crate) fn plugin_environment(
         output_limits,
         log: Arc::clone(log),
         cancel: cancel.clone(),
+        upgrade,
     })
 }
 
@@ -337,6 +362,7 @@ pub fn load_file(
     Ok(environment_of(
         loaded,
         &sandbox,
+        settings,
         project_dir,
         output_limits,
         cancel,
@@ -406,6 +432,15 @@ fn load_detail(loaded: &loader::LoadedPlugin, project_dir: &Path) -> String {
             how
         }
         cache::CacheOutcome::CompiledUncached => "compiled (cache off)".to_owned(),
+        cache::CacheOutcome::Baseline { rejected } => {
+            let mut how =
+                "baseline code (optimised code compiling in the background for the cache)"
+                    .to_owned();
+            if let Some(why) = rejected {
+                how.push_str(&format!(" (the cached code was rejected: {why})"));
+            }
+            how
+        }
     };
     let style = match loaded.description.commands.len() {
         0 => "manual style".to_owned(),

@@ -286,7 +286,7 @@ pub fn instantiate_problem(
             find_mistyped_function(sandbox, pre, grants)
         {
             let expected = version.expected_signature(function).unwrap_or("?");
-            let found = found_signature(component, sandbox.engine(), &interface, function)
+            let found = found_signature(component, component.engine(), &interface, function)
                 .map(|s| format!(", the plugin has `{s}`"))
                 .unwrap_or_default();
             let records = expected_records(version, expected);
@@ -340,7 +340,11 @@ fn find_mistyped_function(
     grants: &Arc<Grants>,
 ) -> Option<(String, &'static str, String)> {
     let version = pre.version();
-    let mut store = sandbox.new_store(crate::guest_io::GuestOutput::new(), grants);
+    let mut store = sandbox.new_store(
+        pre.instance_pre().engine(),
+        crate::guest_io::GuestOutput::new(),
+        grants,
+    );
     let instance = {
         let _call = sandbox.begin_call(&mut store, crate::limits::QUICK_CALL_LIMIT, None);
         pre.instance_pre().instantiate(&mut store).ok()?

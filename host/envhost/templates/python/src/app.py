@@ -6,7 +6,11 @@ works, and notes it saves as files, as an envhost plugin written in Python.
   a restart of the host (`envhost serve --resume`);
 - `save`, `show`: notes are files in the project's `notes/` directory,
   which the operator grants in env/envhost.toml (`read-write = ["notes"]`);
-  the plugin reaches it with plain `open()` at `/notes`.
+  the plugin reaches it with plain `open()` at `/notes`;
+- `fetch`: GETs a URL through the host (`http_get` from the SDK) and keeps
+  the body as a value; the operator allows hosts with `allowed-hosts` in
+  env/envhost.toml, and every other host is refused with a sentence naming
+  the grant to ask for.
 
 Build with `./build.sh`; test with `envhost test
 env/{{name}}.wasm tests/{{name}}.session --grants env/envhost.toml`.
@@ -14,15 +18,20 @@ env/{{name}}.wasm tests/{{name}}.session --grants env/envhost.toml`.
 
 import os
 
-from envhost_plugin import WHITESPACE, Plugin, Request, command, export, fail
+from envhost_plugin import WHITESPACE, Plugin, Request, command, export, fail, http_get, origin
 
 NOTES = "notes"
+# The most of a fetched body kept as a value.
+FETCHED_AT_MOST = 64 * 1024
 
 
 class KeyValue(Plugin):
     summary = "Keys and values kept for the agent, and notes saved as files in notes/"
     name = "{{name}}"
-    requests = [Request.write_directory(NOTES, "saves the agent's notes there as files")]
+    requests = [
+        Request.write_directory(NOTES, "saves the agent's notes there as files"),
+        Request.network("https://example.com", "fetches the URLs the agent asks for"),
+    ]
 
     def __init__(self):
         # JSON values only: the SDK snapshots this after every command.
@@ -74,6 +83,27 @@ class KeyValue(Plugin):
     def show(self, call):
         with open(note_path(call.args), encoding="utf-8") as note:
             return note.read()
+
+    @command(
+        "fetch <key> <url>",
+        "GET a URL and store its body (text, at most 64 KiB) under a key.\n"
+        "Only hosts the operator allows are reached: `allowed-hosts` in\n"
+        "env/envhost.toml (see docs/plugin-network.md).",
+        summary="Fetch a URL from an allowed host and store its body under a key",
+        example="fetch readme https://example.com/",
+    )
+    def fetch(self, call):
+        words = call.words()
+        if len(words) != 2:
+            fail("fetch needs a key and a URL, e.g. `fetch readme https://example.com/`")
+        key, url = words
+        # A host not in allowed-hosts raises here, with the sentence naming
+        # the grant: `cannot fetch URL: ask the operator to add ...`.
+        response = http_get(url, max_bytes=FETCHED_AT_MOST)
+        if not 200 <= response.status < 300:
+            fail(f"GET {url} answered {response.status}")
+        self.state["entries"][key] = response.text().rstrip(WHITESPACE)
+        return f"stored {key} ({len(response.body)} bytes from {origin(url)})"
 
     def screen(self):
         keys = sorted(self.state["entries"])

@@ -7,7 +7,11 @@
 //!   (`envhost serve --resume`);
 //! - `save`, `show`: notes are files in the project's `notes/` directory,
 //!   which the operator grants in env/envhost.toml (`read-write =
-//!   ["notes"]`); the plugin sees it at `/notes`.
+//!   ["notes"]`); the plugin sees it at `/notes`;
+//! - `fetch`: GETs a URL through the host (`envhost_sdk::http`) and keeps
+//!   the body as a value; the operator allows hosts with `allowed-hosts`
+//!   in env/envhost.toml, and every other host is refused with a sentence
+//!   naming the grant to ask for.
 //!
 //! Build with `./build.sh`; test with `envhost test
 //! env/{{name}}.wasm tests/{{name}}.session --grants env/envhost.toml`.
@@ -15,9 +19,11 @@
 use std::collections::BTreeMap;
 use std::{fs, io};
 
-use envhost_sdk::{Call, Command, Declarative, Error, Request, Result, fail};
+use envhost_sdk::{Call, Command, Declarative, Error, Request, Result, fail, http};
 
 const NOTES: &str = "notes";
+/// The most of a fetched body kept as a value.
+const FETCHED_AT_MOST: usize = 64 * 1024;
 
 #[derive(Default)]
 struct KeyValue {
@@ -51,6 +57,14 @@ impl Declarative for KeyValue {
         Command::new("show <file>", Self::show)
             .description("Show a note.")
             .example("show todo.txt"),
+        Command::new("fetch <key> <url>", Self::fetch)
+            .description(
+                "GET a URL and store its body (text, at most 64 KiB) under a key.\n\
+                 Only hosts the operator allows are reached: `allowed-hosts` in\n\
+                 env/envhost.toml (see docs/plugin-network.md).",
+            )
+            .summary("Fetch a URL from an allowed host and store its body under a key")
+            .example("fetch readme https://example.com/"),
     ];
 
     fn state(&self) -> String {
@@ -82,11 +96,12 @@ impl Declarative for KeyValue {
         lines.join("\n")
     }
 
-    /// One `key value` line per entry: a key is one word, and a value is
-    /// the rest of a command's first line, so neither holds a line feed.
+    /// One `key value` line per entry: a key is one word; a value's line
+    /// feeds (a fetched page has some) and backslashes are escaped.
     fn snapshot(&self) -> Vec<u8> {
         let mut out = String::new();
         for (key, value) in &self.entries {
+            let value = value.replace('\\', "\\\\").replace('\n', "\\n");
             out.push_str(&format!("{key} {value}\n"));
         }
         out.into_bytes()
@@ -98,16 +113,16 @@ impl Declarative for KeyValue {
             let Some((key, value)) = line.split_once(' ') else {
                 fail!("the snapshot's line `{line}` is not `key value`");
             };
-            self.entries.insert(key.to_owned(), value.to_owned());
+            self.entries.insert(key.to_owned(), unescape(value)?);
         }
         Ok(())
     }
 
     fn requests(&self) -> Vec<Request> {
-        vec![Request::write_directory(
-            NOTES,
-            "saves the agent's notes there as files",
-        )]
+        vec![
+            Request::write_directory(NOTES, "saves the agent's notes there as files"),
+            Request::network("https://example.com", "fetches the URLs the agent asks for"),
+        ]
     }
 }
 
@@ -143,13 +158,55 @@ impl KeyValue {
         let lines: Vec<&str> = call.body.unwrap_or("").lines().collect();
         let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
         fs::write(&path, text).map_err(|err| file_error(&path, err, true))?;
-        Ok(format!("saved {NOTES}/{} ({} lines)", call.args, lines.len()))
+        Ok(format!(
+            "saved {NOTES}/{} ({} lines)",
+            call.args,
+            lines.len()
+        ))
     }
 
     fn show(&mut self, call: &Call) -> Result<String> {
         let path = note_path(call.args)?;
         fs::read_to_string(&path).map_err(|err| file_error(&path, err, false))
     }
+
+    fn fetch(&mut self, call: &Call) -> Result<String> {
+        let (Some(key), Some(url), None) = (call.arg(0), call.arg(1), call.arg(2)) else {
+            fail!("fetch needs a key and a URL, e.g. `fetch readme https://example.com/`");
+        };
+        // A host not in allowed-hosts fails here, with the sentence naming
+        // the grant: `cannot fetch URL: ask the operator to add ...`.
+        let response = http::get_at_most(url, FETCHED_AT_MOST)?;
+        if !(200..300).contains(&response.status) {
+            fail!("GET {url} answered {}", response.status);
+        }
+        let text = String::from_utf8_lossy(&response.body);
+        let text = text.trim_end();
+        self.entries.insert(key.to_owned(), text.to_owned());
+        Ok(format!(
+            "stored {key} ({} bytes from {})",
+            response.body.len(),
+            http::origin(url)?
+        ))
+    }
+}
+
+/// The inverse of the escaping in `snapshot`.
+fn unescape(value: &str) -> Result<String> {
+    let mut out = String::with_capacity(value.len());
+    let mut chars = value.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('\\') => out.push('\\'),
+            _ => fail!("the snapshot's value `{value}` has a lone backslash"),
+        }
+    }
+    Ok(out)
 }
 
 fn note_path(name: &str) -> Result<String> {

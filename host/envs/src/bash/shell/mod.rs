@@ -8,8 +8,8 @@
 //! short fixed line typed into the terminal makes the shell `eval` the
 //! command with that socket closed ([`super::setup`]); the command is done
 //! when the shell itself reports on the socket with the command's number,
-//! and everything it printed before is in once the report's fence has come
-//! through the terminal ([`super::marker`]). If the shell's output goes
+//! and everything it printed before is in once the terminal has been read
+//! dry after the report ([`super::marker`]). If the shell's output goes
 //! through a pipe (`exec > >(tee log)`), the host also waits, for a bounded
 //! time, until that pipe is empty and the terminal quiet
 //! ([`super::streams`]).
@@ -55,7 +55,7 @@ use self::wait::{Awaited, InputWatch, Notes, WaitState, Watch, Watched};
 pub use self::wait::{Controls, Waiter};
 use super::marker::PromptReport;
 use super::reader::{PtyReader, ReaderEvent, ReportPlace, ReportSocket};
-use super::setup::SessionFiles;
+use super::setup::{SessionFiles, TypedMark};
 use super::streams::{PipeWatch, StreamKind, kind_of_link};
 use envhost_core::{CancelFlag, CommandContext};
 use envhost_process::{DEFAULT_LADDER, Escalation, escalate, signal_group};
@@ -236,8 +236,6 @@ pub struct Shell {
     seq: u64,
     /// A command that was abandoned and whose prompt has not come yet.
     pending: Option<u64>,
-    /// `set -x` was on at the last prompt.
-    xtrace: bool,
     /// The shell itself got SIGINT during an interruption.
     interrupted_shell: Cell<bool>,
     /// Where the shell must hold its report socket.
@@ -250,6 +248,8 @@ pub struct Shell {
     notes: Notes,
     /// The shell's standard error is a pipe (checked before each command).
     stderr_pipe: Option<PipeWatch>,
+    /// Set before text is typed into a running command.
+    typed: TypedMark,
     terminated: bool,
 }
 
@@ -311,13 +311,13 @@ impl Shell {
             reader,
             seq: 0,
             pending: None,
-            xtrace: false,
             interrupted_shell: Cell::new(false),
             place,
             channel_closed: Cell::new(false),
             interrupted_jobs: RefCell::new(Vec::new()),
             notes: Notes::default(),
             stderr_pipe: None,
+            typed: files.typed_mark(),
             terminated: false,
         };
         let mut output = Vec::new();
@@ -360,6 +360,11 @@ impl Shell {
     /// running command.
     pub fn terminal_copy(&self) -> io::Result<std::fs::File> {
         self.pty.terminal().try_clone()
+    }
+
+    /// What must be set before text is typed with that copy.
+    pub fn typed_mark(&self) -> TypedMark {
+        self.typed.clone()
     }
 
     /// What a wait for a prompt report looks at.
@@ -413,7 +418,7 @@ impl Shell {
                 }
                 ReaderEvent::Refused(refusal) => self.notes.refused(&refusal),
                 ReaderEvent::ReportsClosed => self.channel_closed.set(true),
-                ReaderEvent::Prompt(_) | ReaderEvent::Fence(_) | ReaderEvent::Closed => {}
+                ReaderEvent::Prompt(_) | ReaderEvent::Closed => {}
             }
         }
         if announced {
@@ -465,7 +470,7 @@ impl Shell {
         self.seq += 1;
         let seq = self.seq;
         let typed = files
-            .command_line(seq, self.xtrace, repair_stderr, command)
+            .command_line(seq, repair_stderr, command)
             .and_then(|line| {
                 // A program may have turned echo back on (and exited
                 // normally, so bash kept that state): the line typed next
@@ -589,9 +594,6 @@ impl Shell {
         if run.ending == Ending::Abandoned {
             self.pending = Some(seq);
         }
-        if let Some(report) = &run.report {
-            self.xtrace = report.flags.contains('x');
-        }
         let run = self.finish_run(run);
         self.reader.end_command();
         Some(run)
@@ -621,9 +623,6 @@ impl Shell {
             if notes.typed_discarded {
                 self.notes.add("Text typed with input that the command did not read was discarded when it ended, so the shell did not run it as commands.");
             }
-            if notes.terminal_reopened {
-                self.notes.add("The command closed the descriptor the shell writes its prompt marks to; it was reopened.");
-            }
         }
         run.notes.append(&mut self.notes.take());
         run
@@ -639,7 +638,7 @@ impl Shell {
         // whose standard error goes to /dev/zero (a sink nothing else
         // uses) for its duration: look once it is out.
         // Microseconds when it is: yielding, not sleeping, keeps the round
-        // trip short. But if the shell lost its core right after its fence
+        // trip short. But if the shell lost its core right after its report
         // (a busy machine), it needs a core more than the host needs an
         // answer: after a few looks the host sleeps between them instead of
         // spinning on `/proc` (a dozen looks a command were measured).

@@ -7,8 +7,10 @@
 //! The state ([`WaitState`]) outlives one wait, so a command can be waited
 //! for in pieces: in the host's own thread until it yields, then by the
 //! thread that collects a yielded command's output ([`Waiter`]). Reading
-//! is the reader's ([`crate::bash::reader`]); this module decides when the output is
-//! all in (the fence, and for output through a pipe, the pipe drained) and
+//! is the reader's ([`crate::bash::reader`]), which passes a report on only after
+//! everything the terminal held before it; this module decides when the
+//! output is all in (at the report, and for output through a pipe, once
+//! the pipe is drained) and
 //! watches the shell while it waits. It does not interrupt anything.
 
 use std::cell::{Cell, RefCell};
@@ -20,7 +22,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::bash::marker::PromptReport;
+use crate::bash::marker::{PromptReport, UNKNOWN_SEQ};
 use crate::bash::reader::{PtyReader, ReaderEvent, Refusal, ReportPlace};
 use crate::bash::streams::PipeWatch;
 use envhost_core::CancelFlag;
@@ -37,9 +39,6 @@ pub(super) const FIRST_PROBE: Duration = Duration::from_millis(100);
 pub(super) const MAX_PROBE_INTERVAL: Duration = Duration::from_secs(1);
 /// After the shell ends, how long to collect its last output.
 pub(super) const FINAL_OUTPUT_WAIT: Duration = Duration::from_millis(100);
-/// After the report, how long its fence may take to come through the
-/// terminal (normally microseconds; a bound, not a delay).
-pub(super) const FENCE_WAIT: Duration = Duration::from_secs(2);
 /// When the shell's output goes through a pipe: once the pipe is empty and
 /// its readers wait for more, the terminal must have been quiet this long
 /// (for what they wrote last to come through it) for the output to be in...
@@ -52,8 +51,6 @@ pub(super) const PIPE_WAIT: Duration = Duration::from_secs(1);
 pub(super) struct Reported {
     pub(super) report: PromptReport,
     pub(super) at: Instant,
-    /// Its fence has come through the terminal.
-    pub(super) fenced: bool,
     /// The shell's standard output, when it is a pipe (standard error's is
     /// the shell's, from before the command).
     pub(super) stdout: Option<PipeWatch>,
@@ -72,9 +69,6 @@ impl Reported {
         now: Instant,
         last_output: Instant,
     ) -> Settled {
-        if !self.fenced && now < self.at + FENCE_WAIT {
-            return Settled::No;
-        }
         if self.stdout.is_none() && stderr.is_none() {
             return Settled::Yes;
         }
@@ -92,9 +86,6 @@ impl Reported {
 
     /// When to look again if nothing arrives.
     pub(super) fn next_look(&self, now: Instant, last_output: Instant) -> Instant {
-        if !self.fenced {
-            return self.at + FENCE_WAIT;
-        }
         let quiet_at = last_output.max(self.at) + PIPE_QUIET;
         quiet_at
             .max(now + Duration::from_millis(5))
@@ -197,8 +188,6 @@ pub(super) struct WaitState {
     pub(super) suspect: bool,
     pub(super) closed: bool,
     pub(super) next_exit_check: Instant,
-    /// Fences seen before the report.
-    pub(super) fences: Vec<String>,
     pub(super) reported: Option<Reported>,
     pub(super) last_output: Instant,
 }
@@ -212,7 +201,6 @@ impl WaitState {
             suspect: false,
             closed: false,
             next_exit_check: now,
-            fences: Vec::new(),
             reported: None,
             last_output: now,
         }
@@ -365,19 +353,22 @@ impl Watched<'_> {
                         state.last_output = Instant::now();
                         sink(&bytes);
                     }
-                    ReaderEvent::Fence(fence) => {
-                        if let Some(reported) = &mut state.reported {
-                            reported.fenced |= reported.report.fence == fence;
-                        } else {
-                            state.fences.push(fence);
+                    // Every report comes from the shell's own prompt (the
+                    // reader refuses any other), and the one command line
+                    // typed since the last prompt is this one: its number
+                    // can only differ if the command changed the shell's
+                    // copy of it (`__envhost_seq`, or `__envhost_load`
+                    // called by hand). The report still ends this command.
+                    ReaderEvent::Prompt(report) if state.reported.is_none() => {
+                        if report.seq != state.seq {
+                            self.notes.add(format!(
+                                "The command changed the number the shell reports its commands by (__envhost_seq, {}); its end was taken from the shell's own report all the same.",
+                                if report.seq == UNKNOWN_SEQ { "to something not a number".to_owned() } else { format!("to {}", report.seq) }
+                            ));
                         }
+                        state.reported = Some(self.reported(report));
                     }
-                    ReaderEvent::Prompt(report)
-                        if report.seq == state.seq && state.reported.is_none() =>
-                    {
-                        state.reported = Some(self.reported(report, &state.fences));
-                    }
-                    ReaderEvent::Prompt(_) => {} // an earlier command's report
+                    ReaderEvent::Prompt(_) => {} // a second prompt (after Ctrl-C)
                     ReaderEvent::Refused(refusal) => self.notes.refused(&refusal),
                     ReaderEvent::ReportsClosed => self.channel_closed.set(true),
                     ReaderEvent::Closed => state.closed = true,
@@ -444,14 +435,13 @@ impl Watched<'_> {
     }
 
     /// A report for the awaited command arrived: what is still to come.
-    pub(super) fn reported(&self, report: PromptReport, fences: &[String]) -> Reported {
+    pub(super) fn reported(&self, report: PromptReport) -> Reported {
         let stdout = report.notes.stdout_is_pipe.then(|| {
             let mut watch = PipeWatch::default();
             watch.add(self.pty.pid(), 1);
             watch
         });
         Reported {
-            fenced: fences.contains(&report.fence),
             report,
             at: Instant::now(),
             stdout,
