@@ -45,10 +45,17 @@
 // `--resume`. Give `snapshot(self)` / `restore(self, bytes)` for another
 // format.
 //
-// This module imports nothing from the host, so it runs under node for
-// unit tests; the file helpers that reach granted directories are in
-// `envhost-files.js`. `envhost new --lang js` copies both next to a
-// plugin's sources.
+// A command's `run` may be `async` (return a Promise): componentize-js
+// runs the event loop until it settles, so `await fetch(...)` works.
+// `httpGet(url)` is `fetch` with the failures worded for the agent: a
+// host the operator did not list in `allowed-hosts` reads `cannot fetch
+// URL: ask the operator to add "ORIGIN" to allowed-hosts in
+// env/envhost.toml`.
+//
+// This module imports nothing from the host (the global `fetch` is the
+// engine's), so it runs under node for unit tests; the file helpers that
+// reach granted directories are in `envhost-files.js`. `envhost new --lang
+// js` copies both next to a plugin's sources.
 
 /** Unicode's White_Space set, spelled out: JavaScript's `\s` also matches
  * U+FEFF and misses U+0085, and the rule must read alike everywhere. */
@@ -254,7 +261,7 @@ function jsonCopy(value, what) {
  * A mistake in the definition throws a `PluginError` here, at build time.
  *
  * `definition`: `summary` (one line), `commands` (`{ signature,
- * description, summary?, example?, simple?, run(call, self) }`), and
+ * description, summary?, example?, simple?, run(call, self) }`, where `run` may be async), and
  * optionally `name` (the .wasm file's stem, used in the sentences naming a
  * grant), `requests`, `state` (the initial JSON state), `screen(self)`
  * (a string, or `{ content, maxLines }`), `maxLines`, `snapshot(self)` /
@@ -307,6 +314,29 @@ export function definePlugin(definition) {
     return { output: message, success: false };
   };
 
+  // A thrown `Fail` is the failed answer; anything else is a bug and traps
+  // (the host restores the last snapshot into a fresh instance).
+  const failed = (error) => {
+    if (!(error instanceof Fail)) throw error;
+    return { output: error.message, success: false };
+  };
+
+  // The host asks for the snapshot right after the command: take it now,
+  // so that state that cannot be saved is reported with the command that
+  // made it so.
+  const finished = (answer) => {
+    try {
+      lastSnapshot = takeSnapshot();
+    } catch (error) {
+      const message =
+        `The plugin's state cannot be saved (${error.message}); keep only JSON values in self.state, or give ` +
+        'snapshot() and restore(). Until then the state will not survive a crash or a restart.';
+      console.error(message);
+      return { output: `${answer.output}\n(${message})`.replace(/^\n/, ''), success: answer.success };
+    }
+    return answer;
+  };
+
   const environment = {
     describe() {
       return {
@@ -326,31 +356,29 @@ export function definePlugin(definition) {
       const command = byName.get(call.name);
       // The host answers unknown names itself; this is for one that does not.
       if (!command) return { output: `Unknown command: ${call.name}\nAvailable: ${[...byName.keys()].join(', ')}`, success: false };
-      let answer;
+      let value;
       try {
-        answer = response(command, command.run(call, self));
+        value = command.run(call, self);
       } catch (error) {
-        if (!(error instanceof Fail)) throw error;
-        answer = { output: error.message, success: false };
+        return finished(failed(error));
       }
-      // The host asks for the snapshot right after the command: take it now,
-      // so that state that cannot be saved is reported with the command that
-      // made it so.
-      try {
-        lastSnapshot = takeSnapshot();
-      } catch (error) {
-        const message =
-          `The plugin's state cannot be saved (${error.message}); keep only JSON values in self.state, or give ` +
-          'snapshot() and restore(). Until then the state will not survive a crash or a restart.';
-        console.error(message);
-        answer = { output: `${answer.output}\n(${message})`.replace(/^\n/, ''), success: answer.success };
+      // An async command: componentize-js runs the event loop until the
+      // promise settles and answers the host with its value.
+      if (typeof value?.then === 'function') {
+        return Promise.resolve(value).then(
+          (settled) => finished(response(command, settled)),
+          (error) => finished(failed(error)),
+        );
       }
-      return answer;
+      return finished(response(command, value));
     },
 
     getScreen() {
       const value = definition.screen ? definition.screen(self) : summary;
       const maxLines = definition.maxLines ?? DEFAULT_MAX_LINES;
+      if (typeof value?.then === 'function') {
+        return badScreen('screen() returned a Promise; only commands may be async: keep what the screen shows in self.state');
+      }
       if (typeof value === 'string') return { content: value, maxLines: checkedLines(maxLines) };
       if (value && typeof value === 'object' && typeof value.content === 'string') {
         if ('max_lines' in value) {
@@ -451,4 +479,189 @@ export function directoryOf(path) {
     if ((relative === wanted || relative.startsWith(`${wanted}/`)) && wanted.length > best.length) best = wanted;
   }
   return best || relative.split('/')[0];
+}
+
+// --- Outgoing HTTP ----------------------------------------------------------
+//
+// The engine's `fetch` goes through the host's `wasi:http/outgoing-handler`,
+// which refuses every destination the operator did not list in
+// `allowed-hosts` (docs/plugin-network.md). StarlingMonkey, the engine
+// componentize-js embeds, drops the WASI error code on the way: a request
+// the host refuses before sending it rejects with a plain `Error`
+// "fetch_https: An error occurred while using the host API.", and a request
+// that got no response (no connection, an unknown name, a timeout) with
+// the `TypeError` "NetworkError when attempting to fetch resource". The
+// host refuses a request before sending it for two reasons only: its
+// destination is not granted, or the plugin already has
+// MAX_REQUESTS_IN_FLIGHT requests in flight, which `httpGet` tells apart by
+// counting its own.
+
+/** `text` without its trailing whitespace, by the set the host splits
+ * commands with (Unicode's White_Space; `String.prototype.trimEnd` also
+ * takes U+FEFF and leaves U+0085), so a value reads alike in every
+ * language. */
+export function trimEnd(text) {
+  return text.replace(TRAILING, '');
+}
+
+/** The largest body `httpGet` keeps unless told otherwise. */
+export const DEFAULT_MAX_BODY = 1024 * 1024;
+
+/** The host's bound on a plugin's requests in flight (docs/plugin-network.md). */
+export const MAX_REQUESTS_IN_FLIGHT = 8;
+
+const HOST_REFUSED = 'An error occurred while using the host API';
+
+let inFlight = 0;
+
+/** The `URL` of an `http(s)` URL; a `Fail` with the sentence otherwise. */
+function parsedUrl(url) {
+  let parsed;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new Fail(`cannot fetch ${url}: a URL starts with http:// or https://`);
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+    throw new Fail(`cannot fetch ${url}: only http:// and https:// URLs can be fetched`);
+  }
+  if (parsed.hostname === '') throw new Fail(`cannot fetch ${url}: the URL names no host`);
+  // The host refuses them (as no grant could name them); say why here.
+  if (parsed.username !== '' || parsed.password !== '') {
+    throw new Fail(`cannot fetch ${url}: a URL holds no user name or password; send credentials in a header`);
+  }
+  return parsed;
+}
+
+/** `scheme://host[:port]` of an `http(s)` URL as `allowed-hosts` writes it
+ * (lower case, the port only when it is not the scheme's default):
+ * `https://example.com`, `http://127.0.0.1:9`. Throws `Fail` for anything
+ * else. */
+export function originOf(url) {
+  return parsedUrl(url).origin;
+}
+
+/**
+ * The `Fail` to throw for an error `fetch(url)` rejected with: a request
+ * the host refused names the grant to ask for (`cannot fetch URL: ask the
+ * operator to add "ORIGIN" to allowed-hosts in env/envhost.toml`); any
+ * other failure says what happened. For plugins that call `fetch`
+ * themselves (another method, a body):
+ *
+ *   try { response = await fetch(url, { method: 'POST', body }); }
+ *   catch (error) { throw fetchError(url, error); }
+ */
+export function fetchError(url, error) {
+  return failure(url, error, inFlight);
+}
+
+/** `fetchError` for a request sent while `others` of `httpGet`'s were in
+ * flight. */
+function failure(url, error, others) {
+  if (error instanceof Fail) return error;
+  const message = String(error?.message ?? error);
+  if (!(error instanceof TypeError) && message.includes(HOST_REFUSED)) {
+    if (others >= MAX_REQUESTS_IN_FLIGHT) {
+      return new Fail(
+        `cannot fetch ${url}: ${others} requests are already in flight, the most a plugin may have at once; ` +
+          'send this one when one of them has ended',
+      );
+    }
+    let origin;
+    try {
+      origin = originOf(url);
+    } catch (bad) {
+      return bad;
+    }
+    return new Fail(`cannot fetch ${url}: ask the operator to add "${origin}" to allowed-hosts in env/envhost.toml`);
+  }
+  if (error instanceof TypeError && /^URL constructor:|not a valid URL|Invalid URL/.test(message)) {
+    return new Fail(`cannot fetch ${url}: a URL starts with http:// or https://`);
+  }
+  // node says which (`cause.code`); StarlingMonkey does not.
+  const code = typeof error?.cause?.code === 'string' ? ` (${error.cause.code})` : '';
+  if (error instanceof TypeError) {
+    return new Fail(`cannot fetch ${url}: no response${code}: the connection failed, the name is unknown or it timed out`);
+  }
+  return new Fail(`cannot fetch ${url}: ${message.trim()}`);
+}
+
+/** `64 KiB`, `1.5 MiB`, `100 bytes`. */
+function sizeText(bytes) {
+  const KIB = 1024;
+  const MIB = 1024 * KIB;
+  if (bytes >= MIB) return bytes % MIB === 0 ? `${bytes / MIB} MiB` : `${(bytes / MIB).toFixed(1)} MiB`;
+  if (bytes >= KIB) return bytes % KIB === 0 ? `${bytes / KIB} KiB` : `${(bytes / KIB).toFixed(1)} KiB`;
+  return `${bytes} bytes`;
+}
+
+/** The whole body, failing as soon as it passes `maxBytes` (nothing more
+ * is read). */
+async function bodyAtMost(url, response, maxBytes) {
+  const tooLarge = () => new Fail(`cannot fetch ${url}: its body is larger than ${sizeText(maxBytes)}, the most this plugin keeps`);
+  const declared = Number(response.headers.get('content-length'));
+  if (Number.isFinite(declared) && declared > maxBytes) {
+    await response.body?.cancel().catch(() => {});
+    throw tooLarge();
+  }
+  const reader = response.body?.getReader();
+  if (!reader) return new Uint8Array();
+  const chunks = [];
+  let size = 0;
+  for (;;) {
+    let chunk;
+    try {
+      chunk = await reader.read();
+    } catch (error) {
+      throw new Fail(`cannot fetch ${url}: the body broke off (${String(error?.message ?? error).trim()})`);
+    }
+    if (chunk.done) break;
+    size += chunk.value.length;
+    if (size > maxBytes) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge();
+    }
+    chunks.push(chunk.value);
+  }
+  const body = new Uint8Array(size);
+  let at = 0;
+  for (const chunk of chunks) {
+    body.set(chunk, at);
+    at += chunk.length;
+  }
+  return body;
+}
+
+/**
+ * `GET url` through the host, the whole body read: `{ status, headers,
+ * body, text() }` (`body` a Uint8Array, `text()` it decoded as UTF-8,
+ * invalid bytes replaced). Any status is an answer: check it. Throws
+ * `Fail` with a sentence for the agent when there is no answer: a host
+ * not granted (`cannot fetch URL: ask the operator to add "ORIGIN" to
+ * allowed-hosts in env/envhost.toml`), no connection, a body larger than
+ * `maxBytes` (1 MiB unless given). Use it from an `async` command:
+ *
+ *   async run(call) {
+ *     const response = await httpGet(call.args);
+ *     if (response.status !== 200) fail(`GET ${call.args} answered ${response.status}`);
+ *     return response.text();
+ *   }
+ */
+export async function httpGet(url, { maxBytes = DEFAULT_MAX_BODY, headers } = {}) {
+  parsedUrl(url);
+  // The host counts a request from its sending to the end of its body.
+  const others = inFlight;
+  inFlight++;
+  try {
+    let response;
+    try {
+      response = await fetch(url, { headers });
+    } catch (error) {
+      throw failure(url, error, others);
+    }
+    const body = await bodyAtMost(url, response, maxBytes);
+    return { status: response.status, headers: response.headers, body, text: () => decoder.decode(body) };
+  } finally {
+    inFlight--;
+  }
 }

@@ -446,7 +446,6 @@ fn a_new_python_project_fetches_from_an_allowed_host() {
 }
 
 #[test]
-#[ignore = "the JavaScript template's fetch command is being written"]
 fn a_new_javascript_project_fetches_from_an_allowed_host() {
     a_new_project_fetches_from_an_allowed_host("js");
 }

@@ -7,15 +7,21 @@
 //   and a restart of the host (`envhost serve --resume`);
 // - `save`, `show`: notes are files in the project's `notes/` directory,
 //   which the operator grants in env/envhost.toml (`read-write =
-//   ["notes"]`); `envhost-files.js` reaches it.
+//   ["notes"]`); `envhost-files.js` reaches it;
+// - `fetch`: stores what a URL answers as a value, from the hosts the
+//   operator allows (`allowed-hosts` in env/envhost.toml; every other host
+//   is refused with the grant to ask for). The command is `async`: the
+//   SDK's `httpGet` awaits the engine's `fetch`.
 //
 // Build with `./build.sh`; test with `envhost test
 // env/{{name}}.wasm tests/{{name}}.session --grants env/envhost.toml`.
 
-import { definePlugin, fail, request } from './envhost-plugin.js';
+import { definePlugin, fail, httpGet, originOf, request, trimEnd } from './envhost-plugin.js';
 import { isGranted, listNames, readText, writeText } from './envhost-files.js';
 
 const NOTES = 'notes';
+// The most `fetch` keeps of a body: a value is for the agent to read.
+const FETCHED_AT_MOST = 64 * 1024;
 
 function notePath(name) {
   if (!name || name.includes('/') || name === '.' || name === '..') fail("a note's name is a file name, e.g. `todo.txt`");
@@ -25,7 +31,11 @@ function notePath(name) {
 export const { environment, capabilities, state } = definePlugin({
   name: '{{name}}',
   summary: 'Keys and values kept for the agent, and notes saved as files in notes/',
-  requests: [request.writeDirectory(NOTES, "saves the agent's notes there as files")],
+  requests: [
+    request.writeDirectory(NOTES, "saves the agent's notes there as files"),
+    // Shown to the operator, never applied: the grant is theirs to write.
+    request.network('https://example.com', 'fetches the URLs the agent asks for'),
+  ],
   // JSON values only: the SDK snapshots this after every command.
   state: { entries: {} },
   commands: [
@@ -77,6 +87,25 @@ export const { environment, capabilities, state } = definePlugin({
       description: 'Show a note.',
       example: 'show todo.txt',
       run: (call) => readText(notePath(call.args)),
+    },
+    {
+      signature: 'fetch <key> <url>',
+      description:
+        'GET a URL and store its body (text, at most 64 KiB) under a key.\n' +
+        'Only hosts the operator allows are reached: `allowed-hosts` in\n' +
+        'env/envhost.toml (see docs/plugin-network.md).',
+      summary: 'Fetch a URL from an allowed host and store its body under a key',
+      example: 'fetch readme https://example.com/',
+      async run(call, self) {
+        const [key, url, extra] = call.words();
+        if (!key || !url || extra) fail('fetch needs a key and a URL, e.g. `fetch readme https://example.com/`');
+        // A host not in allowed-hosts fails here, with the sentence naming
+        // the grant: `cannot fetch URL: ask the operator to add ...`.
+        const response = await httpGet(url, { maxBytes: FETCHED_AT_MOST });
+        if (response.status < 200 || response.status > 299) fail(`GET ${url} answered ${response.status}`);
+        self.state.entries[key] = trimEnd(response.text());
+        return `stored ${key} (${response.body.length} bytes from ${originOf(url)})`;
+      },
     },
   ],
   screen(self) {
