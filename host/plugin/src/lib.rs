@@ -47,8 +47,10 @@
 #![deny(missing_docs)]
 
 #[doc(hidden)]
+mod background;
 pub mod bench;
 mod check;
+mod engine_config;
 mod environment;
 mod exports;
 mod failure;

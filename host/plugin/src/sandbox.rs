@@ -35,7 +35,10 @@ use std::time::Duration;
 
 use envhost_core::CancelFlag;
 use wasmtime::component::{HasSelf, Linker};
-use wasmtime::{Config, Engine, Store, Strategy};
+use wasmtime::{Engine, Store};
+
+pub use crate::engine_config::Tier;
+use crate::engine_config::engine_config;
 use wasmtime_wasi::WasiCtx;
 
 use crate::grants::Grants;
@@ -51,15 +54,6 @@ pub enum SandboxError {
     Engine(String),
     #[error("cannot start the plugin clock thread: {0}")]
     Ticker(#[from] std::io::Error),
-}
-
-/// Which compiler made a plugin's code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tier {
-    /// Cranelift: what the cache holds and plugins run once warm.
-    Optimised,
-    /// Winch: a first start's code while the optimised code is compiled.
-    Baseline,
 }
 
 /// An engine and the linker of the host's imports for it.
@@ -103,7 +97,7 @@ pub struct Sandbox {
     optimised: Runtime,
     baseline: Runtime,
     ticker: EpochTicker,
-    background: crate::load::tiering::Background,
+    background: crate::background::Background,
     memory_limit: usize,
     open_files: usize,
     shutdown: ShutdownClock,
@@ -128,7 +122,7 @@ impl Sandbox {
             optimised,
             baseline,
             ticker,
-            background: crate::load::tiering::Background::default(),
+            background: crate::background::Background::default(),
             memory_limit,
             open_files,
             shutdown: ShutdownClock::default(),
@@ -157,7 +151,7 @@ impl Sandbox {
     }
 
     /// The optimised code being compiled in the background.
-    pub(crate) fn background(&self) -> &crate::load::tiering::Background {
+    pub(crate) fn background(&self) -> &crate::background::Background {
         &self.background
     }
 
@@ -230,15 +224,4 @@ impl Sandbox {
 pub struct CallInProgress<'a> {
     _ticking: ActiveCall<'a>,
     _requests: EndOfCall,
-}
-
-/// The configuration of the engine for `tier`'s code; the compiler process
-/// uses the same, so that the code it makes loads here.
-pub(crate) fn engine_config(tier: Tier) -> Config {
-    let mut config = Config::new();
-    config.epoch_interruption(true);
-    if tier == Tier::Baseline {
-        config.strategy(Strategy::Winch);
-    }
-    config
 }

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use envhost_core::text;
 use wasmtime::Engine;
 
-use crate::sandbox::Tier;
+use crate::engine_config::{Tier, engine_config};
 
 /// The hidden subcommand of the `envhost` binary that compiles.
 pub const COMPILE_SUBCOMMAND: &str = "compile-plugin";
@@ -258,7 +258,7 @@ pub fn serve_compile(baseline: bool) -> ExitCode {
         eprintln!("cannot read the component: {err}");
         return ExitCode::FAILURE;
     }
-    let engine = match Engine::new(&crate::sandbox::engine_config(tier)) {
+    let engine = match Engine::new(&engine_config(tier)) {
         Ok(engine) => engine,
         Err(err) => {
             eprintln!("cannot configure the engine: {err}");

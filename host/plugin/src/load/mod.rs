@@ -266,15 +266,18 @@ pub(crate) fn plugin_environment(
     ));
     let upgrade = tiering::Upgrade::default();
     if let (Some(pending), Some(settings)) = (loaded.pending, settings) {
-        sandbox.background().start(tiering::Job {
-            name: loaded.name.to_string(),
-            pending,
-            cache: settings.cache.clone(),
-            compiler: settings.compiler.clone(),
-            optimised: sandbox.runtime(crate::sandbox::Tier::Optimised).clone(),
-            upgrade: upgrade.clone(),
-            log: Arc::clone(log),
-        });
+        tiering::start(
+            sandbox.background(),
+            tiering::Job {
+                name: loaded.name.to_string(),
+                pending,
+                cache: settings.cache.clone(),
+                compiler: settings.compiler.clone(),
+                optimised: sandbox.runtime(crate::sandbox::Tier::Optimised).clone(),
+                upgrade: upgrade.clone(),
+                log: Arc::clone(log),
+            },
+        );
     }
     PluginEnvironment::new(PluginParts {
         name: loaded.name.to_string(),

@@ -36,11 +36,11 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Instant;
 
 use envhost_core::text;
 
+use crate::background::Background;
 use crate::exports::PluginPre;
 use crate::guest_io::LogSink;
 use crate::load::cache::CodeCache;
@@ -75,13 +75,6 @@ pub struct Pending {
     pub sha256: String,
 }
 
-/// The background compilations of one sandbox; dropping it stops them.
-#[derive(Default)]
-pub struct Background {
-    stop: Arc<AtomicBool>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
-}
-
 /// One background compilation.
 pub(crate) struct Job {
     pub name: String,
@@ -93,45 +86,15 @@ pub(crate) struct Job {
     pub log: Arc<dyn LogSink>,
 }
 
-impl Background {
-    /// Starts `job` on a thread of its own. A thread that cannot be
-    /// started costs only time: the next start compiles again.
-    pub(crate) fn start(&self, job: Job) {
-        if self.stop.load(Ordering::SeqCst) {
-            return;
-        }
-        let stop = Arc::clone(&self.stop);
-        let name = job.name.clone();
-        let log = Arc::clone(&job.log);
-        let spawned = std::thread::Builder::new()
-            .name("envhost-tiering".into())
-            .spawn(move || run(job, &stop));
-        match spawned {
-            Ok(thread) => self
-                .threads
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(thread),
-            Err(err) => log.line(&format!(
-                "envhost: plugin {name}: its optimised code cannot be compiled in the background ({err}); it runs on baseline code, and the next start compiles again"
-            )),
-        }
-    }
-
-    /// Stops every background compilation (its compiler killed, nothing
-    /// saved) and waits for its thread; later ones do not start.
-    pub(crate) fn stop(&self) {
-        self.stop.store(true, Ordering::SeqCst);
-        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
-        for thread in threads {
-            let _ = thread.join();
-        }
-    }
-}
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        self.stop();
+/// Starts `job` on a background thread of `background`. A thread that
+/// cannot be started costs only time: the next start compiles again.
+pub(crate) fn start(background: &Background, job: Job) {
+    let name = job.name.clone();
+    let log = Arc::clone(&job.log);
+    if let Err(err) = background.spawn("envhost-tiering", move |stop| run(job, stop)) {
+        log.line(&format!(
+            "envhost: plugin {name}: its optimised code cannot be compiled in the background ({err}); it runs on baseline code, and the next start compiles again"
+        ));
     }
 }
 
