@@ -242,7 +242,7 @@ fn closing_the_shells_output_is_diagnosed_and_repaired() {
         "later commands print again"
     );
     // Standard error is hidden from the prompt code by its own plumbing:
-    // the host sees it closed before the next command, and repairs it.
+    // the next command line sees it closed, and repairs it first.
     bash(&mut host, "exec 2>&-");
     let reply = bash(&mut host, "echo err >&2");
     let output = reply.ok();
@@ -257,6 +257,65 @@ fn closing_the_shells_output_is_diagnosed_and_repaired() {
     assert!(reply.output().contains("standard input"), "{}", reply.0);
     assert_eq!(bash(&mut host, "echo still-here").ok(), "still-here\n");
     host.finish();
+}
+
+/// Only a command that could change the shell itself makes its prompt code
+/// look at the shell's streams: every way to reach `exec` (the agent's
+/// function, a sourced script, `eval`, an alias, a `$word`) must count as
+/// one, with the session recorded (the host knows the agent's functions)
+/// and without (every command counts).
+#[test]
+fn streams_broken_through_functions_sourced_scripts_and_aliases_are_repaired() {
+    for recorded in [true, false] {
+        let project = Project::new();
+        let mut host = if recorded {
+            Host::start(project.path())
+        } else {
+            Host::builder()
+                .arg("--no-session-state")
+                .start(project.path())
+        };
+        std::fs::write(project.path().join("quiet.sh"), "exec 1>&-\n").unwrap();
+        bash(
+            &mut host,
+            "close_out() { exec 1>&-; }; alias shut='exec 1>&-'",
+        )
+        .ok();
+        bash(&mut host, "shopt -s expand_aliases; c=close_out").ok();
+        for breaker in [
+            "close_out",
+            ". ./quiet.sh",
+            "eval 'exec 1>&-'",
+            "shut",
+            "$c",
+        ] {
+            let reply = bash(&mut host, breaker);
+            assert!(
+                reply
+                    .output()
+                    .contains("closed the shell's standard output"),
+                "{breaker} (recorded: {recorded}): {}",
+                reply.0
+            );
+            assert_eq!(
+                bash(&mut host, "echo visible").ok(),
+                "visible\n",
+                "after {breaker} (recorded: {recorded})"
+            );
+        }
+        // Tracing turned on by a function stays out of the plumbing.
+        bash(&mut host, "trace_on() { set -x; }").ok();
+        bash(&mut host, "trace_on").ok();
+        let traced = bash(&mut host, "echo traced");
+        let traced = traced.ok();
+        assert!(
+            traced.ends_with("+ echo traced\ntraced\n") && !traced.contains("envhost"),
+            "recorded: {recorded}: {traced}"
+        );
+        bash(&mut host, "set +x").ok();
+        assert_eq!(bash(&mut host, "echo plain").ok(), "plain\n");
+        host.finish();
+    }
 }
 
 #[test]

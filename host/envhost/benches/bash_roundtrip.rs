@@ -16,6 +16,10 @@
 //! `cargo bench --bench bash_roundtrip` (add `--profile dev` for a quick
 //! check; the numbers that count are from the release profile).
 //! `ENVHOST_BENCH_ITERATIONS` sets the iterations per command (default 2000).
+//! `ENVHOST_BENCH_BASELINE=<another envhost binary>` times that build too,
+//! interleaved with this one, and prints this build's ratio to it (how a
+//! change to the round trip is measured before and after); `--baseline-only`
+//! after `--` stops after that table.
 
 mod support;
 
@@ -234,10 +238,24 @@ fn main() {
     let mut envhost = Serve::start(project.path(), &["--output-cap", "128KiB"]);
     let mut raw = RawBash::start();
     let mut pty = RawPty::start();
+    let baseline_project = tempfile::tempdir().expect("project dir");
+    let mut baseline = support::baseline_binary().map(|binary| {
+        (
+            Serve::start_binary(
+                &binary,
+                baseline_project.path(),
+                &["--output-cap", "128KiB"],
+            ),
+            binary,
+        )
+    });
     for _ in 0..WARM_UP {
         envhost.command("bash", "true");
         raw.run("true");
         pty.run("true");
+        if let Some((baseline, _)) = &mut baseline {
+            baseline.command("bash", "true");
+        }
     }
 
     println!("bash round trip, {n} iterations each (median / p95, microseconds)");
@@ -254,15 +272,20 @@ fn main() {
         "bare pty p95"
     );
     let mut response_bytes = 0;
+    let mut against_baseline = Vec::new();
     for command in ["true", "echo hello"] {
         let mut through_host = Vec::with_capacity(n);
         let mut through_pipe = Vec::with_capacity(n);
         let mut through_pty = Vec::with_capacity(n);
+        let mut through_baseline = Vec::with_capacity(n);
         // Interleaved, so that machine noise hits all alike.
         for _ in 0..n {
             let (took, line) = envhost.command("bash", command);
             response_bytes = line.len();
             through_host.push(took);
+            if let Some((baseline, _)) = &mut baseline {
+                through_baseline.push(baseline.command("bash", command).0);
+            }
             let started = Instant::now();
             raw.run(command);
             through_pipe.push(started.elapsed());
@@ -273,6 +296,9 @@ fn main() {
         let host = summarize(&through_host);
         let pipe = summarize(&through_pipe);
         let bare = summarize(&through_pty);
+        if !through_baseline.is_empty() {
+            against_baseline.push((command, host, summarize(&through_baseline)));
+        }
         println!(
             "{:<12} {:>11.1} {:>11.1} {:>9.1} {:>9.1} {:>8.2}x {:>8.2}x {:>11.1} {:>11.1}",
             command,
@@ -287,6 +313,40 @@ fn main() {
         );
     }
     println!("(an envhost response line, screen included, is {response_bytes} bytes)");
+    if let Some((baseline, binary)) = baseline {
+        println!(
+            "against the baseline build {} (median / p95, microseconds)",
+            binary.display()
+        );
+        println!(
+            "{:<12} {:>11} {:>11} {:>12} {:>12} {:>9} {:>9}",
+            "command",
+            "envhost p50",
+            "envhost p95",
+            "baseline p50",
+            "baseline p95",
+            "ratio p50",
+            "ratio p95"
+        );
+        for (command, host, base) in &against_baseline {
+            println!(
+                "{:<12} {:>11.1} {:>11.1} {:>12.1} {:>12.1} {:>8.2}x {:>8.2}x",
+                command,
+                micros(host.median),
+                micros(host.p95),
+                micros(base.median),
+                micros(base.p95),
+                micros(host.median) / micros(base.median),
+                micros(host.p95) / micros(base.p95),
+            );
+        }
+        baseline.stop();
+        if std::env::args().any(|a| a == "--baseline-only") {
+            envhost.stop();
+            raw.stop();
+            return;
+        }
+    }
     yielding(&mut envhost, n);
 
     let big = if quick {

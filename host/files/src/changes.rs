@@ -187,6 +187,10 @@ fn scan(project: &Path, dirs: &[PathBuf], since: Since) -> BTreeMap<PathBuf, Sys
             }
             budget -= 1;
             let Ok(entry) = entry else { continue };
+            // Skipped by name, before the stat: every project has them.
+            if SKIPPED.iter().any(|s| entry.file_name() == *s) {
+                continue;
+            }
             // lstat: a symlink is neither followed nor reported.
             let Ok(metadata) = entry.metadata() else {
                 continue;
@@ -197,11 +201,7 @@ fn scan(project: &Path, dirs: &[PathBuf], since: Since) -> BTreeMap<PathBuf, Sys
             let path = entry.path();
             if metadata.is_file() {
                 found.insert(path, modified);
-            } else if metadata.is_dir()
-                && depth < MAX_DEPTH
-                && !SKIPPED.iter().any(|s| entry.file_name() == *s)
-                && queued.insert(path.clone())
-            {
+            } else if metadata.is_dir() && depth < MAX_DEPTH && queued.insert(path.clone()) {
                 queue.push_back((path, depth + 1));
             }
         }

@@ -77,6 +77,21 @@ pub fn built_plugin(relative: &str) -> PathBuf {
     path
 }
 
+/// Another build of envhost to time beside this one, interleaved in the
+/// same run (`ENVHOST_BENCH_BASELINE=<path to its binary>`): how a change
+/// is measured before and after without the machine's noise of two runs.
+pub fn baseline_binary() -> Option<PathBuf> {
+    let path = PathBuf::from(std::env::var_os("ENVHOST_BENCH_BASELINE")?);
+    if !path.is_file() {
+        eprintln!(
+            "ENVHOST_BENCH_BASELINE={} is not a file: give the path of another envhost binary.",
+            path.display()
+        );
+        std::process::exit(2);
+    }
+    Some(path)
+}
+
 /// A running `envhost serve`, driven over NDJSON as an agent would.
 pub struct Serve {
     child: Child,
@@ -87,7 +102,17 @@ pub struct Serve {
 
 impl Serve {
     pub fn start(project: &Path, extra_args: &[&str]) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_envhost"))
+        Serve::start_binary(
+            Path::new(env!("CARGO_BIN_EXE_envhost")),
+            project,
+            extra_args,
+        )
+    }
+
+    /// [`Serve::start`] with another build of envhost (a baseline to
+    /// compare with, see [`baseline_binary`]).
+    pub fn start_binary(binary: &Path, project: &Path, extra_args: &[&str]) -> Serve {
+        let mut child = Command::new(binary)
             .arg("serve")
             .arg("--project")
             .arg(project)

@@ -60,6 +60,15 @@ pub struct Notes {
     /// Standard output is a pipe or socket (`exec > >(tee log)`): what the
     /// command wrote may still be on its way.
     pub stdout_is_pipe: bool,
+    /// Standard error was closed when the command started (the command
+    /// before it ran `exec 2>&-`); it was reopened on the terminal first.
+    /// Standard error is looked at as a command starts, after a command
+    /// that could change the shell: the prompt code's own redirection
+    /// hides it from the prompt code.
+    pub stderr_reopened: bool,
+    /// Standard error was a pipe or socket when the command started
+    /// (`exec 2> >(tee log)` before it).
+    pub stderr_is_pipe: bool,
     /// Whole lines were waiting on the terminal that the command never
     /// read (typed with `input`); they were discarded, not run.
     pub typed_discarded: bool,
@@ -71,6 +80,8 @@ impl Notes {
             stdin_reconnected: letters.contains('0'),
             stdout_reopened: letters.contains('1'),
             stdout_is_pipe: letters.contains('p'),
+            stderr_reopened: letters.contains('2'),
+            stderr_is_pipe: letters.contains('P'),
             typed_discarded: letters.contains('d'),
         }
     }
@@ -190,7 +201,7 @@ mod tests {
     use super::*;
 
     fn report_bytes(seq: u64, jobs: &str) -> Vec<u8> {
-        let mut bytes = format!("R{seq};3;himBHs;1p\0").into_bytes();
+        let mut bytes = format!("R{seq};3;himBHs;1pP\0").into_bytes();
         bytes.extend_from_slice(b"/tmp/a b;c\0");
         bytes.extend_from_slice(jobs.as_bytes());
         bytes.push(0);
@@ -213,6 +224,7 @@ mod tests {
             assert_eq!(reports[0].seq, 7);
             assert_eq!(reports[0].exit_code, 3);
             assert!(reports[0].notes.stdout_reopened && reports[0].notes.stdout_is_pipe);
+            assert!(reports[0].notes.stderr_is_pipe && !reports[0].notes.stderr_reopened);
             assert!(!reports[0].notes.stdin_reconnected);
             assert_eq!(reports[0].cwd, PathBuf::from("/tmp/a b;c"));
             assert_eq!(reports[0].jobs, "[1]+ 42 Running sleep 9 &\n");

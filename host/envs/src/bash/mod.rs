@@ -278,9 +278,9 @@ impl BashEnvironment {
         let (Some(shell), Some(files)) = (self.shell.as_mut(), self.files.as_mut()) else {
             return Err(EnvironmentError::Failed("the shell did not start".into()));
         };
-        if self.record_state && could_change_state(command, self.current.as_ref()) {
-            files.request_dump();
-            self.dump_pending = true;
+        if could_change_state(command, self.current.as_ref()) {
+            files.could_change_shell();
+            self.dump_pending |= self.record_state;
         }
         let mut waiter = shell
             .begin(files, command, context, &mut |b| output.feed(b))

@@ -157,18 +157,53 @@ pub struct ReportPlace {
     pub inode: u64,
 }
 
-impl ReportPlace {
+/// Looks at where the shell holds its end, through the shell's
+/// `/proc/<pid>/fd` folder opened once: a look is then one `readlinkat`
+/// (half the cost of a path through `/proc`, and it runs after every
+/// command), and it can only ever look at that process (a pid used again
+/// by another process is not the same folder).
+struct PlaceCheck {
+    place: ReportPlace,
+    descriptors: Option<OwnedFd>,
+    descriptor_name: String,
+    expected: String,
+}
+
+impl PlaceCheck {
+    fn new(place: ReportPlace) -> PlaceCheck {
+        use std::os::unix::fs::OpenOptionsExt;
+        let descriptors = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_PATH | nix::libc::O_DIRECTORY | nix::libc::O_CLOEXEC)
+            .open(format!("/proc/{}/fd", place.shell))
+            .ok()
+            .map(OwnedFd::from);
+        PlaceCheck {
+            place,
+            descriptors,
+            descriptor_name: place.fd.to_string(),
+            expected: format!("socket:[{}]", place.inode),
+        }
+    }
+
     /// Whether the shell holds its end at its place now.
     fn holds(&self) -> bool {
-        std::fs::read_link(format!("/proc/{}/fd/{}", self.shell, self.fd))
-            .is_ok_and(|target| target.as_os_str() == format!("socket:[{}]", self.inode).as_str())
+        let target = match &self.descriptors {
+            Some(folder) => {
+                nix::fcntl::readlinkat(Some(folder.as_raw_fd()), self.descriptor_name.as_str())
+            }
+            None => nix::fcntl::readlink(
+                format!("/proc/{}/fd/{}", self.place.shell, self.place.fd).as_str(),
+            ),
+        };
+        target.is_ok_and(|target| target.as_os_str() == self.expected.as_str())
     }
 }
 
 /// The host's end of the report socket.
 pub struct ReportSocket {
     stream: UnixStream,
-    place: ReportPlace,
+    place: PlaceCheck,
     parser: ReportParser,
     buffer: Vec<u8>,
     closed: bool,
@@ -180,7 +215,7 @@ impl ReportSocket {
     pub fn new(stream: UnixStream, place: ReportPlace) -> ReportSocket {
         ReportSocket {
             stream,
-            place,
+            place: PlaceCheck::new(place),
             parser: ReportParser::default(),
             buffer: vec![0; 4096],
             closed: false,
@@ -227,7 +262,7 @@ impl ReportSocket {
             events.push(ReaderEvent::ReportsClosed);
             return false;
         }
-        if sender != Some(self.place.shell) {
+        if sender != Some(self.place.place.shell) {
             events.push(ReaderEvent::Refused(Refusal::ForeignSender {
                 pid: sender.unwrap_or(0),
             }));

@@ -77,6 +77,11 @@ pub struct SessionFiles {
     state: Option<PathBuf>,
     /// The next command line asks the prompt for a dump.
     dump_next: bool,
+    /// The next command could change the shell itself.
+    look_next: bool,
+    /// The last command could have: the shell's standard error is looked
+    /// at before the next.
+    look_at_stderr: bool,
 }
 
 impl SessionFiles {
@@ -129,6 +134,8 @@ impl SessionFiles {
                 report_fd,
                 state,
                 dump_next: false,
+                look_next: false,
+                look_at_stderr: false,
             }),
             // Dropping the folder removes what was made of it.
             Err(err) => Err(err),
@@ -140,9 +147,13 @@ impl SessionFiles {
         format!(". {}\n", shell_quote(&self.init))
     }
 
-    /// Has the prompt after the next command dump the shell's state (when
-    /// the session is recorded).
-    pub fn request_dump(&mut self) {
+    /// Says that the next command could change the shell itself (its
+    /// streams, its options, its state): the prompt after it looks at the
+    /// shell's streams and dumps its state (when the session is recorded),
+    /// and the next command line looks at its standard error. After other
+    /// commands the prompt code only reports.
+    pub fn could_change_shell(&mut self) {
+        self.look_next = true;
         self.dump_next = self.state.is_some();
     }
 
@@ -174,33 +185,29 @@ impl SessionFiles {
     /// file. The command runs with the report socket closed, so neither it
     /// nor anything it starts holds it. Tracing (`set -x`) is off until the
     /// command itself starts, so none of this shows in a trace.
-    /// `repair_stderr` reopens a closed standard error on the terminal
-    /// first.
-    pub fn command_line(
-        &mut self,
-        seq: u64,
-        repair_stderr: bool,
-        text: &str,
-    ) -> io::Result<String> {
+    pub fn command_line(&mut self, seq: u64, text: &str) -> io::Result<String> {
         // The last command's prompt has looked at the terminal by now.
         self.typed.clear();
-        let mut load = match ansi_c_quote(text, MAX_INLINE_COMMAND) {
+        let load = match ansi_c_quote(text, MAX_INLINE_COMMAND) {
             Some(quoted) => format!("__envhost_load {seq} {quoted}"),
             None => {
                 self.write_command(text)?;
                 format!("__envhost_load {seq}")
             }
         };
-        if std::mem::take(&mut self.dump_next) {
-            load.insert_str(0, "__envhost_dump=1; ");
+        let mut line = String::with_capacity(load.len() + 80);
+        if std::mem::replace(&mut self.look_at_stderr, self.look_next) {
+            line.push_str("__envhost_stderr; ");
         }
-        let repair = if repair_stderr {
-            "exec 2>/dev/tty; "
-        } else {
-            ""
-        };
+        if std::mem::take(&mut self.look_next) {
+            line.push_str("__envhost_look=1; ");
+        }
+        if std::mem::take(&mut self.dump_next) {
+            line.push_str("__envhost_dump=1; ");
+        }
         let fd = self.report_fd;
-        Ok(format!("{repair}{load}; eval \"$__envhost_cmd\" {fd}>&-\n"))
+        line.push_str(&format!("{load}; eval \"$__envhost_cmd\" {fd}>&-\n"));
+        Ok(line)
     }
 
     /// Puts `text` (which holds no NUL) at the start of the command file,
@@ -289,10 +296,9 @@ pub fn report_fd_number() -> i32 {
     }
 }
 
-/// Where the prompt code's standard error goes: a sink no command uses
-/// for its own output, so that the host can tell from `/proc` whether the
-/// shell is still inside its prompt code (and its standard error hidden).
-pub const PLUMBING_SINK: &str = "/dev/zero";
+/// Where the prompt code's standard error goes (its trace under `set -x`,
+/// the errors of a repair that failed): nowhere anyone reads.
+const PLUMBING_SINK: &str = "/dev/null";
 
 /// Longest quoted command typed inline; longer ones use the command file.
 const MAX_INLINE_COMMAND: usize = 3000;
@@ -331,13 +337,18 @@ fn shell_quote(path: &Path) -> String {
 /// The set-up script. See the module docs and [`super::marker`]. Plumbing
 /// runs in `{ …; } 2>/dev/null` so that `set -x` does not trace it, `$?` is
 /// carried over from one command to the next, and `set -e` in a command
-/// does not make the plumbing itself end the shell. The prompt code checks
-/// the two streams it can see from there: standard input (which the shell
-/// reads its commands from) must be the terminal, standard output must be
-/// open (standard error is checked by the host before the next command,
-/// since the plumbing's own redirection hides it here); what it repairs it
-/// notes in the report. Without jobs (`\j`, the prompt escape for their
-/// number, is 0) the report is a single write. The plumbing is read-only:
+/// does not make the plumbing itself end the shell. Only a command that
+/// could change the shell itself ([`super::state::could_change_state`]:
+/// `exec`, `set`, `source`, the agent's functions, …) can break the
+/// shell's streams, so only after one does the prompt code look at them
+/// (standard input, which the shell reads its commands from, must be the
+/// terminal; standard output must be open and may be a pipe whose output
+/// is still on its way) and the next command line at standard error (the
+/// prompt code's own redirection hides it from the prompt code); what they
+/// repair or find they note in the report. After any other command the
+/// prompt code only reports, and looks for text typed with `input` (one
+/// `stat`). Without jobs (`\j`, the prompt escape for their number, is 0)
+/// the report is a single write. The plumbing is read-only:
 /// a command that sets `PROMPT_COMMAND` gets bash's "readonly variable"
 /// error instead of silently breaking the session.
 fn init_script(command_file: &Path, typed: &Path, report_fd: i32, state: Option<&Path>) -> String {
@@ -355,10 +366,15 @@ set +o history +o histexpand
 exec {{__envhost_sink}}>{sink}
 __envhost_seq=0
 __envhost_last=0
+__envhost_flags=
 __envhost_notes=
 __envhost_report={report_fd}
 __envhost_state={state}
 __envhost_dump={first_dump}
+# Set (by the command line) for a command that could change the shell
+# itself, and for the first prompt: its prompt looks at the shell's
+# streams and dumps its state if asked. Other commands cannot have.
+__envhost_look=1
 __envhost_load() {{
   if (( $# > 1 )); then
     __envhost_cmd=$2
@@ -370,9 +386,28 @@ __envhost_load() {{
   [[ $- == *e* ]] || return "$__envhost_last"
 }}
 __envhost_jobs='\j'
+# Runs with its standard error hidden (`PROMPT_COMMAND` below): no trace,
+# no error of its own reaches the command's output. The report is its
+# last act.
 __envhost_prompt() {{
   __envhost_last=$?
+  # Tracing stays off until the next command starts (`__envhost_load`
+  # turns it back on for the command): the report below and the next
+  # command line are not traced.
+  __envhost_flags=$-
+  set +x
+  if [[ -n $__envhost_look || -e {typed} ]]; then __envhost_repair; fi
+  if [[ ${{__envhost_jobs@P}} == 0 ]]; then
+    printf '{head}{end}' "$__envhost_seq" "$__envhost_last" "$__envhost_flags" "$__envhost_notes" "$PWD" >&"$__envhost_report"
+  else
+    {{ printf '{head}' "$__envhost_seq" "$__envhost_last" "$__envhost_flags" "$__envhost_notes" "$PWD"; jobs -l; printf '{end}'; }} >&"$__envhost_report"
+  fi
   __envhost_notes=
+}}
+# After a command that could change the shell, or text typed into it.
+__envhost_repair() {{
+  __envhost_look=
+  unset __envhost_cmd
   {dump}
   [[ -t 0 ]] || {{ exec 0</dev/tty; __envhost_notes+=0; }}
   # Lines typed with `input` that the command never read: read next, the
@@ -387,25 +422,19 @@ __envhost_prompt() {{
     if [[ ! -e /dev/fd/1 ]]; then exec 1>/dev/tty; __envhost_notes+=1
     elif [[ -p /dev/fd/1 || -S /dev/fd/1 ]]; then __envhost_notes+=p; fi
   fi
-  unset __envhost_cmd
-  # Tracing stays off until the next command starts (`__envhost_load`
-  # turns it back on for the command): the report below and the next
-  # command line are not traced, with no redirection to hide them.
-  __envhost_flags=$-
-  set +x
+  :
 }}
-# The report, last of all: outside the redirection above, so that once the
-# host has it the shell's standard error is its own again.
-__envhost_send() {{
-  if [[ ${{__envhost_jobs@P}} == 0 ]]; then
-    printf '{head}{end}' "$__envhost_seq" "$__envhost_last" "$__envhost_flags" "$__envhost_notes" "$PWD" >&"$__envhost_report"
-  else
-    {{ printf '{head}' "$__envhost_seq" "$__envhost_last" "$__envhost_flags" "$__envhost_notes" "$PWD"; jobs -l; printf '{end}'; }} >&"$__envhost_report"
-  fi
+# Standard error, looked at from the command line after a command that
+# could change the shell (the prompt code's own redirection hides it).
+__envhost_stderr() {{
+  if [[ -t 2 ]]; then :
+  elif [[ ! -e /dev/fd/2 ]]; then exec 2>/dev/tty; __envhost_notes+=2
+  elif [[ -p /dev/fd/2 || -S /dev/fd/2 ]]; then __envhost_notes+=P; fi
+  :
 }}
-PROMPT_COMMAND='{{ __envhost_prompt; }} 2>&"$__envhost_sink"; __envhost_send'
+PROMPT_COMMAND='{{ __envhost_prompt; }} 2>&"$__envhost_sink"'
 readonly PROMPT_COMMAND __envhost_jobs __envhost_sink __envhost_report __envhost_state
-readonly -f __envhost_load __envhost_prompt __envhost_send
+readonly -f __envhost_load __envhost_prompt __envhost_repair __envhost_stderr
 "#,
         command = shell_quote(command_file),
         typed = shell_quote(typed),
@@ -466,18 +495,18 @@ mod tests {
         let mode = fs::metadata(&dir).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
         let long = "x".repeat(MAX_INLINE_COMMAND);
-        let line = files.command_line(7, false, &long).unwrap();
+        let line = files.command_line(7, &long).unwrap();
         assert_eq!(line, "__envhost_load 7; eval \"$__envhost_cmd\" 301>&-\n");
         files
-            .command_line(8, false, &"y".repeat(MAX_INLINE_COMMAND * 2))
+            .command_line(8, &"y".repeat(MAX_INLINE_COMMAND * 2))
             .unwrap();
-        files.command_line(9, false, &long).unwrap();
+        files.command_line(9, &long).unwrap();
         let content = fs::read(files.command_path()).unwrap();
         assert!(content.starts_with(format!("{long}\0").as_bytes()));
-        let line = files.command_line(10, true, "ls").unwrap();
+        let line = files.command_line(10, "ls").unwrap();
         assert_eq!(
             line,
-            "exec 2>/dev/tty; __envhost_load 10 $'ls'; eval \"$__envhost_cmd\" 301>&-\n"
+            "__envhost_load 10 $'ls'; eval \"$__envhost_cmd\" 301>&-\n"
         );
         let init = fs::read_to_string(&files.init).unwrap();
         assert!(init.contains("PROMPT_COMMAND="));

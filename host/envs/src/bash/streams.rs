@@ -1,9 +1,9 @@
 //! The shell's standard streams, seen from outside through `/proc`.
 //!
-//! A command may redirect the shell's own output (`exec > >(tee -a log)`,
-//! `exec 2>&-`). The host looks at where the shell's descriptors point
-//! ([`kind_of_link`]) to repair a closed one before the next command and to
-//! know when output may still be on its way through a pipe. A [`PipeWatch`]
+//! A command may redirect the shell's own output (`exec > >(tee -a log)`).
+//! The shell's prompt code says so in its report (and repairs a closed
+//! stream itself); the host must then know when output may still be on its
+//! way through the pipe. A [`PipeWatch`]
 //! opens such a pipe through `/proc/<shell>/fd/<n>` (a new reference to the
 //! same pipe, never read from) to ask the kernel how many bytes it still
 //! holds, and finds the shell's descendants that read it (the `tee` of a
@@ -19,34 +19,6 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 
 use envhost_process::{descendants, process_table, waiting_for_any_input};
 use nix::libc;
-
-/// What one of the shell's descriptors is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StreamKind {
-    /// Closed.
-    Closed,
-    /// A pipe or a socket: a process on the other side forwards it (or not).
-    Pipe,
-    /// Anything else: the terminal, a file, `/dev/null`.
-    Other,
-}
-
-/// What a descriptor is, from its `/proc/<pid>/fd/<fd>` link as read (the
-/// caller reads it: it may look at the link for more than its kind).
-pub fn kind_of_link(link: std::io::Result<std::path::PathBuf>) -> StreamKind {
-    match link {
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => StreamKind::Closed,
-        Err(_) => StreamKind::Other,
-        Ok(target) => {
-            let target = target.to_string_lossy();
-            if target.starts_with("pipe:") || target.starts_with("socket:") {
-                StreamKind::Pipe
-            } else {
-                StreamKind::Other
-            }
-        }
-    }
-}
 
 /// Pipes the shell writes to, opened to ask how much they still hold, and
 /// the processes below the shell that read them.
@@ -128,19 +100,15 @@ mod tests {
     use super::*;
     use std::io::Write;
 
-    fn stream_kind(pid: i32, fd: i32) -> StreamKind {
-        kind_of_link(std::fs::read_link(format!("/proc/{pid}/fd/{fd}")))
-    }
-
     #[test]
-    fn streams_are_told_apart_and_pipes_report_what_they_hold() {
+    fn pipes_report_what_they_hold_and_other_files_are_not_watched() {
         let me = std::process::id() as i32;
         let (reader, mut writer) = std::io::pipe().unwrap();
         let fd = writer.as_raw_fd();
-        assert_eq!(stream_kind(me, fd), StreamKind::Pipe);
-        assert_eq!(stream_kind(me, 987_654), StreamKind::Closed);
         let file = tempfile::tempfile().unwrap();
-        assert_eq!(stream_kind(me, file.as_raw_fd()), StreamKind::Other);
+        let mut not_a_pipe = PipeWatch::default();
+        not_a_pipe.add(me, file.as_raw_fd());
+        assert!(not_a_pipe.pipes.is_empty());
         let mut watch = PipeWatch::default();
         watch.add(me, fd);
         assert!(!watch.holds_bytes());

@@ -56,7 +56,6 @@ pub use self::wait::{Controls, Waiter};
 use super::marker::PromptReport;
 use super::reader::{PtyReader, ReaderEvent, ReportPlace, ReportSocket};
 use super::setup::{SessionFiles, TypedMark};
-use super::streams::{PipeWatch, StreamKind, kind_of_link};
 use envhost_core::{CancelFlag, CommandContext};
 use envhost_process::{DEFAULT_LADDER, Escalation, escalate, signal_group};
 use envhost_process::{
@@ -75,13 +74,6 @@ const STARTUP_LIMIT: Duration = Duration::from_secs(10);
 const CANCEL_GRACE: Duration = Duration::from_secs(1);
 /// Grace between SIGTERM/SIGHUP and SIGKILL when ending the session.
 const SESSION_GRACE: Duration = Duration::from_secs(1);
-/// Before a command, how long the shell may take to get from its report to
-/// the end of its prompt code (microseconds; a bound, not a delay).
-const IDLE_WAIT: Duration = Duration::from_millis(20);
-/// Looks at a shell still in its prompt code that only yield the core.
-const YIELDS_BEFORE_SLEEPING: u32 = 3;
-/// The pause between later looks.
-const PLUMBING_LOOK_INTERVAL: Duration = Duration::from_micros(20);
 /// Grace between SIGTERM and SIGKILL for what is left of an interrupted
 /// job once the shell is back at its prompt.
 const LEFTOVER_GRACE: Duration = Duration::from_millis(500);
@@ -246,8 +238,6 @@ pub struct Shell {
     interrupted_jobs: RefCell<Vec<i32>>,
     /// Sentences for the current command's response.
     notes: Notes,
-    /// The shell's standard error is a pipe (checked before each command).
-    stderr_pipe: Option<PipeWatch>,
     /// Set before text is typed into a running command.
     typed: TypedMark,
     terminated: bool,
@@ -316,7 +306,6 @@ impl Shell {
             channel_closed: Cell::new(false),
             interrupted_jobs: RefCell::new(Vec::new()),
             notes: Notes::default(),
-            stderr_pipe: None,
             typed: files.typed_mark(),
             terminated: false,
         };
@@ -375,7 +364,6 @@ impl Shell {
             terminal_path: &self.terminal_path,
             place: self.place,
             channel_closed: &self.channel_closed,
-            stderr_pipe: self.stderr_pipe.as_ref(),
             notes: &self.notes,
         }
     }
@@ -466,24 +454,21 @@ impl Shell {
         sink: &mut dyn FnMut(&[u8]),
     ) -> io::Result<Waiter> {
         self.take_backlog(sink);
-        let repair_stderr = self.check_stderr();
         self.seq += 1;
         let seq = self.seq;
-        let typed = files
-            .command_line(seq, repair_stderr, command)
-            .and_then(|line| {
-                // A program may have turned echo back on (and exited
-                // normally, so bash kept that state): the line typed next
-                // must not be echoed.
-                set_terminal_mode(self.pty.terminal().as_fd())?;
-                // The kill character first: it erases a partial line typed
-                // with `input` that the last command never read, which
-                // would otherwise be glued to the front of this one.
-                let mut typed = Vec::with_capacity(line.len() + 1);
-                typed.push(KILL_CHARACTER);
-                typed.extend_from_slice(line.as_bytes());
-                self.pty.terminal().write_all(&typed)
-            });
+        let typed = files.command_line(seq, command).and_then(|line| {
+            // A program may have turned echo back on (and exited
+            // normally, so bash kept that state): the line typed next
+            // must not be echoed.
+            set_terminal_mode(self.pty.terminal().as_fd())?;
+            // The kill character first: it erases a partial line typed
+            // with `input` that the last command never read, which
+            // would otherwise be glued to the front of this one.
+            let mut typed = Vec::with_capacity(line.len() + 1);
+            typed.push(KILL_CHARACTER);
+            typed.extend_from_slice(line.as_bytes());
+            self.pty.terminal().write_all(&typed)
+        });
         if let Err(err) = typed
             && self.exited().is_none()
         {
@@ -620,59 +605,15 @@ impl Shell {
             if notes.stdout_reopened {
                 self.notes.add("The command closed the shell's standard output (e.g. exec 1>&-); it was reopened on the terminal, so later commands print again.");
             }
+            if notes.stderr_reopened {
+                self.notes.add("The previous command closed the shell's standard error (e.g. exec 2>&-); it was reopened on the terminal before this command.");
+            }
             if notes.typed_discarded {
                 self.notes.add("Text typed with input that the command did not read was discarded when it ended, so the shell did not run it as commands.");
             }
         }
         run.notes.append(&mut self.notes.take());
         run
-    }
-
-    /// Before a command: is the shell's standard error closed (repair it
-    /// first) or a pipe (wait for it at the end)? Its prompt code cannot
-    /// tell, since the plumbing's own redirection hides it there.
-    fn check_stderr(&mut self) -> bool {
-        let shell = self.pty.pid();
-        self.stderr_pipe = None;
-        // Just after a report the shell may still be inside the plumbing,
-        // whose standard error goes to /dev/zero (a sink nothing else
-        // uses) for its duration: look once it is out.
-        // Microseconds when it is: yielding, not sleeping, keeps the round
-        // trip short. But if the shell lost its core right after its report
-        // (a busy machine), it needs a core more than the host needs an
-        // answer: after a few looks the host sleeps between them instead of
-        // spinning on `/proc` (a dozen looks a command were measured).
-        // One read of the link per look: it runs before every command.
-        let deadline = Instant::now() + IDLE_WAIT;
-        let mut looks = 0;
-        let link = loop {
-            let link = std::fs::read_link(format!("/proc/{shell}/fd/2"));
-            let in_plumbing = link
-                .as_ref()
-                .is_ok_and(|target| target.as_os_str() == super::setup::PLUMBING_SINK);
-            if !in_plumbing || Instant::now() >= deadline {
-                break link;
-            }
-            looks += 1;
-            if looks <= YIELDS_BEFORE_SLEEPING {
-                thread::yield_now();
-            } else {
-                thread::sleep(PLUMBING_LOOK_INTERVAL);
-            }
-        };
-        match kind_of_link(link) {
-            StreamKind::Closed => {
-                self.notes.add("The previous command closed the shell's standard error (e.g. exec 2>&-); it was reopened on the terminal before this command.");
-                true
-            }
-            StreamKind::Pipe => {
-                let mut watch = PipeWatch::default();
-                watch.add(shell, 2);
-                self.stderr_pipe = Some(watch);
-                false
-            }
-            StreamKind::Other => false,
-        }
     }
 
     /// Interrupts the foreground job with the signal ladder until the

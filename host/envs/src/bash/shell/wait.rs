@@ -51,9 +51,9 @@ pub(super) const PIPE_WAIT: Duration = Duration::from_secs(1);
 pub(super) struct Reported {
     pub(super) report: PromptReport,
     pub(super) at: Instant,
-    /// The shell's standard output, when it is a pipe (standard error's is
-    /// the shell's, from before the command).
-    pub(super) stdout: Option<PipeWatch>,
+    /// The shell's standard output and standard error, those that are
+    /// pipes.
+    pub(super) pipes: Option<PipeWatch>,
 }
 /// Whether the awaited command's output is all in.
 pub(super) enum Settled {
@@ -63,18 +63,12 @@ pub(super) enum Settled {
     PipeStillDelivering,
 }
 impl Reported {
-    pub(super) fn settled(
-        &self,
-        stderr: Option<&PipeWatch>,
-        now: Instant,
-        last_output: Instant,
-    ) -> Settled {
-        if self.stdout.is_none() && stderr.is_none() {
+    pub(super) fn settled(&self, now: Instant, last_output: Instant) -> Settled {
+        let Some(pipes) = &self.pipes else {
             return Settled::Yes;
-        }
+        };
         let quiet = now.saturating_duration_since(last_output.max(self.at)) >= PIPE_QUIET;
-        let drained = self.stdout.as_ref().is_none_or(PipeWatch::drained)
-            && stderr.is_none_or(PipeWatch::drained);
+        let drained = pipes.drained();
         if quiet && drained {
             Settled::Yes
         } else if now >= self.at + PIPE_WAIT {
@@ -217,7 +211,6 @@ pub(super) struct Watched<'a> {
     /// Every holder of the shell's end of the socket has closed it.
     pub(super) channel_closed: &'a Cell<bool>,
     /// The shell's standard error, when it is a pipe.
-    pub(super) stderr_pipe: Option<&'a PipeWatch>,
     pub(super) notes: &'a Notes,
 }
 
@@ -375,7 +368,7 @@ impl Watched<'_> {
                 }
             }
             if let Some(done) = &state.reported {
-                match done.settled(self.stderr_pipe, Instant::now(), state.last_output) {
+                match done.settled(Instant::now(), state.last_output) {
                     Settled::Yes => return Awaited::Prompt(done.report.clone()),
                     Settled::PipeStillDelivering => {
                         self.notes.add(format!(
@@ -436,15 +429,21 @@ impl Watched<'_> {
 
     /// A report for the awaited command arrived: what is still to come.
     pub(super) fn reported(&self, report: PromptReport) -> Reported {
-        let stdout = report.notes.stdout_is_pipe.then(|| {
+        let notes = &report.notes;
+        let pipes = (notes.stdout_is_pipe || notes.stderr_is_pipe).then(|| {
             let mut watch = PipeWatch::default();
-            watch.add(self.pty.pid(), 1);
+            if notes.stdout_is_pipe {
+                watch.add(self.pty.pid(), 1);
+            }
+            if notes.stderr_is_pipe {
+                watch.add(self.pty.pid(), 2);
+            }
             watch
         });
         Reported {
             report,
             at: Instant::now(),
-            stdout,
+            pipes,
         }
     }
 
