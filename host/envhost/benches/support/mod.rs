@@ -101,12 +101,14 @@ pub struct Serve {
 }
 
 impl Serve {
+    /// `envhost serve` of this build, or of the one named by
+    /// `ENVHOST_BENCH_BINARY` (to run a benchmark on an older build).
     pub fn start(project: &Path, extra_args: &[&str]) -> Serve {
-        Serve::start_binary(
-            Path::new(env!("CARGO_BIN_EXE_envhost")),
-            project,
-            extra_args,
-        )
+        let binary = std::env::var_os("ENVHOST_BENCH_BINARY").map_or_else(
+            || PathBuf::from(env!("CARGO_BIN_EXE_envhost")),
+            PathBuf::from,
+        );
+        Serve::start_binary(&binary, project, extra_args)
     }
 
     /// [`Serve::start`] with another build of envhost (a baseline to

@@ -108,6 +108,11 @@ impl PromptReport {
     pub fn errexit(&self) -> bool {
         self.flags.contains('e')
     }
+
+    /// `set -x` is on.
+    pub fn tracing(&self) -> bool {
+        self.flags.contains('x')
+    }
 }
 
 /// The printf formats the prompt code uses (see the module docs).

@@ -83,6 +83,8 @@ pub struct BashEnvironment {
     /// `set -e` was on at the last prompt: a failing command will end the
     /// shell, which the response then explains.
     errexit: bool,
+    /// `set -x` was on at the last prompt: the next prompt must turn it off.
+    tracing: bool,
     /// The session is recorded: the prompt dumps the shell's state.
     record_state: bool,
     /// The fresh shell's dump: what is kept is what differs from it.
@@ -107,6 +109,7 @@ impl BashEnvironment {
             yielded: None,
             status: ShellStatus::new(config.project_dir.clone()),
             errexit: false,
+            tracing: false,
             record_state: config.session_state,
             baseline: None,
             current: None,
@@ -156,6 +159,7 @@ impl BashEnvironment {
         })?;
         self.record(&report);
         self.errexit = report.errexit();
+        self.tracing = report.tracing();
         self.status.ended = None;
         self.shell = Some(shell);
         // What a fresh shell has: what is kept is what differs from it.
@@ -278,9 +282,15 @@ impl BashEnvironment {
         let (Some(shell), Some(files)) = (self.shell.as_mut(), self.files.as_mut()) else {
             return Err(EnvironmentError::Failed("the shell did not start".into()));
         };
-        if could_change_state(command, self.current.as_ref()) {
-            files.could_change_shell();
-            self.dump_pending |= self.record_state;
+        // The prompt code looks at the shell only when it may have changed
+        // (the state is dumped then too) or runs traced.
+        let could_change = could_change_state(command, self.current.as_ref());
+        if could_change || self.tracing {
+            files.look_after_next();
+        }
+        if could_change && self.record_state {
+            files.request_dump();
+            self.dump_pending = true;
         }
         let mut waiter = shell
             .begin(files, command, context, &mut |b| output.feed(b))
@@ -365,6 +375,7 @@ impl BashEnvironment {
             Some(report) => {
                 self.record(report);
                 self.errexit = report.errexit();
+                self.tracing = report.tracing();
                 output.set_success(run.ending == Ending::Completed && report.exit_code == 0);
             }
             None => output.set_success(false),

@@ -148,12 +148,17 @@ impl SessionFiles {
     }
 
     /// Says that the next command could change the shell itself (its
-    /// streams, its options, its state): the prompt after it looks at the
-    /// shell's streams and dumps its state (when the session is recorded),
-    /// and the next command line looks at its standard error. After other
-    /// commands the prompt code only reports.
-    pub fn could_change_shell(&mut self) {
+    /// streams, its options) or runs traced (`set -x`): the prompt after it
+    /// turns tracing off and looks at the shell's streams, and the next
+    /// command line looks at its standard error. After other commands the
+    /// prompt code only reports.
+    pub fn look_after_next(&mut self) {
         self.look_next = true;
+    }
+
+    /// Has the prompt after the next command dump the shell's state (when
+    /// the session is recorded).
+    pub fn request_dump(&mut self) {
         self.dump_next = self.state.is_some();
     }
 
@@ -388,24 +393,31 @@ __envhost_load() {{
 __envhost_jobs='\j'
 # Runs with its standard error hidden (`PROMPT_COMMAND` below): no trace,
 # no error of its own reaches the command's output. The report is its
-# last act.
+# last act. After most commands (not traced, unable to change the shell,
+# nothing typed) it is only the report.
 __envhost_prompt() {{
   __envhost_last=$?
+  if [[ -z $__envhost_look && ! -e {typed} ]]; then
+    __envhost_send "$-"
+  else
+    __envhost_repair
+  fi
+}}
+__envhost_send() {{
+  if [[ ${{__envhost_jobs@P}} == 0 ]]; then
+    printf '{head}{end}' "$__envhost_seq" "$__envhost_last" "$1" "$__envhost_notes" "$PWD" >&"$__envhost_report"
+  else
+    {{ printf '{head}' "$__envhost_seq" "$__envhost_last" "$1" "$__envhost_notes" "$PWD"; jobs -l; printf '{end}'; }} >&"$__envhost_report"
+  fi
+}}
+# After a command that could change the shell or ran traced, or text
+# typed into it; ends with the report.
+__envhost_repair() {{
   # Tracing stays off until the next command starts (`__envhost_load`
-  # turns it back on for the command): the report below and the next
-  # command line are not traced.
+  # turns it back on for the command): the report and the next command
+  # line are not traced.
   __envhost_flags=$-
   set +x
-  if [[ -n $__envhost_look || -e {typed} ]]; then __envhost_repair; fi
-  if [[ ${{__envhost_jobs@P}} == 0 ]]; then
-    printf '{head}{end}' "$__envhost_seq" "$__envhost_last" "$__envhost_flags" "$__envhost_notes" "$PWD" >&"$__envhost_report"
-  else
-    {{ printf '{head}' "$__envhost_seq" "$__envhost_last" "$__envhost_flags" "$__envhost_notes" "$PWD"; jobs -l; printf '{end}'; }} >&"$__envhost_report"
-  fi
-  __envhost_notes=
-}}
-# After a command that could change the shell, or text typed into it.
-__envhost_repair() {{
   __envhost_look=
   unset __envhost_cmd
   {dump}
@@ -422,19 +434,20 @@ __envhost_repair() {{
     if [[ ! -e /dev/fd/1 ]]; then exec 1>/dev/tty; __envhost_notes+=1
     elif [[ -p /dev/fd/1 || -S /dev/fd/1 ]]; then __envhost_notes+=p; fi
   fi
-  :
+  __envhost_send "$__envhost_flags"
+  __envhost_notes=
 }}
 # Standard error, looked at from the command line after a command that
 # could change the shell (the prompt code's own redirection hides it).
 __envhost_stderr() {{
   if [[ -t 2 ]]; then :
-  elif [[ ! -e /dev/fd/2 ]]; then exec 2>/dev/tty; __envhost_notes+=2
-  elif [[ -p /dev/fd/2 || -S /dev/fd/2 ]]; then __envhost_notes+=P; fi
+  elif [[ ! -e /dev/fd/2 ]]; then exec 2>/dev/tty; __envhost_notes+=2; __envhost_look=1
+  elif [[ -p /dev/fd/2 || -S /dev/fd/2 ]]; then __envhost_notes+=P; __envhost_look=1; fi
   :
 }}
 PROMPT_COMMAND='{{ __envhost_prompt; }} 2>&"$__envhost_sink"'
 readonly PROMPT_COMMAND __envhost_jobs __envhost_sink __envhost_report __envhost_state
-readonly -f __envhost_load __envhost_prompt __envhost_repair __envhost_stderr
+readonly -f __envhost_load __envhost_prompt __envhost_send __envhost_repair __envhost_stderr
 "#,
         command = shell_quote(command_file),
         typed = shell_quote(typed),
