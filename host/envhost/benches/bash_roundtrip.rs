@@ -165,66 +165,6 @@ impl RawPty {
     }
 }
 
-/// This build against another (`ENVHOST_BENCH_BASELINE`): `n` round trips
-/// of each command through each, in blocks that alternate between the two
-/// (and which goes first), only one host busy at a time.
-fn against_baseline(binary: &std::path::Path, n: usize) {
-    const BLOCKS: usize = 20;
-    let project = tempfile::tempdir().expect("project dir");
-    let mut baseline = Serve::start_binary(binary, project.path(), &["--output-cap", "128KiB"]);
-    let own_project = tempfile::tempdir().expect("project dir");
-    let mut envhost = Serve::start(own_project.path(), &["--output-cap", "128KiB"]);
-    for _ in 0..WARM_UP {
-        envhost.command("bash", "true");
-        baseline.command("bash", "true");
-    }
-    println!(
-        "against the baseline build {} (median / p95, microseconds)",
-        binary.display()
-    );
-    println!(
-        "{:<12} {:>11} {:>11} {:>12} {:>12} {:>9} {:>9}",
-        "command",
-        "envhost p50",
-        "envhost p95",
-        "baseline p50",
-        "baseline p95",
-        "ratio p50",
-        "ratio p95"
-    );
-    let per_block = n.div_ceil(BLOCKS);
-    for command in ["true", "echo hello"] {
-        let mut through_host = Vec::with_capacity(n);
-        let mut through_baseline = Vec::with_capacity(n);
-        for block in 0..BLOCKS {
-            for turn in 0..2 {
-                let (serve, times) = if (block + turn) % 2 == 0 {
-                    (&mut envhost, &mut through_host)
-                } else {
-                    (&mut baseline, &mut through_baseline)
-                };
-                for _ in 0..per_block {
-                    times.push(serve.command("bash", command).0);
-                }
-            }
-        }
-        let host = summarize(&through_host);
-        let base = summarize(&through_baseline);
-        println!(
-            "{:<12} {:>11.1} {:>11.1} {:>12.1} {:>12.1} {:>8.2}x {:>8.2}x",
-            command,
-            micros(host.median),
-            micros(host.p95),
-            micros(base.median),
-            micros(base.p95),
-            micros(host.median) / micros(base.median),
-            micros(host.p95) / micros(base.p95),
-        );
-    }
-    baseline.stop();
-    envhost.stop();
-}
-
 /// Requests about commands that may yield, against the same run's plain
 /// `true`: `true` sent with `yield_ms` (it ends long before), and `wait` on
 /// a command that yielded and has ended since (fewer iterations: each
@@ -303,7 +243,7 @@ fn main() {
     let mut raw = RawBash::start();
     let mut pty = RawPty::start();
     if let Some(binary) = support::baseline_binary() {
-        against_baseline(&binary, n);
+        support::against_baseline(&binary, &[("bash", "true"), ("bash", "echo hello")], n);
         if std::env::args().any(|a| a == "--baseline-only") {
             envhost.stop();
             raw.stop();

@@ -15,6 +15,9 @@
 //! Run: `cargo bench --bench python_roundtrip` (add `--profile dev` for a
 //! quick check; the numbers that count come from the release profile).
 //! `ENVHOST_BENCH_ROUNDS` overrides the number of rounds per workload.
+//! `ENVHOST_BENCH_BASELINE=<another envhost binary>` first times `x = 1`
+//! through that build and this one (see `support::against_baseline`);
+//! `--baseline-only` after `--` stops there.
 
 mod support;
 
@@ -119,6 +122,13 @@ fn main() {
     let rounds_override: Option<usize> = std::env::var("ENVHOST_BENCH_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok());
+    if let Some(binary) = support::baseline_binary() {
+        let n = rounds_override.unwrap_or(2000);
+        support::against_baseline(&binary, &[("python", "x = 1")], n);
+        if std::env::args().any(|a| a == "--baseline-only") {
+            return;
+        }
+    }
     let project = tempfile::tempdir().expect("temporary project");
     let mut envhost = Serve::start(project.path(), &[]);
     let mut floor = Floor::start();

@@ -3,21 +3,29 @@
 //! never a walk of the whole project.
 //!
 //! A [`Since`] is taken when a command starts, on the clock the kernel
-//! stamps files with; [`changed_since`] then reads the directories it is
-//! given (the command's working directory and the project root) and goes
-//! down only into subdirectories whose own entries changed (a directory's
-//! modification time moves when a file is created, removed or renamed in
-//! it), to a bounded depth and a bounded number of entries. A file changed
-//! in place deep inside an untouched directory is not seen: that is the
-//! price of never walking a big project. The host's own writes (figures,
+//! stamps files with; [`Reported::changed_since`] then reads the
+//! directories it is given (the command's working directory and the project
+//! root) and goes down only into subdirectories whose own entries changed
+//! (a directory's modification time moves when a file is created, removed
+//! or renamed in it), to a bounded depth and a bounded number of entries. A
+//! file changed in place deep inside an untouched directory is not seen:
+//! that is the price of never walking a big project. The starting
+//! directories are watched for file events from their first look on
+//! (`watch`): later looks read only the entries the events name and the
+//! subdirectories, not every entry. The host's own writes (figures,
 //! saved output, editor writes) are named by whoever made them and
 //! [`describe`]d here. It must not know who runs commands or how the
 //! answer is sent.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
+
+mod watch;
+
+use watch::{FolderWatch, Look};
 
 /// Folders never looked into: version control's own churn, and the host's
 /// own folder (what the host writes there it names itself).
@@ -121,6 +129,7 @@ impl Since {
 #[derive(Debug, Default)]
 pub struct Reported {
     files: HashMap<PathBuf, SystemTime>,
+    watch: FolderWatch,
 }
 
 impl Reported {
@@ -154,7 +163,7 @@ impl Reported {
             .unwrap_or(since.0);
         self.files.retain(|_, modified| *modified >= horizon);
         let mut fresh = Vec::new();
-        for (path, modified) in scan(project, dirs, since) {
+        for (path, modified) in scan(&mut self.watch, project, dirs, since) {
             if self.files.get(&path) != Some(&modified) {
                 self.files.insert(path.clone(), modified);
                 fresh.push(path);
@@ -166,47 +175,118 @@ impl Reported {
 }
 
 /// The regular files modified at or after `since` in `dirs` and their
-/// changed subdirectories, with their modification times.
-fn scan(project: &Path, dirs: &[PathBuf], since: Since) -> BTreeMap<PathBuf, SystemTime> {
-    let mut queue: VecDeque<(PathBuf, usize)> = VecDeque::new();
-    let mut queued = BTreeSet::new();
+/// changed subdirectories, with their modification times. A starting
+/// directory that `watch` has watched since an earlier look is not read:
+/// only the entries its events name, and its subdirectories, are looked at.
+fn scan(
+    watch: &mut FolderWatch,
+    project: &Path,
+    dirs: &[PathBuf],
+    since: Since,
+) -> BTreeMap<PathBuf, SystemTime> {
+    let mut starting = Vec::new();
     for dir in dirs {
-        if dir.starts_with(project) && !skipped(project, dir) && queued.insert(dir.clone()) {
-            queue.push_back((dir.clone(), 0));
+        if dir.starts_with(project) && !skipped(project, dir) && !starting.contains(dir) {
+            starting.push(dir.clone());
         }
     }
-    let mut found = BTreeMap::new();
-    let mut budget = MAX_ENTRIES;
-    while let Some((dir, depth)) = queue.pop_front() {
-        let Ok(entries) = fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.take(MAX_ENTRIES_PER_DIRECTORY) {
-            if budget == 0 {
-                break;
+    watch.collect(&starting);
+    let mut look = Looking {
+        since,
+        found: BTreeMap::new(),
+        queue: VecDeque::new(),
+        queued: starting.iter().cloned().collect(),
+        budget: MAX_ENTRIES,
+    };
+    for dir in &starting {
+        match watch.look(dir) {
+            Look::Entries {
+                touched,
+                subfolders,
+            } => {
+                let names = touched
+                    .into_iter()
+                    .chain(subfolders)
+                    .collect::<BTreeSet<_>>();
+                for name in names.into_iter().take(MAX_ENTRIES_PER_DIRECTORY) {
+                    look.entry(dir, &name, 0);
+                }
             }
-            budget -= 1;
+            Look::Everything => {
+                watch.begin_reading(dir);
+                let (subfolders, whole) = look.read(dir, 0);
+                watch.finish_reading(dir, subfolders, whole);
+            }
+        }
+    }
+    while let Some((dir, depth)) = look.queue.pop_front() {
+        look.read(&dir, depth);
+    }
+    look.found
+}
+
+/// One look's progress: what it found, the subdirectories still to read.
+struct Looking {
+    since: Since,
+    found: BTreeMap<PathBuf, SystemTime>,
+    queue: VecDeque<(PathBuf, usize)>,
+    queued: BTreeSet<PathBuf>,
+    budget: usize,
+}
+
+impl Looking {
+    /// Reads every entry of `dir` (to the bounds); returns the names of
+    /// its subdirectories and whether it was read whole.
+    fn read(&mut self, dir: &Path, depth: usize) -> (BTreeSet<OsString>, bool) {
+        let mut subfolders = BTreeSet::new();
+        let Ok(entries) = fs::read_dir(dir) else {
+            return (subfolders, false);
+        };
+        for (read, entry) in entries.enumerate() {
+            if read == MAX_ENTRIES_PER_DIRECTORY || self.budget == 0 {
+                return (subfolders, false);
+            }
             let Ok(entry) = entry else { continue };
+            let name = entry.file_name();
             // Skipped by name, before the stat: every project has them.
-            if SKIPPED.iter().any(|s| entry.file_name() == *s) {
+            if SKIPPED.iter().any(|s| name == *s) {
                 continue;
             }
+            self.budget -= 1;
             // lstat: a symlink is neither followed nor reported.
             let Ok(metadata) = entry.metadata() else {
                 continue;
             };
-            let Some(modified) = metadata.modified().ok().filter(|t| *t >= since.0) else {
-                continue;
-            };
-            let path = entry.path();
-            if metadata.is_file() {
-                found.insert(path, modified);
-            } else if metadata.is_dir() && depth < MAX_DEPTH && queued.insert(path.clone()) {
-                queue.push_back((path, depth + 1));
+            if metadata.is_dir() {
+                subfolders.insert(name);
             }
+            self.consider(entry.path(), &metadata, depth);
+        }
+        (subfolders, true)
+    }
+
+    /// Looks at the entry `name` of `dir`, which file events named.
+    fn entry(&mut self, dir: &Path, name: &OsString, depth: usize) {
+        if self.budget == 0 {
+            return;
+        }
+        self.budget -= 1;
+        let path = dir.join(name);
+        if let Ok(metadata) = fs::symlink_metadata(&path) {
+            self.consider(path, &metadata, depth);
         }
     }
-    found
+
+    fn consider(&mut self, path: PathBuf, metadata: &fs::Metadata, depth: usize) {
+        let Some(modified) = metadata.modified().ok().filter(|t| *t >= self.since.0) else {
+            return;
+        };
+        if metadata.is_file() {
+            self.found.insert(path, modified);
+        } else if metadata.is_dir() && depth < MAX_DEPTH && self.queued.insert(path.clone()) {
+            self.queue.push_back((path, depth + 1));
+        }
+    }
 }
 
 /// Whether `dir` is (inside) one of the folders never looked into.
@@ -248,6 +328,7 @@ pub fn describe(project: &Path, path: &Path) -> Option<ProducedFile> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     #[test]
     fn finds_new_files_in_changed_folders_and_skips_the_rest() {
@@ -280,6 +361,105 @@ mod tests {
         // The next command, maybe in the same tick, does not name them again.
         let again = reported.changed_since(&root, std::slice::from_ref(&root), since);
         assert!(again.is_empty(), "{again:?}");
+    }
+
+    fn names(root: &Path, found: &[PathBuf]) -> Vec<String> {
+        found
+            .iter()
+            .map(|p| describe(root, p).unwrap().path)
+            .collect()
+    }
+
+    /// Sets `path`'s modification time an hour ahead: every look that
+    /// reads its folder whole names it, a look that follows file events
+    /// does not (nothing happened to it).
+    fn stamp_ahead(path: &Path) {
+        let ahead = SystemTime::now() + Duration::from_secs(3600);
+        fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(ahead)
+            .unwrap();
+    }
+
+    #[test]
+    fn later_looks_follow_file_events_and_still_find_every_kind_of_change() {
+        let project = tempfile::tempdir().unwrap();
+        let root = project.path().to_path_buf();
+        fs::write(root.join("edited.txt"), "old").unwrap();
+        fs::write(root.join("touched.txt"), "x").unwrap();
+        fs::write(root.join("between.txt"), "x").unwrap();
+        fs::create_dir_all(root.join("sub")).unwrap();
+        fs::write(root.join("quiet.txt"), "x").unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let mut reported = Reported::default();
+        // The first look reads the root whole, and watches it from then on.
+        reported.changed_since(&root, std::slice::from_ref(&root), Since::now());
+        stamp_ahead(&root.join("quiet.txt"));
+        reported.changed_since(&root, std::slice::from_ref(&root), Since::now());
+        // Written between two commands: an event, but before the command.
+        fs::write(root.join("between.txt"), "y").unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        let since = Since::now();
+        fs::write(root.join("new.txt"), "x").unwrap();
+        fs::OpenOptions::new()
+            .append(true)
+            .open(root.join("edited.txt"))
+            .unwrap()
+            .write_all(b" and new")
+            .unwrap();
+        fs::File::options()
+            .write(true)
+            .open(root.join("touched.txt"))
+            .unwrap()
+            .set_modified(SystemTime::now())
+            .unwrap();
+        fs::write(root.join("sub/inside.txt"), "x").unwrap();
+        fs::create_dir_all(root.join("fresh/deeper")).unwrap();
+        fs::write(root.join("fresh/deeper/made.txt"), "x").unwrap();
+        // Written elsewhere during the command, then moved in.
+        fs::write(elsewhere.path().join("moved.txt"), "x").unwrap();
+        fs::rename(elsewhere.path().join("moved.txt"), root.join("moved.txt")).unwrap();
+        let found = reported.changed_since(&root, std::slice::from_ref(&root), since);
+        assert_eq!(
+            names(&root, &found),
+            [
+                "edited.txt",
+                "fresh/deeper/made.txt",
+                "moved.txt",
+                "new.txt",
+                "sub/inside.txt",
+                "touched.txt"
+            ],
+            "quiet.txt, stamped ahead but untouched, would be named by a whole read"
+        );
+    }
+
+    #[test]
+    fn a_watched_folder_removed_and_made_again_is_read_whole() {
+        let project = tempfile::tempdir().unwrap();
+        let root = project.path().to_path_buf();
+        let work = root.join("work");
+        fs::create_dir_all(&work).unwrap();
+        let mut reported = Reported::default();
+        let dirs = [work.clone(), root.clone()];
+        reported.changed_since(&root, &dirs, Since::now());
+        reported.changed_since(&root, &dirs, Since::now());
+        let since = Since::now();
+        fs::remove_dir_all(&work).unwrap();
+        fs::create_dir_all(&work).unwrap();
+        fs::write(work.join("again.txt"), "x").unwrap();
+        stamp_ahead(&work.join("again.txt"));
+        let found = reported.changed_since(&root, &dirs, since);
+        assert_eq!(names(&root, &found), ["work/again.txt"]);
+        // A new working directory is read whole the first time.
+        let other = root.join("other");
+        fs::create_dir_all(&other).unwrap();
+        fs::write(other.join("there.txt"), "x").unwrap();
+        stamp_ahead(&other.join("there.txt"));
+        let found = reported.changed_since(&root, &[other, root.clone()], since);
+        assert_eq!(names(&root, &found), ["other/there.txt"]);
     }
 
     #[test]

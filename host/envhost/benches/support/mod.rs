@@ -92,6 +92,75 @@ pub fn baseline_binary() -> Option<PathBuf> {
     Some(path)
 }
 
+/// This build against another (`binary`, from [`baseline_binary`]): `n`
+/// round trips of each `(environment, command)` through each, printed as
+/// medians, p95 and this build's ratio to the other. They run in blocks
+/// that alternate between the two (and which goes first), one host busy at
+/// a time: interleaving them command by command was measured to favour one
+/// side by up to 15% (the work one host leaves behind after its answer, its
+/// shell finishing its prompt code or the terminal's kernel worker, falls
+/// into the other's time), where the blocks give 1.00x for a build against
+/// itself.
+pub fn against_baseline(binary: &Path, commands: &[(&str, &str)], n: usize) {
+    const BLOCKS: usize = 20;
+    const WARM_UP: usize = 100;
+    let baseline_project = tempfile::tempdir().expect("project dir");
+    let own_project = tempfile::tempdir().expect("project dir");
+    let mut baseline = Serve::start_binary(binary, baseline_project.path(), &[]);
+    let mut own = Serve::start(own_project.path(), &[]);
+    for (environment, command) in commands {
+        for _ in 0..WARM_UP {
+            own.command(environment, command);
+            baseline.command(environment, command);
+        }
+    }
+    println!(
+        "against the baseline build {} (median / p95, microseconds)",
+        binary.display()
+    );
+    println!(
+        "{:<14} {:>11} {:>11} {:>12} {:>12} {:>9} {:>9}",
+        "command",
+        "envhost p50",
+        "envhost p95",
+        "baseline p50",
+        "baseline p95",
+        "ratio p50",
+        "ratio p95"
+    );
+    let per_block = n.div_ceil(BLOCKS);
+    for (environment, command) in commands {
+        let mut through_own = Vec::with_capacity(n);
+        let mut through_baseline = Vec::with_capacity(n);
+        for block in 0..BLOCKS {
+            for turn in 0..2 {
+                let (serve, times) = if (block + turn) % 2 == 0 {
+                    (&mut own, &mut through_own)
+                } else {
+                    (&mut baseline, &mut through_baseline)
+                };
+                for _ in 0..per_block {
+                    times.push(serve.command(environment, command).0);
+                }
+            }
+        }
+        let mine = summarize(&through_own);
+        let theirs = summarize(&through_baseline);
+        println!(
+            "{:<14} {:>11.1} {:>11.1} {:>12.1} {:>12.1} {:>8.2}x {:>8.2}x",
+            command,
+            micros(mine.median),
+            micros(mine.p95),
+            micros(theirs.median),
+            micros(theirs.p95),
+            micros(mine.median) / micros(theirs.median),
+            micros(mine.p95) / micros(theirs.p95),
+        );
+    }
+    baseline.stop();
+    own.stop();
+}
+
 /// A running `envhost serve`, driven over NDJSON as an agent would.
 pub struct Serve {
     child: Child,
