@@ -188,6 +188,8 @@ struct WireReply {
     rejected: u64,
     #[serde(default)]
     figures: Vec<String>,
+    #[serde(default)]
+    kept: bool,
 }
 
 #[derive(Deserialize)]
@@ -217,6 +219,7 @@ impl From<WireReply> for Reply {
                     variables: wire.variables,
                     rejected: wire.rejected,
                     figures: wire.figures,
+                    kept: wire.kept,
                 },
             },
             ReplyKind::Synced => Reply::Synced {
@@ -259,6 +262,9 @@ pub struct Done {
     /// open, a PIL image as the trailing expression) were saved to,
     /// absolute paths, in the order they were saved.
     pub figures: Vec<String>,
+    /// The driver wrote its state file (the session is recorded and the
+    /// command changed what is kept).
+    pub kept: bool,
 }
 
 impl Done {

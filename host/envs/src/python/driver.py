@@ -669,31 +669,28 @@ def flush_user_streams():
 STATE_FILE = os.environ.pop("ENVHOST_STATE_FILE", "")
 STATE_LIMIT = 1 << 20
 STATE_TOTAL_LIMIT = 64 << 20
-kept = {"values": {}, "unsaved": {}, "ids": {}, "imports": [], "cwd": None}
-IDENTIFIER_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+# "held": the value itself, for immutable ones (an int, a str, ...): while
+# it is held its id cannot be reused, so the same object is the same value
+# and is not pickled again when the code only names it (`x = 1` again).
+kept = {"values": {}, "unsaved": {}, "ids": {}, "held": {}, "imports": [], "cwd": None}
+IMMUTABLE = (int, float, complex, str, bytes, bool, type(None))
 
 
 def lazy_modules():
-    """pickle and base64, imported once, when first needed."""
-    global pickle, base64
+    """pickle, base64 and re, imported once, when first needed."""
+    global pickle, base64, WORDS
     import base64
     import pickle
+    import re
+
+    WORDS = re.compile(r"\w+", re.ASCII)
 
 
-pickle = base64 = None
+pickle = base64 = WORDS = None
 
 
 def mentioned_names(source):
-    words, word = set(), []
-    for ch in source:
-        if ch in IDENTIFIER_CHARS:
-            word.append(ch)
-        elif word:
-            words.add("".join(word))
-            word = []
-    if word:
-        words.add("".join(word))
-    return words
+    return set(WORDS.findall(source))
 
 
 def size_words(n):
@@ -733,11 +730,14 @@ def keep_one(name, value):
     return "value", [kind, base64.b64encode(data).decode("ascii")]
 
 
-def keep_state(source):
+def keep_state(source, cwd):
+    """Writes the state file if what is kept changed; says whether it did."""
     if not STATE_FILE:
-        return
+        return False
+    if pickle is None:
+        lazy_modules()
     try:
-        values, unsaved, ids = kept["values"], kept["unsaved"], kept["ids"]
+        values, unsaved, ids, held = kept["values"], kept["unsaved"], kept["ids"], kept["held"]
         changed = False
         mentioned = mentioned_names(source) if isinstance(source, str) else set()
         builtin_names = builtins.__dict__
@@ -756,12 +756,19 @@ def keep_state(source):
         for name in list(ids):
             if name not in current:
                 ids.pop(name, None)
+                held.pop(name, None)
                 changed |= values.pop(name, None) is not None
                 changed |= unsaved.pop(name, None) is not None
         for name, value in current.items():
             if name not in mentioned and ids.get(name) == id(value):
                 continue
+            if held.get(name, missing) is value:
+                continue
             ids[name] = id(value)
+            if type(value) in IMMUTABLE:
+                held[name] = value
+            else:
+                held.pop(name, None)
             where, form = keep_one(name, value)
             if where == "value":
                 others = sum(len(kept_value[1]) for other, kept_value in values.items() if other != name)
@@ -779,12 +786,11 @@ def keep_state(source):
                     unsaved[name] = form
                     changed = True
         imports.sort()
-        cwd = working_directory()
         if imports != kept["imports"] or cwd != kept["cwd"]:
             kept["imports"], kept["cwd"] = imports, cwd
             changed = True
         if not changed:
-            return
+            return False
         text = json.dumps(
             {"cwd": cwd, "variables": values, "unsaved": unsaved, "imports": imports},
             sort_keys=True,
@@ -793,11 +799,12 @@ def keep_state(source):
         with open(temporary, "w") as file:
             file.write(text)
         os.replace(temporary, STATE_FILE)
+        return True
     except BaseException:
-        pass
+        return False
 
 
-def report_done(key, seq, status, refused):
+def report_done(key, seq, status, refused, cwd, wrote_state):
     try:
         names = variables()
     except Exception:
@@ -806,10 +813,12 @@ def report_done(key, seq, status, refused):
         "type": "done",
         "seq": seq,
         "status": status,
-        "cwd": working_directory(),
+        "cwd": cwd,
         "variables": names,
         "rejected": refused,
     }
+    if wrote_state:
+        message["kept"] = True
     if figures_saved:
         message["figures"] = list(figures_saved)
         del figures_saved[:]
@@ -902,8 +911,9 @@ def serve():
                 os._exit(0)
             save_figures_left_open()
             flush_user_streams()
-            keep_state(source)
-            report_done(key, last_seq, status, refused)
+            cwd = working_directory()
+            wrote_state = keep_state(source, cwd)
+            report_done(key, last_seq, status, refused, cwd, wrote_state)
         except ChannelLost as lost:
             channel_lost(key, str(lost), last_seq)
 

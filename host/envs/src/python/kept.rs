@@ -4,9 +4,10 @@
 //! touched (pickled, under a size bound), the names it could not save and
 //! why, its imports and its working directory to a private file after the
 //! command ([`StateFile`] names it through `ENVHOST_STATE_FILE`, which the
-//! driver removes from its environment at start). This module notices that
-//! the file changed (one `stat`), reads it, and turns a kept state back into
-//! code the next interpreter runs, and its report into the agent's words.
+//! driver removes from its environment at start), and says so in its
+//! answer. This module reads the file then (and checks, with one `stat`,
+//! that it did change), and turns a kept state back into code the next
+//! interpreter runs, and its report into the agent's words.
 //!
 //! It owns the private folder, the restore code and the words. It must not
 //! know where the session is stored, nor talk to the interpreter itself.
@@ -28,12 +29,19 @@ pub struct StateFile {
     dir: PrivateFolder,
     /// What the file was when last read: inode, modification time, size.
     seen: Option<(u64, i64, i64, u64)>,
+    /// The driver said it wrote the file, or the file was removed, since
+    /// the last look.
+    maybe_changed: bool,
 }
 
 impl StateFile {
     pub fn create() -> std::io::Result<StateFile> {
         let dir = PrivateFolder::create(&std::env::temp_dir(), "python")?;
-        Ok(StateFile { dir, seen: None })
+        Ok(StateFile {
+            dir,
+            seen: None,
+            maybe_changed: false,
+        })
     }
 
     pub fn path(&self) -> PathBuf {
@@ -47,11 +55,22 @@ impl StateFile {
     /// A fresh interpreter holds nothing: the old file goes.
     pub fn forget(&mut self) {
         let _ = fs::remove_file(self.path());
+        self.maybe_changed = true;
+    }
+
+    /// The driver said it wrote the file.
+    pub fn written(&mut self) {
+        self.maybe_changed = true;
     }
 
     /// The state if the driver wrote a new one since the last call; the
-    /// empty state once if the file went (a fresh interpreter).
+    /// empty state once if the file went (a fresh interpreter). Looks only
+    /// when the driver said it wrote, or the file was removed: after most
+    /// commands nothing is kept anew and nothing is looked at.
     pub fn changed(&mut self) -> Option<String> {
+        if !std::mem::take(&mut self.maybe_changed) {
+            return None;
+        }
         match fs::metadata(self.path()) {
             Err(_) => self.seen.take().map(|_| EMPTY.to_owned()),
             Ok(meta) => {

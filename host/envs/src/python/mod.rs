@@ -259,6 +259,11 @@ impl PythonEnvironment {
     }
 
     fn absorb(&mut self, command: &str, done: Done) {
+        if done.kept
+            && let Some(kept) = self.kept.as_mut()
+        {
+            kept.written();
+        }
         self.cwd = done.cwd;
         let namespace = done
             .variables
