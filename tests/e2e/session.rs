@@ -399,3 +399,30 @@ fn a_session_folder_that_is_a_symlink_is_not_written_through() {
         before
     );
 }
+
+/// Python's state keeping looks again at the variables a command names,
+/// and at the others only when the namespace's names or objects changed:
+/// a variable rebound by a function the command calls (and does not name)
+/// is still kept, as is one mutated through its own name, one named only
+/// inside a string, and the same value bound again.
+#[test]
+fn python_keeps_variables_rebound_out_of_sight() {
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    host.command(
+        "python",
+        "total = 1000\nitems = [1]\nsame = 7\ndef bump():\n    global total\n    total = total + 1000",
+    )
+    .ok();
+    host.command("python", "bump()").ok();
+    host.command("python", "items.append(2)").ok();
+    host.command("python", "exec('late = 5')").ok();
+    host.command("python", "same = 7").ok();
+    host.command("python", "bump()").ok();
+    kill_9(&mut host);
+    let mut host = resumed(&project);
+    let python = host.command("python", "print(total, items, late, same)");
+    let output = python.ok();
+    assert!(output.ends_with("\n3000 [1, 2] 5 7\n"), "{output}");
+    host.finish();
+}

@@ -731,68 +731,36 @@ def keep_one(name, value):
 
 
 def keep_state(source, cwd):
-    """Writes the state file if what is kept changed; says whether it did."""
+    """Writes the state file if what is kept changed; says whether it did.
+
+    The variables the command's code names are looked at again (their
+    objects may have changed inside); the others only if rebound, added or
+    removed. When the namespace holds the same names bound to the same
+    objects as after the last command (two tuples compared in C, however
+    many variables there are), only the named ones are looked at."""
     if not STATE_FILE:
         return False
     if pickle is None:
         lazy_modules()
     try:
-        values, unsaved, ids, held = kept["values"], kept["unsaved"], kept["ids"], kept["held"]
-        changed = False
         mentioned = mentioned_names(source) if isinstance(source, str) else set()
-        builtin_names = builtins.__dict__
-        missing = object()
-        current = {}
-        imports = []
-        for name, value in list(namespace.items()):
-            if not isinstance(name, str) or name.startswith("_"):
-                continue
-            if builtin_names.get(name, missing) is value:
-                continue
-            if isinstance(value, types.ModuleType):
-                imports.append([value.__name__, name])
-                continue
-            current[name] = value
-        for name in list(ids):
-            if name not in current:
-                ids.pop(name, None)
-                held.pop(name, None)
-                changed |= values.pop(name, None) is not None
-                changed |= unsaved.pop(name, None) is not None
-        for name, value in current.items():
-            if name not in mentioned and ids.get(name) == id(value):
-                continue
-            if held.get(name, missing) is value:
-                continue
-            ids[name] = id(value)
-            if type(value) in IMMUTABLE:
-                held[name] = value
-            else:
-                held.pop(name, None)
-            where, form = keep_one(name, value)
-            if where == "value":
-                others = sum(len(kept_value[1]) for other, kept_value in values.items() if other != name)
-                if others + len(form[1]) > STATE_TOTAL_LIMIT:
-                    where, form = "unsaved", "a %s: the saved variables would pass %s together" % (
-                        form[0], size_words(STATE_TOTAL_LIMIT))
-            if where == "value":
-                changed |= unsaved.pop(name, None) is not None
-                if values.get(name) != form:
-                    values[name] = form
-                    changed = True
-            else:
-                changed |= values.pop(name, None) is not None
-                if unsaved.get(name) != form:
-                    unsaved[name] = form
-                    changed = True
-        imports.sort()
-        if imports != kept["imports"] or cwd != kept["cwd"]:
-            kept["imports"], kept["cwd"] = imports, cwd
+        shape = (tuple(namespace), tuple(map(id, namespace.values())))
+        if shape == kept.get("shape"):
+            changed = False
+            for name in mentioned:
+                value = namespace.get(name, MISSING)
+                if name in kept["ids"] and value is not MISSING:
+                    changed |= keep_name(name, value)
+        else:
+            changed = keep_everything(mentioned)
+        kept["shape"] = shape
+        if cwd != kept["cwd"]:
+            kept["cwd"] = cwd
             changed = True
         if not changed:
             return False
         text = json.dumps(
-            {"cwd": cwd, "variables": values, "unsaved": unsaved, "imports": imports},
+            {"cwd": cwd, "variables": kept["values"], "unsaved": kept["unsaved"], "imports": kept["imports"]},
             sort_keys=True,
         )
         temporary = STATE_FILE + ".new"
@@ -801,7 +769,76 @@ def keep_state(source, cwd):
         os.replace(temporary, STATE_FILE)
         return True
     except BaseException:
+        kept.pop("shape", None)
         return False
+
+
+MISSING = object()
+
+
+def keep_everything(mentioned):
+    """Looks at every variable and import; says whether what is kept
+    changed."""
+    values, unsaved, ids, held = kept["values"], kept["unsaved"], kept["ids"], kept["held"]
+    changed = False
+    builtin_names = builtins.__dict__
+    current = {}
+    imports = []
+    for name, value in list(namespace.items()):
+        if not isinstance(name, str) or name.startswith("_"):
+            continue
+        if builtin_names.get(name, MISSING) is value:
+            continue
+        if isinstance(value, types.ModuleType):
+            imports.append([value.__name__, name])
+            continue
+        current[name] = value
+    for name in list(ids):
+        if name not in current:
+            ids.pop(name, None)
+            held.pop(name, None)
+            changed |= values.pop(name, None) is not None
+            changed |= unsaved.pop(name, None) is not None
+    for name, value in current.items():
+        if name not in mentioned and ids.get(name) == id(value):
+            continue
+        changed |= keep_name(name, value)
+    imports.sort()
+    if imports != kept["imports"]:
+        kept["imports"] = imports
+        changed = True
+    return changed
+
+
+def keep_name(name, value):
+    """Keeps the variable `name` (one of the agent's); says whether what is
+    kept changed."""
+    values, unsaved, held = kept["values"], kept["unsaved"], kept["held"]
+    if held.get(name, MISSING) is value:
+        return False
+    kept["ids"][name] = id(value)
+    if type(value) in IMMUTABLE:
+        held[name] = value
+    else:
+        held.pop(name, None)
+    where, form = keep_one(name, value)
+    if where == "value":
+        others = sum(len(kept_value[1]) for other, kept_value in values.items() if other != name)
+        if others + len(form[1]) > STATE_TOTAL_LIMIT:
+            where, form = "unsaved", "a %s: the saved variables would pass %s together" % (
+                form[0], size_words(STATE_TOTAL_LIMIT))
+    changed = False
+    if where == "value":
+        changed |= unsaved.pop(name, None) is not None
+        if values.get(name) != form:
+            values[name] = form
+            changed = True
+    else:
+        changed |= values.pop(name, None) is not None
+        if unsaved.get(name) != form:
+            unsaved[name] = form
+            changed = True
+    return changed
 
 
 def report_done(key, seq, status, refused, cwd, wrote_state):
