@@ -195,6 +195,12 @@ fn output_through_a_slow_redirection_is_never_lost_nor_given_to_the_next_command
     .ok();
     let reply = bash(&mut host, "echo slow-1");
     assert_eq!(reply.ok(), "slow-1\n", "{}", reply.0);
+    // Commands that cannot change the shell do not make the prompt code
+    // look at its streams: the pipe found earlier is still waited for.
+    for n in 2..4 {
+        let reply = bash(&mut host, &format!("echo slow-{n}"));
+        assert_eq!(reply.ok(), format!("slow-{n}\n"), "{}", reply.0);
+    }
     // Slower than any wait: 3 s per line. The line arrives after the
     // answer; it must be shown with the next answer, said to be late.
     bash(

@@ -72,6 +72,12 @@ pub struct Notes {
     /// Whole lines were waiting on the terminal that the command never
     /// read (typed with `input`); they were discarded, not run.
     pub typed_discarded: bool,
+    /// The prompt code looked at standard input and output (after a
+    /// command that could change the shell); otherwise they are as last
+    /// looked at.
+    pub looked_at_output: bool,
+    /// Standard error was looked at as the command started.
+    pub looked_at_stderr: bool,
 }
 
 impl Notes {
@@ -82,6 +88,8 @@ impl Notes {
             stdout_is_pipe: letters.contains('p'),
             stderr_reopened: letters.contains('2'),
             stderr_is_pipe: letters.contains('P'),
+            looked_at_output: letters.contains('l'),
+            looked_at_stderr: letters.contains('e'),
             typed_discarded: letters.contains('d'),
         }
     }

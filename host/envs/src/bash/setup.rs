@@ -419,6 +419,7 @@ __envhost_repair() {{
   __envhost_flags=$-
   set +x
   __envhost_look=
+  __envhost_notes+=l
   unset __envhost_cmd
   {dump}
   [[ -t 0 ]] || {{ exec 0</dev/tty; __envhost_notes+=0; }}
@@ -440,9 +441,11 @@ __envhost_repair() {{
 # Standard error, looked at from the command line after a command that
 # could change the shell (the prompt code's own redirection hides it).
 __envhost_stderr() {{
+  __envhost_notes+=e
+  __envhost_look=1
   if [[ -t 2 ]]; then :
-  elif [[ ! -e /dev/fd/2 ]]; then exec 2>/dev/tty; __envhost_notes+=2; __envhost_look=1
-  elif [[ -p /dev/fd/2 || -S /dev/fd/2 ]]; then __envhost_notes+=P; __envhost_look=1; fi
+  elif [[ ! -e /dev/fd/2 ]]; then exec 2>/dev/tty; __envhost_notes+=2
+  elif [[ -p /dev/fd/2 || -S /dev/fd/2 ]]; then __envhost_notes+=P; fi
   :
 }}
 PROMPT_COMMAND='{{ __envhost_prompt; }} 2>&"$__envhost_sink"'

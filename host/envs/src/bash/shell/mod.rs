@@ -51,7 +51,7 @@ use nix::unistd::Pid;
 
 mod wait;
 
-use self::wait::{Awaited, InputWatch, Notes, WaitState, Watch, Watched};
+use self::wait::{Awaited, InputWatch, Notes, Streams, WaitState, Watch, Watched};
 pub use self::wait::{Controls, Waiter};
 use super::marker::PromptReport;
 use super::reader::{PtyReader, ReaderEvent, ReportPlace, ReportSocket};
@@ -234,6 +234,7 @@ pub struct Shell {
     place: ReportPlace,
     /// Every holder of the shell's end of the socket has closed it.
     channel_closed: Cell<bool>,
+    streams: Streams,
     /// Process groups of jobs interrupted during the current command.
     interrupted_jobs: RefCell<Vec<i32>>,
     /// Sentences for the current command's response.
@@ -304,6 +305,7 @@ impl Shell {
             interrupted_shell: Cell::new(false),
             place,
             channel_closed: Cell::new(false),
+            streams: Streams::default(),
             interrupted_jobs: RefCell::new(Vec::new()),
             notes: Notes::default(),
             typed: files.typed_mark(),
@@ -364,6 +366,7 @@ impl Shell {
             terminal_path: &self.terminal_path,
             place: self.place,
             channel_closed: &self.channel_closed,
+            streams: &self.streams,
             notes: &self.notes,
         }
     }

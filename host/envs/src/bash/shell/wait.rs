@@ -210,8 +210,19 @@ pub(super) struct Watched<'a> {
     pub(super) place: ReportPlace,
     /// Every holder of the shell's end of the socket has closed it.
     pub(super) channel_closed: &'a Cell<bool>,
-    /// The shell's standard error, when it is a pipe.
+    /// What the shell's standard output and error were when last looked at.
+    pub(super) streams: &'a Streams,
     pub(super) notes: &'a Notes,
+}
+
+/// Whether the shell's standard output and error are pipes, as the shell
+/// last found them. Only a command that could change the shell makes it
+/// look (see `setup`): until the next look the answer stands, and every
+/// command's output through such a pipe is waited for.
+#[derive(Default)]
+pub(super) struct Streams {
+    stdout_pipe: Cell<bool>,
+    stderr_pipe: Cell<bool>,
 }
 
 /// Sentences of the host's for the current command's response, each once.
@@ -430,12 +441,20 @@ impl Watched<'_> {
     /// A report for the awaited command arrived: what is still to come.
     pub(super) fn reported(&self, report: PromptReport) -> Reported {
         let notes = &report.notes;
-        let pipes = (notes.stdout_is_pipe || notes.stderr_is_pipe).then(|| {
+        let streams = self.streams;
+        if notes.looked_at_output {
+            streams.stdout_pipe.set(notes.stdout_is_pipe);
+        }
+        if notes.looked_at_stderr {
+            streams.stderr_pipe.set(notes.stderr_is_pipe);
+        }
+        let (stdout_pipe, stderr_pipe) = (streams.stdout_pipe.get(), streams.stderr_pipe.get());
+        let pipes = (stdout_pipe || stderr_pipe).then(|| {
             let mut watch = PipeWatch::default();
-            if notes.stdout_is_pipe {
+            if stdout_pipe {
                 watch.add(self.pty.pid(), 1);
             }
-            if notes.stderr_is_pipe {
+            if stderr_pipe {
                 watch.add(self.pty.pid(), 2);
             }
             watch
