@@ -207,6 +207,7 @@ fn scan(
                 let names = touched
                     .into_iter()
                     .chain(subfolders)
+                    .filter(|name| !SKIPPED.iter().any(|s| name == *s))
                     .collect::<BTreeSet<_>>();
                 for name in names.into_iter().take(MAX_ENTRIES_PER_DIRECTORY) {
                     look.entry(dir, &name, 0);
@@ -418,6 +419,9 @@ mod tests {
         fs::write(root.join("sub/inside.txt"), "x").unwrap();
         fs::create_dir_all(root.join("fresh/deeper")).unwrap();
         fs::write(root.join("fresh/deeper/made.txt"), "x").unwrap();
+        // The host's own folder, made during the command: never looked into.
+        fs::create_dir_all(root.join(".envhost/figures")).unwrap();
+        fs::write(root.join(".envhost/figures/f.png"), "png").unwrap();
         // Written elsewhere during the command, then moved in.
         fs::write(elsewhere.path().join("moved.txt"), "x").unwrap();
         fs::rename(elsewhere.path().join("moved.txt"), root.join("moved.txt")).unwrap();

@@ -27,8 +27,6 @@ use std::path::{Path, PathBuf};
 use nix::errno::Errno;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
-use super::SKIPPED;
-
 /// What a look must read in one of its starting folders.
 pub(super) enum Look {
     /// Every entry: the folder is not watched, or events were lost.
@@ -134,9 +132,6 @@ impl FolderWatch {
                     continue;
                 }
                 let Some(name) = event.name else { continue };
-                if SKIPPED.iter().any(|s| name == *s) {
-                    continue;
-                }
                 if event.mask.contains(AddWatchFlags::IN_ISDIR) {
                     if event
                         .mask
