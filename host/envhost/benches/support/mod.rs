@@ -100,14 +100,28 @@ pub fn baseline_binary() -> Option<PathBuf> {
 /// side by up to 15% (the work one host leaves behind after its answer, its
 /// shell finishing its prompt code or the terminal's kernel worker, falls
 /// into the other's time), where the blocks give 1.00x for a build against
-/// itself.
+/// itself. `ENVHOST_BENCH_ARGS` and `ENVHOST_BENCH_BASELINE_ARGS` add
+/// arguments to this build's `serve` and to the other's (a setting one of
+/// them lacks, such as `--no-session-state`).
 pub fn against_baseline(binary: &Path, commands: &[(&str, &str)], n: usize) {
     const BLOCKS: usize = 20;
     const WARM_UP: usize = 100;
     let baseline_project = tempfile::tempdir().expect("project dir");
     let own_project = tempfile::tempdir().expect("project dir");
-    let mut baseline = Serve::start_binary(binary, baseline_project.path(), &[]);
-    let mut own = Serve::start(own_project.path(), &[]);
+    let words = |name: &str| std::env::var(name).unwrap_or_default();
+    let (baseline_args, own_args) = (
+        words("ENVHOST_BENCH_BASELINE_ARGS"),
+        words("ENVHOST_BENCH_ARGS"),
+    );
+    let mut baseline = Serve::start_binary(
+        binary,
+        baseline_project.path(),
+        &baseline_args.split_whitespace().collect::<Vec<_>>(),
+    );
+    let mut own = Serve::start(
+        own_project.path(),
+        &own_args.split_whitespace().collect::<Vec<_>>(),
+    );
     for (environment, command) in commands {
         for _ in 0..WARM_UP {
             own.command(environment, command);
