@@ -394,10 +394,15 @@ mod tests {
         fs::create_dir_all(root.join("sub")).unwrap();
         fs::write(root.join("quiet.txt"), "x").unwrap();
         let elsewhere = tempfile::tempdir().unwrap();
+        // A second name for quiet.txt, outside the root: a write through
+        // it makes no event in the root.
+        fs::hard_link(
+            root.join("quiet.txt"),
+            elsewhere.path().join("other-name.txt"),
+        )
+        .unwrap();
         let mut reported = Reported::default();
         // The first look reads the root whole, and watches it from then on.
-        reported.changed_since(&root, std::slice::from_ref(&root), Since::now());
-        stamp_ahead(&root.join("quiet.txt"));
         reported.changed_since(&root, std::slice::from_ref(&root), Since::now());
         // Written between two commands: an event, but before the command.
         fs::write(root.join("between.txt"), "y").unwrap();
@@ -422,6 +427,8 @@ mod tests {
         // The host's own folder, made during the command: never looked into.
         fs::create_dir_all(root.join(".envhost/figures")).unwrap();
         fs::write(root.join(".envhost/figures/f.png"), "png").unwrap();
+        // Changed through its other name: only a whole read would see it.
+        fs::write(elsewhere.path().join("other-name.txt"), "changed").unwrap();
         // Written elsewhere during the command, then moved in.
         fs::write(elsewhere.path().join("moved.txt"), "x").unwrap();
         fs::rename(elsewhere.path().join("moved.txt"), root.join("moved.txt")).unwrap();
@@ -436,7 +443,7 @@ mod tests {
                 "sub/inside.txt",
                 "touched.txt"
             ],
-            "quiet.txt, stamped ahead but untouched, would be named by a whole read"
+            "quiet.txt, changed through a name outside the root, would be named by a whole read"
         );
     }
 

@@ -17,8 +17,11 @@
 //!
 //! What it cannot see: a file changed through a memory mapping whose
 //! descriptor is still open when the look comes (the kernel reports
-//! memory-mapped writes only when the descriptor is closed). It owns the
-//! watches and their events; it must not know which entries a look reports.
+//! memory-mapped writes only when the descriptor is closed), and a file
+//! changed through another name it has in another folder (a hard link: the
+//! event goes to the folder of the name used). A whole read sees both. It
+//! owns the watches and their events; it must not know which entries a
+//! look reports.
 
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsString;
