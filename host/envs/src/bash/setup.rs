@@ -302,8 +302,10 @@ pub fn report_fd_number() -> i32 {
 }
 
 /// Where the prompt code's standard error goes (its trace under `set -x`,
-/// the errors of a repair that failed): nowhere anyone reads.
-const PLUMBING_SINK: &str = "/dev/null";
+/// the errors of a repair that failed): a sink no command uses for its own
+/// output, so that the host can tell from `/proc` that the shell is still
+/// inside its prompt code (its standard error hidden there).
+pub const PLUMBING_SINK: &str = "/dev/zero";
 
 /// Longest quoted command typed inline; longer ones use the command file.
 const MAX_INLINE_COMMAND: usize = 3000;

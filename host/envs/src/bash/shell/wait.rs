@@ -24,6 +24,7 @@ use nix::unistd::Pid;
 
 use crate::bash::marker::{PromptReport, UNKNOWN_SEQ};
 use crate::bash::reader::{PtyReader, ReaderEvent, Refusal, ReportPlace};
+use crate::bash::setup::PLUMBING_SINK;
 use crate::bash::streams::PipeWatch;
 use envhost_core::CancelFlag;
 use envhost_process::{
@@ -46,6 +47,14 @@ pub(super) const PIPE_QUIET: Duration = Duration::from_millis(20);
 /// ... and the host waits at most this long after the report. Output that
 /// comes later is shown with the next command's, said to be late.
 pub(super) const PIPE_WAIT: Duration = Duration::from_secs(1);
+/// After a report, how long the shell may take to leave its prompt code
+/// (microseconds; a bound, not a delay).
+const PLUMBING_WAIT: Duration = Duration::from_millis(20);
+/// Looks at a shell still in its prompt code that only yield the core,
+/// before the host sleeps between looks.
+const YIELDS_BEFORE_SLEEPING: u32 = 3;
+/// The pause between later looks.
+const PLUMBING_LOOK_INTERVAL: Duration = Duration::from_micros(20);
 /// A report for the awaited command has arrived; what remains before its
 /// output is known to be complete.
 pub(super) struct Reported {
@@ -450,6 +459,7 @@ impl Watched<'_> {
         }
         let (stdout_pipe, stderr_pipe) = (streams.stdout_pipe.get(), streams.stderr_pipe.get());
         let pipes = (stdout_pipe || stderr_pipe).then(|| {
+            self.wait_out_of_prompt_code();
             let mut watch = PipeWatch::default();
             if stdout_pipe {
                 watch.add(self.pty.pid(), 1);
@@ -463,6 +473,32 @@ impl Watched<'_> {
             report,
             at: Instant::now(),
             pipes,
+        }
+    }
+
+    /// Waits (at most [`PLUMBING_WAIT`]) until the shell has left the
+    /// prompt code that wrote its report, where its standard output is the
+    /// report socket and its standard error the sink: its streams are then
+    /// the ones the commands write to, and can be opened to be watched.
+    /// Only when one of them is a pipe: after most commands nothing looks.
+    fn wait_out_of_prompt_code(&self) {
+        let shell = self.pty.pid();
+        let socket = format!("socket:[{}]", self.place.inode);
+        let deadline = Instant::now() + PLUMBING_WAIT;
+        let mut looks = 0;
+        loop {
+            let points_to = |fd: i32| std::fs::read_link(format!("/proc/{shell}/fd/{fd}"));
+            let inside = points_to(1).is_ok_and(|target| target.as_os_str() == socket.as_str())
+                || points_to(2).is_ok_and(|target| target.as_os_str() == PLUMBING_SINK);
+            if !inside || Instant::now() >= deadline {
+                return;
+            }
+            looks += 1;
+            if looks <= YIELDS_BEFORE_SLEEPING {
+                thread::yield_now();
+            } else {
+                thread::sleep(PLUMBING_LOOK_INTERVAL);
+            }
         }
     }
 
