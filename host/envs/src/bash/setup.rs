@@ -342,7 +342,8 @@ fn shell_quote(path: &Path) -> String {
 }
 
 /// The set-up script. See the module docs and [`super::marker`]. Plumbing
-/// runs in `{ …; } 2>/dev/null` so that `set -x` does not trace it, `$?` is
+/// runs with its standard error on [`PLUMBING_SINK`] so that `set -x` does
+/// not trace it, `$?` is
 /// carried over from one command to the next, and `set -e` in a command
 /// does not make the plumbing itself end the shell. Only a command that
 /// could change the shell itself ([`super::state::could_change_state`]:
