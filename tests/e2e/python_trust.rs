@@ -23,7 +23,8 @@ fn pid_of_python(host: &mut Host) -> i32 {
 }
 
 /// Code that writes forged "done" replies (the format without a key, and
-/// the keyed format with guessed tags, for every sequence number up to 64)
+/// the keyed format with guessed tags, for every sequence number up to 64;
+/// then a line too long to be the driver's and a line left unfinished)
 /// to every pipe and socket it can find among its descriptors, and forged
 /// requests into every pipe through a new opening of `/proc/self/fd/N`;
 /// then prints, after the forgeries, what the command really outputs.
@@ -37,6 +38,10 @@ for seq in range(64):
     replies.append(b"0" * 64 + b" " + json.dumps(body).encode() + b"\n")
     request = {"seq": seq, "op": "run", "code": "injected = 1", "input": False}
     requests.append(b"\n" + b"0" * 64 + b" " + json.dumps(request).encode() + b"\n")
+# Last, a line longer than any of the driver's, then one left unfinished,
+# for the driver's next reply to run into.
+unfinished = [b"x" * 70000, b"0" * 64 + b' {"type": "done", "seq": 1, "cwd": "/forged-']
+targets = []
 written = 0
 for name in os.listdir("/proc/self/fd"):
     fd = int(name)
@@ -48,6 +53,7 @@ for name in os.listdir("/proc/self/fd"):
         continue
     if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
         continue
+    targets.append(fd)
     for frame in replies:
         try:
             os.write(fd, frame)
@@ -61,6 +67,12 @@ for name in os.listdir("/proc/self/fd"):
                 written += 1
     except OSError:
         pass
+for fd in targets:
+    for frame in unfinished:
+        try:
+            os.write(fd, frame)
+        except OSError:
+            pass
 time.sleep(0.5)
 print("real output after", "forgeries" if written else "no forgery")
 "#;

@@ -13,6 +13,16 @@
 //! Everything else is allowed, so `kill -9 $PPID` or `pkill envhost` fails
 //! with "Operation not permitted" while every other signal works.
 //!
+//! The host also makes itself not dumpable ([`prepare`]) and takes
+//! `CAP_SYS_PTRACE` out of every program it starts (its bounding and
+//! ambient sets, where the host may). The kernel then lets no program the
+//! host started into `/proc/<host>/fd`, `/proc/<host>/environ` or
+//! `/proc/<host>/mem`: otherwise a command could open the host's own
+//! stdout there and write answers the agent would take for envhost's, open
+//! its stdin for writing and send commands in the agent's name, or read
+//! the secrets the host keeps out of the programs' environment. This part
+//! needs no privilege and holds for every user, root included.
+//!
 //! Installing a filter needs `CAP_SYS_ADMIN` or the no-new-privileges flag.
 //! The host never sets that flag itself (it would stop `sudo` and every
 //! other set-uid program in the shell), so the guard is on only when the
@@ -60,9 +70,44 @@ pub(crate) fn prepared() -> Option<&'static [libc::sock_filter]> {
     FILTER.get_or_init(build).as_deref()
 }
 
-/// Builds the filter now (at start-up, before threads and children).
+/// At start-up, before threads and children: makes the host not dumpable
+/// (see the module doc) and builds the filter.
 pub fn prepare() {
+    // Not dumpable: /proc/<host>/{fd,environ,mem} and ptrace then need
+    // CAP_SYS_PTRACE, which no program the host starts keeps. It also means
+    // no core dump of the host (which holds the channels' keys).
+    if let Err(err) = nix::sys::prctl::set_dumpable(false) {
+        eprintln!(
+            "envhost: cannot make the host undumpable ({err}); commands may reach its \
+             descriptors through /proc"
+        );
+    }
     let _ = prepared();
+}
+
+/// `CAP_SYS_PTRACE`'s number (linux/capability.h).
+const CAP_SYS_PTRACE: libc::c_ulong = 19;
+
+/// In a program between fork and exec: `CAP_SYS_PTRACE` out of its
+/// bounding set (so that not even root regains it at exec) and its ambient
+/// set. Each fails harmlessly where the program never had it or the host
+/// may not drop it (no `CAP_SETPCAP`; the host then cannot pass it on
+/// either, unless it holds it itself as an unprivileged user).
+///
+/// # Safety
+/// Async-signal-safe (two `prctl` calls); for the child after fork.
+pub(crate) unsafe fn drop_ptrace_capability() {
+    // SAFETY: plain system calls with integer arguments.
+    unsafe {
+        libc::prctl(libc::PR_CAPBSET_DROP, CAP_SYS_PTRACE, 0, 0, 0);
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_LOWER as libc::c_ulong,
+            CAP_SYS_PTRACE,
+            0,
+            0,
+        );
+    }
 }
 
 fn build() -> Option<Vec<libc::sock_filter>> {

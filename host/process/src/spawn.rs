@@ -128,6 +128,7 @@ impl ChildSetup {
                     }
                 }
             }
+            guard::drop_ptrace_capability();
             if let Some(program) = self.guard {
                 guard::install(program);
             }

@@ -40,8 +40,7 @@ const REQUEST_LABEL: &[u8] = b"envhost-request";
 /// The personalization of every reply's tag.
 const REPLY_LABEL: &[u8] = b"envhost-reply";
 
-/// Bytes of a tag; in hex on the request pipe (a line), raw in a reply
-/// record.
+/// Bytes of a tag; in hex in every message (a message is one line).
 const TAG_BYTES: usize = 32;
 
 /// The secret one interpreter's messages are tagged with, and the tag
@@ -107,27 +106,31 @@ impl Key {
         line
     }
 
-    /// Checks one reply record (the tag's bytes, then the JSON body) and
-    /// parses its body: `None` for anything the driver did not write under
-    /// this key.
+    /// Checks one reply (a line without its newline, or a record: the tag
+    /// in hex, a space, the JSON body) and parses its body: `None` for
+    /// anything the driver did not write under this key.
     pub fn open(&self, record: &[u8]) -> Option<Reply> {
-        if record.len() <= TAG_BYTES {
-            return None;
+        let hex_tag = record.get(..2 * TAG_BYTES)?;
+        let body = record.get(2 * TAG_BYTES..)?.strip_prefix(b" ")?;
+        let mut tag = [0u8; TAG_BYTES];
+        for (byte, pair) in tag.iter_mut().zip(hex_tag.chunks_exact(2)) {
+            *byte = (hex_digit(pair[0])? << 4) | hex_digit(pair[1])?;
         }
-        let (tag, body) = record.split_at(TAG_BYTES);
-        Key::mac(&self.reply, body).verify_slice(tag).ok()?;
+        Key::mac(&self.reply, body).verify_slice(&tag).ok()?;
         serde_json::from_slice::<WireReply>(body)
             .ok()
             .map(Reply::from)
     }
 
-    /// A reply record as the driver would seal it (for tests).
+    /// A reply as the driver would seal it, without the newlines around
+    /// it on the pipe (for tests).
     #[cfg(test)]
     pub fn seal_reply(&self, body: &str) -> Vec<u8> {
-        let mut record = Key::mac(&self.reply, body.as_bytes())
+        let tag = Key::mac(&self.reply, body.as_bytes())
             .finalize()
-            .into_bytes()
-            .to_vec();
+            .into_bytes();
+        let mut record = hex(&tag).into_bytes();
+        record.push(b' ');
         record.extend_from_slice(body.as_bytes());
         record
     }
@@ -357,6 +360,14 @@ fn capitalize(text: &str) -> String {
     }
 }
 
+fn hex_digit(digit: u8) -> Option<u8> {
+    match digit {
+        b'0'..=b'9' => Some(digit - b'0'),
+        b'a'..=b'f' => Some(digit - b'a' + 10),
+        _ => None,
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut text = String::with_capacity(bytes.len() * 2);
@@ -391,9 +402,16 @@ mod tests {
         assert!(key.open(&altered).is_none(), "altered body");
         assert!(key.open(body.as_bytes()).is_none(), "no tag");
         assert!(key.open(b"").is_none());
-        let mut guessed = vec![0u8; TAG_BYTES];
+        let mut guessed = b"0".repeat(2 * TAG_BYTES);
+        guessed.push(b' ');
         guessed.extend_from_slice(body.as_bytes());
         assert!(key.open(&guessed).is_none(), "a guessed tag");
+        let mut upper = sealed.clone();
+        upper[..2 * TAG_BYTES].make_ascii_uppercase();
+        if upper != sealed {
+            assert!(key.open(&upper).is_none(), "the tag in another spelling");
+        }
+        assert!(key.open(&sealed[..2 * TAG_BYTES]).is_none(), "a tag alone");
     }
 
     #[test]
@@ -402,8 +420,8 @@ mod tests {
         let key = Key::from_secret(std::array::from_fn(|i| i as u8));
         let reply = key.seal_reply(r#"{"type":"ready","seq":0}"#);
         assert_eq!(
-            hex(&reply[..TAG_BYTES]),
-            "1b45162295d24c23d5e48e5f502398395805851f72ec507b90e064768278d6bb"
+            &reply[..2 * TAG_BYTES],
+            b"1b45162295d24c23d5e48e5f502398395805851f72ec507b90e064768278d6bb"
         );
         assert!(matches!(key.open(&reply), Some(Reply::Ready { seq: 0 })));
         let request = key.request(&Request {
@@ -429,16 +447,10 @@ mod tests {
             input: false,
             stdin: false,
         });
-        // As the line it is, and with its tag turned into bytes.
+        // Requests and replies are spelled alike: only the personalization
+        // of their tags tells them apart.
         let line = &request[1..request.len() - 1];
         assert!(key.open(line).is_none());
-        let digit = |i: usize| {
-            let pair = std::str::from_utf8(&line[2 * i..2 * i + 2]).unwrap();
-            u8::from_str_radix(pair, 16).unwrap()
-        };
-        let mut record: Vec<u8> = (0..TAG_BYTES).map(digit).collect();
-        record.extend_from_slice(&line[2 * TAG_BYTES + 1..]);
-        assert!(key.open(&record).is_none());
     }
 
     #[test]

@@ -1,5 +1,5 @@
 # envhost's Python driver. The host embeds this file and runs it as
-#     python3 -u -c <bootstrap> <this source> REQUEST_FD REPLY_FD
+#     python3 -u -c <bootstrap> <this source> REQUEST_FD REPLY_FD RECORD_FD
 # where the bootstrap compiles this source under the name <envhost-driver>.
 # It owns the agent's namespace (a fresh `__main__` module) and runs each
 # piece of code it is sent as a REPL would.
@@ -9,11 +9,14 @@
 # line on REQUEST_FD is a key (hex) read before any of the agent's code
 # runs; every later line is a request `TAG JSON` whose tag (keyed BLAKE2b,
 # personalization "envhost-request", in hex) and strictly growing sequence
-# number are checked; every reply is one record on the REPLY_FD socket
-# (SOCK_SEQPACKET: records never interleave): the 32 bytes of its tag
-# (personalization "envhost-reply"), then its JSON, naming the request it
-# answers. Lines that fail the checks are refused and counted in the next
-# reply. The key lives only in serve()'s frame: code that walks the
+# number are checked; every reply is `TAG JSON` too (personalization
+# "envhost-reply"), naming the request it answers, written in one write as
+# a line on the REPLY_FD pipe, with a newline before it (what someone else
+# wrote without one ends there) and at most PIPE_BUF bytes long (the kernel
+# never interleaves such a write with another); the rare `done` too long
+# for that is one record on the RECORD_FD socket (SOCK_SEQPACKET), which
+# also brings the stdin pipes the host passes. Lines that fail the checks
+# are refused and counted in the next reply. The key lives only in serve()'s frame: code that walks the
 # driver's frames or memory can still impersonate it (docs/security.md).
 #
 # The agent's output (print, stderr, warnings, tracebacks, C code and
@@ -49,7 +52,7 @@ except ImportError:
 
 DRIVER_GLOBALS = globals()
 DRIVER_PID = os.getpid()
-_request_fd, _reply_fd = int(sys.argv[2]), int(sys.argv[3])
+_request_fd, _reply_fd, _record_fd = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 sys.argv = [""]
 
 
@@ -75,10 +78,18 @@ except Exception:
 _floor = max(3, (_soft if 0 < _soft < 1024 else 1024) - 16)
 REQUEST_FD = move_high(_request_fd, _floor)
 REPLY_FD = move_high(_reply_fd, _floor)
+RECORD_FD = move_high(_record_fd, _floor)
 requests = os.fdopen(REQUEST_FD, "rb")
 
-# Most bytes of one reply record; longer variable lists go in parts first.
-MAX_RECORD = 32 * 1024
+# The longest line written to the reply pipe in one piece: a write of up to
+# PIPE_BUF bytes to a pipe is never interleaved with another's.
+try:
+    PIPE_BUF = os.fpathconf(REPLY_FD, "PC_PIPE_BUF")
+except (OSError, ValueError):
+    PIPE_BUF = 512  # the least POSIX allows
+# Longer variable lists go ahead in parts of at most this many bytes of
+# JSON, so that each is one line.
+PART_BYTES = PIPE_BUF - 200
 
 
 class ChannelLost(Exception):
@@ -139,7 +150,7 @@ def agent_input(prompt=""):
         sys.stdout.write(str(prompt))
     flush_user_streams()
     try:
-        os.write(REPLY_FD, b"input-hint")
+        os.write(REPLY_FD, b"\ninput-hint\n")
     except OSError:
         pass
     line = sys.stdin.readline()
@@ -159,7 +170,7 @@ def take_input_fd(seq):
     import socket
 
     if reply_socket is None:
-        reply_socket = socket.socket(fileno=REPLY_FD)
+        reply_socket = socket.socket(fileno=RECORD_FD)
     found = None
     while found is None:
         try:
@@ -422,8 +433,37 @@ for _name in __future__.all_feature_names:
     FUTURE_MASK |= getattr(__future__, _name).compiler_flag
 
 
+def c_json_encoder():
+    """Compact json.dumps without its Python wrapper, which builds a new C
+    encoder for every call (about half of a small message's cost); json.dumps
+    itself where the C encoder is missing or differs."""
+    try:
+        make = json.encoder.c_make_encoder
+        chunks = make(None, None, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True)
+        dumps = lambda message: "".join(chunks(message, 0))
+        sample = {"a": [1, "\u00e9\ud800", True, None]}
+        if dumps(sample) == json.dumps(sample, separators=(",", ":")):
+            return dumps
+    except Exception:
+        pass
+    return json.dumps
+
+
+dumps = c_json_encoder()
+# json.loads without its Python wrapper (encoding detection, two regex
+# matches): the scanner alone, and the check that nothing follows.
+scan_json = json.JSONDecoder().scan_once
+
+
+def parse_json(text):
+    value, end = scan_json(text, 0)
+    if end != len(text):
+        raise ValueError("extra data after the JSON value")
+    return value
+
+
 def encode(message):
-    data = json.dumps(message)
+    data = dumps(message)
     if "\\ud" in data:
         # Maybe a lone surrogate (an undecodable path under
         # surrogateescape), which the host's JSON parser refuses: replace
@@ -433,12 +473,17 @@ def encode(message):
 
 
 def send(macs, body):
-    """Writes one sealed record to the host."""
+    """Writes one sealed reply to the host: a line on the pipe, or a record
+    on the socket when too long for one write to the pipe. Either is
+    written whole (a signal cannot cut it short; EINTR is retried)."""
     mac = macs[1].copy()
     mac.update(body)
+    line = b"\n" + mac.hexdigest().encode() + b" " + body + b"\n"
     try:
-        # One record; a signal cannot cut it short (EINTR is retried).
-        os.write(REPLY_FD, mac.digest() + body)
+        if len(line) <= PIPE_BUF:
+            os.write(REPLY_FD, line)
+        else:
+            os.write(RECORD_FD, line[1:-1])
     except OSError:
         raise ChannelLost("reply")
 
@@ -469,7 +514,7 @@ def next_request(macs, last_seq):
             refused += 1
             continue
         try:
-            message = json.loads(body.decode("utf-8"))
+            message = parse_json(body.decode("utf-8"))
             seq = message["seq"]
         except Exception:
             refused += 1
@@ -624,6 +669,22 @@ def type_name(value):
         return "object"
 
 
+def namespace_shape():
+    """What the namespace holds, compared in C: its names, and the identity
+    and type of each value (an object's class can be reassigned). None if
+    it cannot be taken (a key that is not a string...)."""
+    try:
+        values = namespace.values()
+        return (tuple(namespace), tuple(map(id, values)), tuple(map(type, values)))
+    except Exception:
+        return None
+
+
+# The shape the last `done` was reported for and its variable list: the
+# list is not built again while the shape is the same.
+reported = (None, [])
+
+
 def variables():
     """The agent's variables in namespace order, without private names,
     modules and builtins."""
@@ -672,7 +733,7 @@ STATE_TOTAL_LIMIT = 64 << 20
 # "held": the value itself, for immutable ones (an int, a str, ...): while
 # it is held its id cannot be reused, so the same object is the same value
 # and is not pickled again when the code only names it (`x = 1` again).
-kept = {"values": {}, "unsaved": {}, "ids": {}, "held": {}, "imports": [], "cwd": None}
+kept = {"values": {}, "unsaved": {}, "ids": {}, "held": {}, "imports": [], "cwd": None, "shape": None}
 IMMUTABLE = (int, float, complex, str, bytes, bool, type(None))
 
 
@@ -687,10 +748,6 @@ def lazy_modules():
 
 
 pickle = base64 = WORDS = None
-
-
-def mentioned_names(source):
-    return set(WORDS.findall(source))
 
 
 def size_words(n):
@@ -730,7 +787,7 @@ def keep_one(name, value):
     return "value", [kind, base64.b64encode(data).decode("ascii")]
 
 
-def keep_state(source, cwd):
+def keep_state(source, cwd, shape):
     """Writes the state file if what is kept changed; says whether it did.
 
     The variables the command's code names are looked at again (their
@@ -743,16 +800,19 @@ def keep_state(source, cwd):
     if pickle is None:
         lazy_modules()
     try:
-        mentioned = mentioned_names(source) if isinstance(source, str) else set()
-        shape = (tuple(namespace), tuple(map(id, namespace.values())))
-        if shape == kept.get("shape"):
+        words = WORDS.findall(source) if isinstance(source, str) else ()
+        if shape is not None and shape == kept["shape"]:
             changed = False
-            for name in mentioned:
+            held = kept["held"]
+            # The kept variables the code names (a set intersection, in C).
+            for name in kept["ids"].keys() & words:
+                # A name bound to the very immutable value kept for it
+                # (`x = 1` again) is that value: nothing to look at.
                 value = namespace.get(name, MISSING)
-                if name in kept["ids"] and value is not MISSING:
+                if value is not MISSING and held.get(name, MISSING) is not value:
                     changed |= keep_name(name, value)
         else:
-            changed = keep_everything(mentioned)
+            changed = keep_everything(set(words))
         kept["shape"] = shape
         if cwd != kept["cwd"]:
             kept["cwd"] = cwd
@@ -769,7 +829,7 @@ def keep_state(source, cwd):
         os.replace(temporary, STATE_FILE)
         return True
     except BaseException:
-        kept.pop("shape", None)
+        kept["shape"] = None
         return False
 
 
@@ -841,11 +901,16 @@ def keep_name(name, value):
     return changed
 
 
-def report_done(key, seq, status, refused, cwd, wrote_state):
-    try:
-        names = variables()
-    except Exception:
-        names = []
+def report_done(key, seq, status, refused, cwd, wrote_state, shape):
+    global reported
+    if shape is not None and shape == reported[0]:
+        names = reported[1]
+    else:
+        try:
+            names = variables()
+        except Exception:
+            names = []
+        reported = (shape, names)
     message = {
         "type": "done",
         "seq": seq,
@@ -860,15 +925,17 @@ def report_done(key, seq, status, refused, cwd, wrote_state):
         message["figures"] = list(figures_saved)
         del figures_saved[:]
     body = encode(message)
-    if len(body) > MAX_RECORD:
-        # A namespace too big for one record goes ahead in parts.
+    if len(body) > PART_BYTES and names:
+        # A namespace too big for one line goes ahead in parts of one line
+        # each (an entry is at most two clipped names, well below a part).
         part, size = [], 0
         for entry in names:
-            part.append(entry)
-            size += len(entry[0]) + len(entry[1]) + 8
-            if size > MAX_RECORD // 8:
+            entry_bytes = len(encode(entry)) + 1
+            if part and size + entry_bytes > PART_BYTES - 100:
                 reply(key, {"type": "vars", "seq": seq, "variables": part})
                 part, size = [], 0
+            part.append(entry)
+            size += entry_bytes
         message["variables"] = part
         body = encode(message)
     send(key, body)
@@ -936,7 +1003,8 @@ def serve():
             if request.get("stdin"):
                 take_stdin_pipe(last_seq)
             input_open = bool(request.get("input")) and stdin_pipe is not None
-            use_stdin(input_open)
+            if input_open != stdin_on_pipe:
+                use_stdin(input_open)
             try:
                 status = run(source, cells) if isinstance(source, str) else "error"
             finally:
@@ -946,11 +1014,13 @@ def serve():
                 # it must neither answer the host nor read its requests.
                 flush_user_streams()
                 os._exit(0)
-            save_figures_left_open()
+            if "matplotlib.pyplot" in sys.modules:
+                save_figures_left_open()
             flush_user_streams()
             cwd = working_directory()
-            wrote_state = keep_state(source, cwd)
-            report_done(key, last_seq, status, refused, cwd, wrote_state)
+            shape = namespace_shape()
+            wrote_state = keep_state(source, cwd, shape)
+            report_done(key, last_seq, status, refused, cwd, wrote_state, shape)
         except ChannelLost as lost:
             channel_lost(key, str(lost), last_seq)
 

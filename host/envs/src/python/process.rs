@@ -12,13 +12,25 @@
 //!   tracebacks and whatever C code or subprocesses write to fds 1 and 2
 //!   arrive in the order they were written;
 //! - requests (host → driver): a pipe, one tagged line per request;
-//! - replies (driver → host): a `SOCK_SEQPACKET` socket pair, one tagged
-//!   record per reply, so a record someone else writes can never run into
-//!   one of the driver's. What is believed is [`channel`]'s business. The
-//!   host also passes over this socket (SCM_RIGHTS) the read end of a pipe
-//!   the agent types into: stdin for the commands that may wait for input
-//!   (passed with the first such command, and again after Ctrl-D closed
-//!   it); other commands read `/dev/null`.
+//! - replies (driver → host): a pipe, one tagged line per reply, each
+//!   written whole in one `write` of at most `PIPE_BUF` bytes (which the
+//!   kernel never interleaves with another writer's bytes) and starting
+//!   with a newline, so that whatever someone else wrote before it ends
+//!   there and can never run into one of the driver's lines;
+//! - large replies (driver → host): a `SOCK_SEQPACKET` socket pair, for the
+//!   rare `done` too long for one pipe write (a very long working
+//!   directory, many figures); its own record, which nothing can run into
+//!   either. A `done` is the last reply to its request, so the host reads
+//!   the pipe (everything the driver wrote before) ahead of the records it
+//!   took off the socket. The host also passes over this socket
+//!   (SCM_RIGHTS) the read end of a pipe the agent types into: stdin for
+//!   the commands that may wait for input (passed with the first such
+//!   command, and again after Ctrl-D closed it); other commands read
+//!   `/dev/null`.
+//!
+//! The pipe is the common way because it is the cheaper one: a round trip
+//! through it costs a few microseconds less than through the socket. What
+//! is believed on either is [`channel`]'s business.
 //!
 //! [`channel`]: super::channel
 //!
@@ -65,10 +77,15 @@ const POLL_SLICE: Duration = Duration::from_millis(50);
 /// Bytes read from the output pipe at a time.
 const READ_CHUNK: usize = 64 * 1024;
 
-/// The largest reply record read whole; the driver's stay well below (its
-/// long variable lists come in parts), and a longer forged one is cut by
-/// the kernel and fails its tag check.
+/// The largest reply record read whole from the socket; the driver's stay
+/// well below (its long variable lists come in parts on the pipe), and a
+/// longer forged one is cut by the kernel and fails its tag check.
 const RECORD_BUFFER: usize = 64 * 1024;
+
+/// The longest line kept from the reply pipe: the driver's are at most
+/// `PIPE_BUF` (4 KiB) bytes; anything longer is someone else's, skipped up
+/// to its end and counted.
+const LINE_LIMIT: usize = 8 * 1024;
 
 /// Most bytes taken from the output pipe once the driver has answered: what
 /// the code wrote is already in the pipe (at most its capacity); the bound
@@ -89,7 +106,7 @@ const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// unprivileged processes may ask for up to 1 MiB).
 const OUTPUT_PIPE_BYTES: i32 = 1024 * 1024;
 
-/// The record the driver sends, untagged, when the code calls `input()`
+/// The line the driver sends, untagged, when the code calls `input()`
 /// with a stdin to read: a hint only, believed once `/proc` shows the
 /// interpreter blocked reading that stdin.
 const INPUT_HINT: &[u8] = b"input-hint";
@@ -218,7 +235,15 @@ pub struct Interpreter {
     last_seq: u64,
     /// `None` once closed (the driver's cue to exit).
     requests: Option<PipeWriter>,
-    replies: OwnedFd,
+    /// The reply pipe: one line per reply.
+    reply_lines: PipeReader,
+    /// The start of a line whose end has not arrived yet.
+    partial_line: Vec<u8>,
+    /// Skipping the rest of a line longer than [`LINE_LIMIT`].
+    skipping_line: bool,
+    /// The socket for replies too long for the pipe (and stdin handover).
+    reply_records: OwnedFd,
+    /// Both reply channels are open.
     replies_open: bool,
     record_buffer: Vec<u8>,
     /// The code request whose `done` is awaited.
@@ -259,7 +284,8 @@ impl Interpreter {
         let key = Key::generate().map_err(|err| spawn_error(io::Error::other(err)))?;
         let (output_reader, output_writer) = io::pipe().map_err(spawn_error)?;
         let (request_reader, request_writer) = io::pipe().map_err(spawn_error)?;
-        let (reply_host, reply_driver) = socketpair(
+        let (reply_reader, reply_writer) = io::pipe().map_err(spawn_error)?;
+        let (record_host, record_driver) = socketpair(
             AddressFamily::Unix,
             SockType::SeqPacket,
             None,
@@ -267,7 +293,8 @@ impl Interpreter {
         )
         .map_err(|errno| spawn_error(errno.into()))?;
         let request_fd = request_reader.as_raw_fd();
-        let reply_fd = reply_driver.as_raw_fd();
+        let reply_fd = reply_writer.as_raw_fd();
+        let record_fd = record_driver.as_raw_fd();
         let output_for_stderr = output_writer.try_clone().map_err(spawn_error)?;
 
         let mut command = Command::new(&launch.program);
@@ -278,6 +305,7 @@ impl Interpreter {
             .arg(DRIVER)
             .arg(request_fd.to_string())
             .arg(reply_fd.to_string())
+            .arg(record_fd.to_string())
             .stdin(Stdio::null())
             .stdout(output_writer)
             .stderr(output_for_stderr)
@@ -289,7 +317,7 @@ impl Interpreter {
         // async-signal-safe system calls (setsid, prctl, getppid, fcntl);
         // it allocates nothing.
         unsafe {
-            command.pre_exec(move || prepare_child(host_pid, request_fd, reply_fd));
+            command.pre_exec(move || prepare_child(host_pid, [request_fd, reply_fd, record_fd]));
         }
         let (child, managed) =
             spawn_managed_command(&mut command, "python").map_err(spawn_error)?;
@@ -297,7 +325,8 @@ impl Interpreter {
         // keep them, or it would never see the driver close them.
         drop(command);
         drop(request_reader);
-        drop(reply_driver);
+        drop(reply_writer);
+        drop(record_driver);
 
         let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
         let mut interpreter = Interpreter {
@@ -307,7 +336,10 @@ impl Interpreter {
             key,
             last_seq: 0,
             requests: Some(request_writer),
-            replies: reply_host,
+            reply_lines: reply_reader,
+            partial_line: Vec::new(),
+            skipping_line: false,
+            reply_records: record_host,
             replies_open: true,
             record_buffer: vec![0; RECORD_BUFFER],
             awaiting: None,
@@ -331,7 +363,8 @@ impl Interpreter {
         if let Some(requests) = &interpreter.requests {
             set_nonblocking(requests.as_raw_fd()).map_err(configure)?;
         }
-        set_nonblocking(interpreter.replies.as_raw_fd()).map_err(configure)?;
+        set_nonblocking(interpreter.reply_lines.as_raw_fd()).map_err(configure)?;
+        set_nonblocking(interpreter.reply_records.as_raw_fd()).map_err(configure)?;
         set_nonblocking(interpreter.output.as_raw_fd()).map_err(configure)?;
         // Best effort: with the default capacity a yielded command waits
         // sooner for its output to be read, nothing more.
@@ -416,7 +449,7 @@ impl Interpreter {
         let payload = seq.to_string();
         let fds = [reader.as_raw_fd()];
         sendmsg::<()>(
-            self.replies.as_raw_fd(),
+            self.reply_records.as_raw_fd(),
             &[IoSlice::new(payload.as_bytes())],
             &[ControlMessage::ScmRights(&fds)],
             MsgFlags::MSG_DONTWAIT,
@@ -745,10 +778,11 @@ impl Interpreter {
             .input
             .as_ref()
             .and_then(|i| i.writer.as_ref().filter(|_| !i.pending.is_empty()));
-        let (reply_ready, output_ready, input_ready) = {
-            let mut fds = Vec::with_capacity(3);
+        let (lines_ready, records_ready, output_ready, input_ready) = {
+            let mut fds = Vec::with_capacity(4);
             if self.replies_open {
-                fds.push(PollFd::new(self.replies.as_fd(), PollFlags::POLLIN));
+                fds.push(PollFd::new(self.reply_lines.as_fd(), PollFlags::POLLIN));
+                fds.push(PollFd::new(self.reply_records.as_fd(), PollFlags::POLLIN));
             }
             if self.output_open {
                 fds.push(PollFd::new(self.output.as_fd(), PollFlags::POLLIN));
@@ -772,10 +806,14 @@ impl Interpreter {
             }
             let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
             let mut fds = fds.iter();
-            let reply_ready = self.replies_open && fds.next().is_some_and(ready);
+            let (lines_ready, records_ready) = if self.replies_open {
+                (fds.next().is_some_and(ready), fds.next().is_some_and(ready))
+            } else {
+                (false, false)
+            };
             let output_ready = self.output_open && fds.next().is_some_and(ready);
             let input_ready = typing.is_some() && fds.next().is_some_and(ready);
-            (reply_ready, output_ready, input_ready)
+            (lines_ready, records_ready, output_ready, input_ready)
         };
         if output_ready {
             self.read_output_once(output);
@@ -783,8 +821,8 @@ impl Interpreter {
         if input_ready && let Some(input) = self.input.as_mut() {
             input.flush();
         }
-        if reply_ready {
-            self.read_replies()?;
+        if lines_ready || records_ready {
+            self.read_replies(records_ready)?;
         }
         Ok(())
     }
@@ -822,19 +860,26 @@ impl Interpreter {
         }
     }
 
-    /// Reads every record waiting on the reply channel.
-    fn read_replies(&mut self) -> Result<(), TalkError> {
+    /// Reads the replies waiting on the pipe, and on the socket too when
+    /// `records_ready`. The socket's records are taken first but believed
+    /// last: a record there is a `done`, the last reply to its request, and
+    /// the pipe then already holds every line the driver wrote before it.
+    fn read_replies(&mut self, records_ready: bool) -> Result<(), TalkError> {
         let mut buffer = std::mem::take(&mut self.record_buffer);
-        let result = loop {
-            match nix::unistd::read(self.replies.as_raw_fd(), &mut buffer) {
+        let mut records = Vec::new();
+        let mut result = loop {
+            if !records_ready {
+                break Ok(());
+            }
+            match nix::unistd::read(self.reply_records.as_raw_fd(), &mut buffer) {
                 // End of the channel, or an empty record (which the driver
                 // never sends): only a hang-up tells them apart.
-                Ok(0) if self.replies_hung_up() => {
+                Ok(0) if self.records_hung_up() => {
                     self.replies_open = false;
                     break Ok(());
                 }
                 Ok(0) => self.tampering.forged_replies += 1,
-                Ok(n) => self.take_record(&buffer[..n]),
+                Ok(n) => records.push(buffer[..n].to_vec()),
                 Err(Errno::EINTR) => {}
                 Err(Errno::EAGAIN) => break Ok(()),
                 Err(errno) => {
@@ -846,16 +891,84 @@ impl Interpreter {
                 }
             }
         };
+        loop {
+            match nix::unistd::read(self.reply_lines.as_raw_fd(), &mut buffer) {
+                // Every write end is closed: the driver is gone, or the code
+                // closed its descriptor.
+                Ok(0) => {
+                    self.replies_open = false;
+                    break;
+                }
+                Ok(n) => {
+                    self.take_lines(&buffer[..n]);
+                    // A pipe gives everything it holds, up to the buffer:
+                    // a short read emptied it (what comes later, the next
+                    // poll sees).
+                    if n < buffer.len() {
+                        break;
+                    }
+                }
+                Err(Errno::EINTR) => {}
+                Err(Errno::EAGAIN) => break,
+                Err(errno) => {
+                    self.replies_open = false;
+                    if result.is_ok() {
+                        result = Err(TalkError::Io {
+                            context: "reading from python failed",
+                            source: errno.into(),
+                        });
+                    }
+                    break;
+                }
+            }
+        }
+        for record in records {
+            self.take_record(&record);
+        }
         self.record_buffer = buffer;
         result
     }
 
-    fn replies_hung_up(&self) -> bool {
-        let mut fds = [PollFd::new(self.replies.as_fd(), PollFlags::empty())];
+    fn records_hung_up(&self) -> bool {
+        let mut fds = [PollFd::new(self.reply_records.as_fd(), PollFlags::empty())];
         poll(&mut fds, PollTimeout::ZERO).is_ok()
             && fds[0]
                 .revents()
                 .is_some_and(|r| r.contains(PollFlags::POLLHUP))
+    }
+
+    /// Splits what was read from the reply pipe into lines and takes each
+    /// whole one; the start of an unfinished line waits for its end.
+    fn take_lines(&mut self, mut bytes: &[u8]) {
+        while let Some(end) = bytes.iter().position(|&b| b == b'\n') {
+            let (line, rest) = (&bytes[..end], &bytes[end + 1..]);
+            bytes = rest;
+            if std::mem::take(&mut self.skipping_line) {
+                continue;
+            }
+            if self.partial_line.is_empty() {
+                if !line.is_empty() {
+                    self.take_record(line);
+                }
+            } else if self.partial_line.len() + line.len() > LINE_LIMIT {
+                self.partial_line.clear();
+                self.tampering.forged_replies += 1;
+            } else {
+                let mut whole = std::mem::take(&mut self.partial_line);
+                whole.extend_from_slice(line);
+                self.take_record(&whole);
+            }
+        }
+        if bytes.is_empty() || self.skipping_line {
+            return;
+        }
+        if self.partial_line.len() + bytes.len() > LINE_LIMIT {
+            self.partial_line.clear();
+            self.skipping_line = true;
+            self.tampering.forged_replies += 1;
+        } else {
+            self.partial_line.extend_from_slice(bytes);
+        }
     }
 
     /// Believes a record only with the key's tag, and only for the request
@@ -979,8 +1092,8 @@ impl Drop for Interpreter {
 }
 
 /// In the child, between fork and exec: a session of its own, death with
-/// the host, and the two control channels kept open across exec.
-fn prepare_child(host_pid: nix::unistd::Pid, request_fd: RawFd, reply_fd: RawFd) -> io::Result<()> {
+/// the host, and the three control channels kept open across exec.
+fn prepare_child(host_pid: nix::unistd::Pid, channels: [RawFd; 3]) -> io::Result<()> {
     nix::unistd::setsid()?;
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
     if nix::unistd::getppid() != host_pid {
@@ -989,7 +1102,7 @@ fn prepare_child(host_pid: nix::unistd::Pid, request_fd: RawFd, reply_fd: RawFd)
             "the host exited while python was starting",
         ));
     }
-    for fd in [request_fd, reply_fd] {
+    for fd in channels {
         fcntl(fd, FcntlArg::F_SETFD(FdFlag::empty()))?;
     }
     Ok(())
