@@ -11,6 +11,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::sync::OnceLock;
 
 /// One command of a structured environment, as its author describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,6 +135,9 @@ pub struct CommandHelp {
     environment: String,
     commands: Vec<CommandSpec>,
     used: HashSet<String>,
+    /// [`render`](Self::render)'s text, kept until a command is first
+    /// used: every answer's screen shows it, and it changes only then.
+    rendered: OnceLock<String>,
 }
 
 impl CommandHelp {
@@ -155,6 +159,7 @@ impl CommandHelp {
             environment: environment.to_owned(),
             commands,
             used: HashSet::new(),
+            rendered: OnceLock::new(),
         })
     }
 
@@ -179,8 +184,8 @@ impl CommandHelp {
     /// nothing marked) when no command has that name.
     pub fn mark_used(&mut self, name: &str) -> bool {
         let known = self.commands.iter().any(|c| c.name() == name);
-        if known {
-            self.used.insert(name.to_owned());
+        if known && self.used.insert(name.to_owned()) {
+            self.rendered = OnceLock::new();
         }
         known
     }
@@ -196,12 +201,18 @@ impl CommandHelp {
                 available: self.commands.iter().map(|c| c.name().to_owned()).collect(),
             });
         }
-        self.used.insert(routed.name.to_owned());
+        if self.used.insert(routed.name.to_owned()) {
+            self.rendered = OnceLock::new();
+        }
         Ok(routed)
     }
 
     /// The `Commands:` part of a screen.
     pub fn render(&self) -> String {
+        self.rendered.get_or_init(|| self.render_now()).clone()
+    }
+
+    fn render_now(&self) -> String {
         let mut out = String::from("Commands:\n");
         let mut previous: Option<(bool, bool)> = None; // (long, simple)
         for spec in &self.commands {
@@ -232,10 +243,15 @@ impl CommandHelp {
     /// commands.
     pub fn screen_with_state(&self, state: &str) -> String {
         let state = state.trim_end_matches('\n');
+        let commands = self.rendered.get_or_init(|| self.render_now());
         if state.is_empty() {
-            self.render()
+            commands.clone()
         } else {
-            format!("{state}\n\n{}", self.render())
+            let mut screen = String::with_capacity(state.len() + 2 + commands.len());
+            screen.push_str(state);
+            screen.push_str("\n\n");
+            screen.push_str(commands);
+            screen
         }
     }
 
@@ -269,6 +285,7 @@ pub fn render_usage(environment: &str, summary: &str, commands: &[CommandSpec]) 
         environment: environment.to_owned(),
         commands: commands.to_vec(),
         used: HashSet::new(),
+        rendered: OnceLock::new(),
     };
     let mut rendered = String::from("Commands:\n");
     for (index, spec) in commands.iter().enumerate() {
@@ -459,6 +476,28 @@ Commands:
   next_match <id> - Show next pattern match for a view
 ";
         assert_eq!(help.render(), expected);
+    }
+
+    #[test]
+    fn the_kept_text_follows_each_first_use() {
+        let mut help = editor();
+        let fresh = help.render();
+        assert!(fresh.contains("  view <file> /<start>/ /<end>/ [label]\n    View"));
+        help.route("view a /x/ /y/").unwrap();
+        let after_view = help.render();
+        assert!(
+            after_view.contains("[label] - View file section"),
+            "{after_view}"
+        );
+        assert!(help.mark_used("create"));
+        assert!(
+            help.screen_with_state("Views:")
+                .contains("  create <file> - Create")
+        );
+        // Using a command again changes nothing.
+        help.route("view b /x/ /y/").unwrap();
+        assert!(help.render().contains("[label] - View file section"));
+        assert_ne!(fresh, after_view);
     }
 
     #[test]

@@ -246,6 +246,9 @@ pub struct Interpreter {
     /// Both reply channels are open.
     replies_open: bool,
     record_buffer: Vec<u8>,
+    /// Where output is read into: kept, because zeroing 64 KiB for every
+    /// read showed up in each round trip.
+    output_buffer: Vec<u8>,
     /// The code request whose `done` is awaited.
     awaiting: Option<u64>,
     /// The `sync` request whose answer is awaited.
@@ -342,6 +345,7 @@ impl Interpreter {
             reply_records: record_host,
             replies_open: true,
             record_buffer: vec![0; RECORD_BUFFER],
+            output_buffer: vec![0; READ_CHUNK],
             awaiting: None,
             sync_pending: None,
             parts: Vec::new(),
@@ -828,15 +832,14 @@ impl Interpreter {
     }
 
     fn read_output_once(&mut self, output: &mut dyn FnMut(&[u8])) -> usize {
-        let mut buffer = [0u8; READ_CHUNK];
         loop {
-            match self.output.read(&mut buffer) {
+            match self.output.read(&mut self.output_buffer) {
                 Ok(0) => {
                     self.output_open = false;
                     return 0;
                 }
                 Ok(n) => {
-                    output(&buffer[..n]);
+                    output(&self.output_buffer[..n]);
                     return n;
                 }
                 Err(err) if err.kind() == ErrorKind::Interrupted => continue,
