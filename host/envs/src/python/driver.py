@@ -675,7 +675,9 @@ def namespace_shape():
     it cannot be taken (a key that is not a string...)."""
     try:
         values = namespace.values()
-        return (tuple(namespace), tuple(map(id, values)), tuple(map(type, values)))
+        # One flat list (names, then ids, then types): equal lists have
+        # equal parts, as their lengths are three times the namespace's.
+        return [*namespace, *map(id, values), *map(type, values)]
     except Exception:
         return None
 
@@ -800,18 +802,22 @@ def keep_state(source, cwd, shape):
     if pickle is None:
         lazy_modules()
     try:
-        words = WORDS.findall(source) if isinstance(source, str) else ()
         if shape is not None and shape == kept["shape"]:
             changed = False
-            held = kept["held"]
-            # The kept variables the code names (a set intersection, in C).
-            for name in kept["ids"].keys() & words:
-                # A name bound to the very immutable value kept for it
-                # (`x = 1` again) is that value: nothing to look at.
-                value = namespace.get(name, MISSING)
-                if value is not MISSING and held.get(name, MISSING) is not value:
-                    changed |= keep_name(name, value)
+            held, ids = kept["held"], kept["ids"]
+            # Only a mutable value can change without changing the shape
+            # (held ones are immutable; held names are a subset of ids).
+            if len(held) < len(ids):
+                words = WORDS.findall(source) if isinstance(source, str) else ()
+                # The kept variables the code names (a set intersection, in C).
+                for name in ids.keys() & words:
+                    # A name bound to the very immutable value kept for it
+                    # (`x = 1` again) is that value: nothing to look at.
+                    value = namespace.get(name, MISSING)
+                    if value is not MISSING and held.get(name, MISSING) is not value:
+                        changed |= keep_name(name, value)
         else:
+            words = WORDS.findall(source) if isinstance(source, str) else ()
             changed = keep_everything(set(words))
         kept["shape"] = shape
         if cwd != kept["cwd"]:
