@@ -666,6 +666,42 @@ fn assert_all_refused(output: &str) {
     }
 }
 
+/// The host's `/proc/<pid>/environ` shows the environment it was started
+/// with, and the kernel lets processes read it that may not trace the host:
+/// the secrets kept out of the commands' environment must not be there.
+#[test]
+fn commands_cannot_read_withheld_secrets_in_the_hosts_proc_environ() {
+    let project = Project::new();
+    let mut host = Host::builder()
+        .env("DEMO_API_KEY", "marker-withheld-1")
+        .env("DEMO_TOKEN", "marker-passed-2")
+        .env("DEMO_PLAIN", "plain-value")
+        .args(["--pass-env", "DEMO_TOKEN"])
+        .start(project.path());
+    // The plain variable proves the file was read; the passed-through
+    // secret, that the host still has its variables.
+    let from_bash = host
+        .command(
+            "bash",
+            "tr '\\0' '\\n' < /proc/$PPID/environ | grep -c '^DEMO_PLAIN=plain-value$'; \
+             tr '\\0' '\\n' < /proc/$PPID/environ | grep -c marker-; \
+             echo \"${DEMO_API_KEY:-unset} $DEMO_TOKEN\"",
+        )
+        .output()
+        .to_owned();
+    assert_eq!(from_bash, "1\n0\nunset marker-passed-2\n");
+    let from_python = host
+        .command(
+            "python",
+            "import os\nblock = open(f'/proc/{os.getppid()}/environ', 'rb').read()\n\
+             print(b'DEMO_PLAIN=plain-value' in block, b'marker-' in block)",
+        )
+        .ok()
+        .to_owned();
+    assert_eq!(from_python, "True False\n");
+    host.finish();
+}
+
 #[test]
 fn commands_cannot_reach_the_hosts_descriptors_or_memory() {
     let project = Project::new();

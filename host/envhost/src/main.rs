@@ -410,6 +410,8 @@ enum Mode {
 }
 
 fn main() -> ExitCode {
+    // SAFETY: first thing in main, while the process has one thread.
+    unsafe { envhost_process::hide_secrets_from_proc_environ() };
     let cli = Cli::parse();
     let serving = matches!(cli.command, Command::Serve(_));
     if serving && let Err(err) = stdout::say_last_words_on_abort() {

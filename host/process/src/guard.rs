@@ -16,12 +16,12 @@
 //! The host also makes itself not dumpable ([`prepare`]) and takes
 //! `CAP_SYS_PTRACE` out of every program it starts (its bounding and
 //! ambient sets, where the host may). The kernel then lets no program the
-//! host started into `/proc/<host>/fd`, `/proc/<host>/environ` or
-//! `/proc/<host>/mem`: otherwise a command could open the host's own
-//! stdout there and write answers the agent would take for envhost's, open
-//! its stdin for writing and send commands in the agent's name, or read
-//! the secrets the host keeps out of the programs' environment. This part
-//! needs no privilege and holds for every user, root included.
+//! host started into `/proc/<host>/fd` or `/proc/<host>/mem`: otherwise a
+//! command could open the host's own stdout there and write answers the
+//! agent would take for envhost's, or open its stdin for writing and send
+//! commands in the agent's name. This part needs no privilege and holds for
+//! every user, root included. (`/proc/<host>/environ` stays readable on
+//! some kernels; [`crate::secrets`] wipes the secrets from what it shows.)
 //!
 //! Installing a filter needs `CAP_SYS_ADMIN` or the no-new-privileges flag.
 //! The host never sets that flag itself (it would stop `sudo` and every

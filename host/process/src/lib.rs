@@ -74,7 +74,7 @@ pub use crate::pty::{Exit, OpenError, ProgramSpec, Pty, PtyProgram, SpawnError, 
 pub use crate::reaper::{
     ManagedPid, TerminationReport, install as install_reaper, spawn_managed, terminate_descendants,
 };
-pub use crate::secrets::SecretPolicy;
+pub use crate::secrets::{SecretPolicy, hide_from_proc_environ as hide_secrets_from_proc_environ};
 pub use crate::session::{
     AtDeadline, COLUMNS as TERMINAL_COLUMNS, ROWS as TERMINAL_ROWS, Session, Waited,
 };

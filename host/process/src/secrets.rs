@@ -5,10 +5,15 @@
 //! environment's variables by default, so an agent cannot read, print or leak
 //! them. We also catch the common shapes that list misses
 //! (`AWS_SECRET_ACCESS_KEY`, `*_PRIVATE_KEY`, plurals). An operator passes a
-//! specific variable through by name (`--pass-env NAME`). This module only
-//! decides; it never spawns anything.
+//! specific variable through by name (`--pass-env NAME`). This module
+//! decides, and takes the secrets out of the copy of the environment the
+//! kernel shows in `/proc/<host>/environ` ([`hide_from_proc_environ`]); it
+//! never spawns anything.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::{CString, OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+
+use nix::libc;
 
 /// Name endings (compared case-insensitively) that mark a secret. A name
 /// matches when it equals an ending or ends with `_` + the ending.
@@ -66,6 +71,69 @@ impl SecretPolicy {
         // A name that is not UTF-8 cannot match our (ASCII) patterns.
         name.to_str().is_none_or(|name| self.allows(name))
     }
+}
+
+/// Moves every secret-looking variable out of the block the kernel wrote
+/// the environment into at exec, into the process's own copy, and wipes its
+/// entry (name and value) in the block. The host reads its variables as
+/// before; `/proc/<host>/environ`, which shows that block, no longer shows
+/// them. Returns how many were moved.
+///
+/// That file is the way around the withholding: the kernel lets processes
+/// that may not trace the host read it (on this machine's 6.18 kernel any
+/// process of the host's user, even with the host not dumpable and without
+/// `CAP_SYS_PTRACE`), so `cat /proc/$PPID/environ` in a command printed the
+/// keys kept out of its environment.
+///
+/// # Safety
+/// Only while the process has one thread (first thing in `main`): it
+/// changes the environment.
+pub unsafe fn hide_from_proc_environ() -> usize {
+    let Some((start, end)) = exec_environment_block() else {
+        return 0;
+    };
+    let mut moved = 0;
+    for (name, value) in std::env::vars_os() {
+        if !name.to_str().is_some_and(is_secret_name) {
+            continue;
+        }
+        let Ok(c_name) = CString::new(name.as_bytes()) else {
+            continue;
+        };
+        // SAFETY: a NUL-terminated name; one thread, so nothing changes
+        // the environment meanwhile.
+        let before = unsafe { libc::getenv(c_name.as_ptr()) } as usize;
+        let entry = before.wrapping_sub(name.len() + 1);
+        let entry_end = before + value.len();
+        if before == 0 || entry < start || entry_end >= end {
+            continue;
+        }
+        // SAFETY: one thread (the caller's promise). The C library copies
+        // the entry to memory of its own and points the environment there.
+        unsafe { std::env::set_var(&name, &value) };
+        // SAFETY: as above.
+        let after = unsafe { libc::getenv(c_name.as_ptr()) } as usize;
+        if after == 0 || after == before {
+            continue;
+        }
+        // SAFETY: [entry, entry_end] ("NAME=value" and its NUL) lies in
+        // the block the kernel wrote at exec, which is this process's
+        // writable stack memory, and nothing points into it any more.
+        unsafe { std::ptr::write_bytes(entry as *mut u8, 0, entry_end - entry) };
+        moved += 1;
+    }
+    moved
+}
+
+/// Where the kernel wrote the environment at exec (`env_start` and
+/// `env_end` in `/proc/self/stat`, fields 50 and 51).
+fn exec_environment_block() -> Option<(usize, usize)> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields from the third on follow the command name's closing paren.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(50 - 3);
+    let start = fields.next()?.parse().ok()?;
+    let end = fields.next()?.parse().ok()?;
+    (start < end).then_some((start, end))
 }
 
 /// True if a variable name looks like it holds a secret.
