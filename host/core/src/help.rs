@@ -209,7 +209,11 @@ impl CommandHelp {
 
     /// The `Commands:` part of a screen.
     pub fn render(&self) -> String {
-        self.rendered.get_or_init(|| self.render_now()).clone()
+        self.kept_render().to_owned()
+    }
+
+    fn kept_render(&self) -> &str {
+        self.rendered.get_or_init(|| self.render_now())
     }
 
     fn render_now(&self) -> String {
@@ -243,9 +247,9 @@ impl CommandHelp {
     /// commands.
     pub fn screen_with_state(&self, state: &str) -> String {
         let state = state.trim_end_matches('\n');
-        let commands = self.rendered.get_or_init(|| self.render_now());
+        let commands = self.kept_render();
         if state.is_empty() {
-            commands.clone()
+            commands.to_owned()
         } else {
             let mut screen = String::with_capacity(state.len() + 2 + commands.len());
             screen.push_str(state);
