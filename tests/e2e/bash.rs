@@ -239,6 +239,7 @@ fn a_timeout_interrupts_the_job_and_the_shell_keeps_its_state() {
     )
     .ok();
     let job = pids(bash(&mut host, "jobs -p").ok())[0];
+    let job_outside = host.outer_pid(job);
     let reply = bash_within(&mut host, "echo partial; sleep 60; echo never", 500);
     let output = reply.failed();
     assert!(output.starts_with("partial\n"), "{output}");
@@ -259,11 +260,11 @@ fn a_timeout_interrupts_the_job_and_the_shell_keeps_its_state() {
         )
     );
     assert!(
-        process_alive(job),
+        process_alive(job_outside),
         "the background job survived the timeout"
     );
     host.finish();
-    assert!(wait_until_dead(job, Duration::from_secs(10)));
+    assert!(wait_until_dead(job_outside, Duration::from_secs(10)));
 }
 
 #[test]
@@ -450,7 +451,9 @@ fn a_shell_killed_from_outside_is_replaced_at_the_next_command() {
     let project = Project::new();
     let mut host = Host::start(project.path());
     let shell = pids(bash(&mut host, "echo $$").ok())[0];
+    let shell = host.outer_pid(shell);
     let job = pids(bash(&mut host, "sleep 300 & echo $!").ok())[0];
+    let job = host.outer_pid(job);
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(shell),
         nix::sys::signal::Signal::SIGKILL,
@@ -655,7 +658,7 @@ nohup sh -c 'sleep 1005 & echo $! > grandchild.pid; wait' >/dev/null 2>&1 &
 until [ -s own-session.pid ] && [ -s grandchild.pid ]; do sleep 0.05; done
 cat own-session.pid grandchild.pid",
     );
-    let started = pids(reply.ok());
+    let started = host.outer_pids(&pids(reply.ok()));
     assert_eq!(started.len(), 5, "{}", reply.0);
     for pid in &started {
         assert!(process_alive(*pid), "{pid} runs before the end");
@@ -675,6 +678,7 @@ fn sigterm_to_the_host_during_a_command_stops_everything_promptly() {
     let project = Project::new();
     let mut host = Host::start(project.path());
     let job = pids(bash(&mut host, "sleep 1000 & echo $!").ok())[0];
+    let job = host.outer_pid(job);
     host.send(&serde_json::json!({"type": "command", "environment": "bash", "command": "echo started; sleep 1000"}));
     std::thread::sleep(Duration::from_millis(500));
     host.signal("TERM");

@@ -174,7 +174,7 @@ fn an_interrupted_pipeline_leaves_no_grandchild_that_ignores_sigint() {
     let reply = interrupt(&mut host);
     assert!(!reply.running(), "{}", reply.0);
     for file in ["a.pid", "b.pid"] {
-        let pid: i32 = project.read(file).trim().parse().expect("a pid");
+        let pid = host.outer_pid(project.read(file).trim().parse().expect("a pid"));
         assert!(
             wait_until_dead(pid, Duration::from_secs(10)),
             "{file}: process {pid} survived the interrupt"
@@ -217,7 +217,7 @@ fn restart_ends_the_running_command_and_the_shell_and_says_what_was_lost() {
     assert!(output.contains("restarted"), "{output}");
     assert!(output.contains("sleep 1042"), "{output}");
     assert!(output.contains("background jobs"), "{output}");
-    let job: i32 = project.read("job.pid").trim().parse().expect("a pid");
+    let job = host.outer_pid(project.read("job.pid").trim().parse().expect("a pid"));
     assert!(wait_until_dead(job, Duration::from_secs(10)));
     let reply = host.command("bash", "pwd; echo \"GONE=$GONE\"");
     assert_eq!(
@@ -239,7 +239,7 @@ fn shutdown_during_a_running_command_leaves_no_process() {
     assert!(reply.running(), "{}", reply.0);
     let pids: Vec<i32> = ["bg.pid", "escaped.pid"]
         .iter()
-        .map(|file| project.read(file).trim().parse().expect("a pid"))
+        .map(|file| host.outer_pid(project.read(file).trim().parse().expect("a pid")))
         .collect();
     for pid in &pids {
         assert!(process_alive(*pid));

@@ -31,8 +31,16 @@ fn healthcheck_passes_where_a_session_can_run() {
     assert!(ok, "{report}");
     let lines: Vec<&str> = report.lines().collect();
     assert!(lines[0].starts_with("ok   project "), "{report}");
-    assert!(lines[1].starts_with("ok   bash: bash "), "{report}");
-    assert!(lines[2].starts_with("ok   python: Python 3."), "{report}");
+    assert!(
+        lines[1].starts_with("ok   Isolation: namespaces. Commands run in PID, mount"),
+        "{report}"
+    );
+    assert!(
+        lines[2].starts_with("ok   Session limits: 4096 processes"),
+        "{report}"
+    );
+    assert!(lines[3].starts_with("ok   bash: bash "), "{report}");
+    assert!(lines[4].starts_with("ok   python: Python 3."), "{report}");
     assert_eq!(lines.last(), Some(&"healthy"), "{report}");
 }
 
@@ -62,8 +70,14 @@ fn healthcheck_fails_with_the_reason() {
 }
 
 fn start_as_pid_1(project: &Project) -> Host {
+    start_as_pid_1_with(project, &[])
+}
+
+/// [`start_as_pid_1`] with `args` for envhost.
+fn start_as_pid_1_with(project: &Project, args: &[&str]) -> Host {
     Host::builder()
         .wrapped_in(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"])
+        .args(args.iter().copied())
         .start(project.path())
 }
 
@@ -108,15 +122,26 @@ fn as_pid_1_every_orphan_in_the_container_is_reaped() {
     if skip_without_pid_namespaces(test) {
         return;
     }
-    let project = Project::new();
-    let mut host = start_as_pid_1(&project);
-    assert_eq!(
-        host.command("bash", "echo $PPID").ok(),
-        "1\n",
-        "envhost is not PID 1"
-    );
-    // Twenty orphans: each subshell exits at once, leaving its `sleep` to
-    // the namespace's init, which is envhost.
+    // Where a container refuses namespaces (the guard), commands share
+    // envhost's namespace and it is their init; where it allows them, the
+    // session's own init is.
+    for (args, parent) in [(&["--isolation", "guard"][..], "1\n"), (&[][..], "0\n")] {
+        let project = Project::new();
+        let mut host = start_as_pid_1_with(&project, args);
+        assert_eq!(
+            host.command("bash", "echo $PPID").ok(),
+            parent,
+            "{args:?}: envhost, or its session's init, is not PID 1"
+        );
+        orphans_are_reaped(&mut host);
+        let (status, _) = host.finish();
+        assert!(status.success(), "{status:?}");
+    }
+}
+
+/// Twenty orphans: each subshell exits at once, leaving its `sleep` to the
+/// namespace's init; none is left a zombie.
+fn orphans_are_reaped(host: &mut Host) {
     host.command(
         "bash",
         "for i in $(seq 20); do ( sleep 1.5 & ); done; nohup sh -c 'sleep 1.5' >/dev/null 2>&1 & disown",
@@ -146,8 +171,6 @@ fn as_pid_1_every_orphan_in_the_container_is_reaped() {
         );
         thread::sleep(Duration::from_millis(200));
     }
-    let (status, _) = host.finish();
-    assert!(status.success(), "{status:?}");
 }
 
 #[test]

@@ -224,6 +224,21 @@ impl Host {
         self.child.id()
     }
 
+    /// The pid, in this test's numbering, of the process the host's
+    /// environments know as `inner` (`$$`, `$!`, `os.getpid()` in a
+    /// command): commands run in a PID namespace of their own, numbered
+    /// from 1. Without one (`--isolation guard`) the numbers are the same.
+    /// A process that no longer exists gives [`GONE`]. Call it while the
+    /// host lives: its namespace ends with it.
+    pub fn outer_pid(&self, inner: i32) -> i32 {
+        outer_pid(self.pid(), inner)
+    }
+
+    /// [`Host::outer_pid`] of each.
+    pub fn outer_pids(&self, inner: &[i32]) -> Vec<i32> {
+        inner.iter().map(|&pid| self.outer_pid(pid)).collect()
+    }
+
     /// Writes raw bytes to the host's stdin.
     pub fn send_raw(&mut self, bytes: &[u8]) {
         let stdin = self.stdin.as_mut().expect("stdin is open");
@@ -446,6 +461,69 @@ impl Reply {
             .map(|m| m.keys().cloned().collect())
             .unwrap_or_default()
     }
+}
+
+/// A pid no process has: what [`outer_pid`] gives for a process that is
+/// gone (alive for no one, killed by no signal).
+pub const GONE: i32 = i32::MAX;
+
+/// The PID namespace the environments of the host `host` run in: the
+/// inode of the namespace whose init (its pid 1) is a child of the host.
+pub fn session_namespace(host: u32) -> Option<String> {
+    let tasks = std::fs::read_dir(format!("/proc/{host}/task")).ok()?;
+    for task in tasks.filter_map(Result::ok) {
+        let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        for child in children.split_whitespace() {
+            let ids = namespace_pids(child);
+            if ids.len() >= 2 && ids.last() == Some(&1) {
+                return std::fs::read_link(format!("/proc/{child}/ns/pid"))
+                    .ok()
+                    .map(|link| link.to_string_lossy().into_owned());
+            }
+        }
+    }
+    None
+}
+
+/// `NSpid` of a process: its pid in each PID namespace it is in, outermost
+/// first.
+fn namespace_pids(pid: &str) -> Vec<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix("NSpid:"))
+        .map(|ids| {
+            ids.split_whitespace()
+                .filter_map(|id| id.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// See [`Host::outer_pid`]; `host` is the host's pid.
+pub fn outer_pid(host: u32, inner: i32) -> i32 {
+    let Some(namespace) = session_namespace(host) else {
+        return inner;
+    };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return GONE;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str() else { continue };
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if namespace_pids(pid).last() != Some(&inner) {
+            continue;
+        }
+        let same = std::fs::read_link(format!("/proc/{pid}/ns/pid"))
+            .is_ok_and(|link| link.to_string_lossy() == namespace);
+        if same && let Ok(pid) = pid.parse() {
+            return pid;
+        }
+    }
+    GONE
 }
 
 /// Is a process alive (not a zombie)?

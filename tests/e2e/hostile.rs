@@ -167,6 +167,7 @@ fn sigterm_ends_the_host_while_a_plugin_sleeps_in_shutdown() {
         .trim()
         .parse()
         .expect("bash's pid");
+    let bash = host.outer_pid(bash);
     assert!(host.command("saboteur", "go").ok().contains("went: go"));
     let started = Instant::now();
     host.signal("TERM");
@@ -1013,8 +1014,15 @@ fn names_that_read_like_a_builtins_or_another_plugins_are_refused() {
     sections.sort();
     assert_eq!(
         sections,
-        ["Notes", "bash", "editor", "python", "refused-plugins"],
-        "one section per name as a person reads it"
+        [
+            "Notes",
+            "bash",
+            "editor",
+            "isolation",
+            "python",
+            "refused-plugins"
+        ],
+        "one section per name as a person reads it (and the first answer's isolation notice)"
     );
     assert!(host.finish().0.success());
 }

@@ -450,7 +450,7 @@ fn a_cancelled_call_interrupts_its_command() {
         "bash",
         json!({"command": "sh -c 'echo $$ > sleeper.pid; exec sleep 60'; echo finished"}),
     );
-    let sleeper = wait_for_pid(&pid_file);
+    let sleeper = crate::harness::outer_pid(mcp.pid, wait_for_pid(&pid_file));
     assert!(process_alive(sleeper));
     mcp.runtime
         .block_on(call.cancel(Some("the user pressed Esc".into())))
@@ -578,7 +578,7 @@ fn closing_stdin_or_sigterm_stops_the_server_and_reaps_everything() {
     host.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     host.send(&call(1, "sleep 300 & echo $! > background.pid"));
     host.recv();
-    let background = wait_for_pid(&project.path().join("background.pid"));
+    let background = host.outer_pid(wait_for_pid(&project.path().join("background.pid")));
     assert!(process_alive(background));
     let (status, _) = host.finish();
     assert!(status.success());
@@ -600,7 +600,7 @@ fn closing_stdin_or_sigterm_stops_the_server_and_reaps_everything() {
     host.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     host.send(&call(1, "sh -c 'echo $$ > sleeper.pid; exec sleep 60'"));
     let pid_file = project.path().join("sleeper.pid");
-    let sleeper = wait_for_pid(&pid_file);
+    let sleeper = host.outer_pid(wait_for_pid(&pid_file));
     let started = Instant::now();
     host.signal("TERM");
     let status = host.wait_exit(Duration::from_secs(30));

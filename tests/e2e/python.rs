@@ -26,11 +26,12 @@ fn variable_lines(reply: &Reply) -> Vec<String> {
 }
 
 fn pid_of_python(host: &mut Host) -> i32 {
-    python(host, "import os as _os\n_os.getpid()")
+    let inner: i32 = python(host, "import os as _os\n_os.getpid()")
         .ok()
         .trim()
         .parse()
-        .expect("a pid")
+        .expect("a pid");
+    host.outer_pid(inner)
 }
 
 /// Asserts that `needles` appear in `haystack` in this order.
@@ -660,8 +661,9 @@ fn the_interpreter_has_its_own_session_and_nothing_outlives_the_host() {
     };
     assert_eq!(session, pid, "python leads its own session");
     assert_eq!(group, pid, "and its own process group");
+    let (pid, sleeper) = (host.outer_pid(pid), host.outer_pid(sleeper));
     let host_session = nix_session_of(host.pid() as i32);
-    assert_ne!(session, host_session);
+    assert_ne!(nix_session_of(pid), host_session);
 
     let (status, _) = host.finish();
     assert_eq!(status.code(), Some(0));

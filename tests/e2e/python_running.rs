@@ -211,6 +211,7 @@ fn restart_starts_a_fresh_interpreter_and_says_what_was_lost() {
         .trim()
         .parse()
         .unwrap();
+    let old_pid = host.outer_pid(old_pid);
     let reply = control(
         &mut host,
         json!({"type": "restart", "environment": "python"}),
@@ -243,6 +244,7 @@ fn restart_starts_a_fresh_interpreter_and_says_what_was_lost() {
         .split_whitespace()
         .map(|n| n.parse().expect("a pid"))
         .collect();
+    let pids = host.outer_pids(&pids);
     let reply = control(
         &mut host,
         json!({"type": "restart", "environment": "python"}),
@@ -271,6 +273,7 @@ fn shutdown_while_a_command_runs_leaves_no_process() {
         .split_whitespace()
         .map(|n| n.parse().expect("a pid"))
         .collect();
+    let pids = host.outer_pids(&pids);
     assert_eq!(pids.len(), 2);
     assert!(pids.iter().all(|&pid| process_alive(pid)));
     let (status, _) = host.finish();

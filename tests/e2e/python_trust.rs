@@ -15,11 +15,12 @@ fn python(host: &mut Host, code: &str) -> Reply {
 }
 
 fn pid_of_python(host: &mut Host) -> i32 {
-    python(host, "import os as _os\n_os.getpid()")
+    let inner: i32 = python(host, "import os as _os\n_os.getpid()")
         .ok()
         .trim()
         .parse()
-        .expect("a pid")
+        .expect("a pid");
+    host.outer_pid(inner)
 }
 
 /// Code that writes forged "done" replies (the format without a key, and
@@ -347,6 +348,7 @@ fn an_interrupted_command_leaves_no_process_that_ignores_sigint_and_spares_earli
         .ok(),
     );
     assert_eq!(earlier.len(), 1);
+    let earlier = host.outer_pids(&earlier);
     // The command's own background jobs ignore SIGINT too, so the timeout's
     // KeyboardInterrupt (and the shell's SIGINT) leaves them running. (They
     // start after the command's first clock tick: /proc's start times
@@ -361,7 +363,7 @@ fn an_interrupted_command_leaves_no_process_that_ignores_sigint_and_spares_earli
     assert!(!reply.success(), "{}", reply.0);
     let output = reply.output().to_owned();
     assert!(output.contains("KeyboardInterrupt"), "{output}");
-    let strays = pids_in(&output);
+    let strays = host.outer_pids(&pids_in(&output));
     assert_eq!(strays.len(), 2, "{output}");
     for pid in &strays {
         assert!(

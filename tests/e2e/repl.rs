@@ -124,10 +124,43 @@ fn meta_commands_with_nothing_to_act_on_say_what_to_do_and_the_repl_goes_on() {
 #[test]
 fn end_of_input_stops_the_repl_and_its_shell() {
     let project = Project::new();
-    let (code, out) = repl(&project, "bash: sleep 300 & echo $$ $! > pids\n");
-    assert_eq!(code, Some(0), "{out}");
-    for pid in project.read("pids").split_whitespace() {
-        let pid: i32 = pid.parse().expect("pid");
+    let mut child = Command::new(envhost_binary())
+        .args(["repl", "--project"])
+        .arg(project.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start envhost repl");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(b"bash: sleep 300 & echo $$ $! > pids.tmp && mv pids.tmp pids\n")
+        .expect("write the session");
+    let pids_file = project.path().join("pids");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !pids_file.exists() {
+        assert!(Instant::now() < deadline, "the command did not run");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The numbers the shell sees are its namespace's: the test's own, while
+    // the REPL lives.
+    let pids: Vec<i32> = project
+        .read("pids")
+        .split_whitespace()
+        .map(|pid| crate::harness::outer_pid(child.id(), pid.parse().expect("pid")))
+        .collect();
+    assert_eq!(pids.len(), 2);
+    drop(stdin);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the REPL did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0));
+    for pid in pids {
         assert!(
             crate::harness::wait_until_dead(pid, Duration::from_secs(10)),
             "process {pid} (the shell or its job) outlived the REPL"

@@ -14,7 +14,7 @@ use crate::harness::{Host, Project, envhost_binary, process_alive, wait_until_de
 /// Starts `sleep 1000` in the background of the host's bash; its pid.
 fn background_sleep(host: &mut Host) -> i32 {
     let reply = host.command("bash", "sleep 1000 & echo $!");
-    last_number(reply.ok())
+    host.outer_pid(last_number(reply.ok()))
 }
 
 /// The last line of `output` (`[1] 123` is job control's line before it).
@@ -43,7 +43,10 @@ fn sigterm_stops_the_host_while_its_output_is_full_and_nobody_reads() {
     let mut line = String::new();
     stdout.read_line(&mut line).expect("the first answer");
     let answer: serde_json::Value = serde_json::from_str(&line).unwrap();
-    let sleep = last_number(answer["response"]["output"].as_str().unwrap());
+    let sleep = crate::harness::outer_pid(
+        child.id(),
+        last_number(answer["response"]["output"].as_str().unwrap()),
+    );
     assert!(process_alive(sleep));
 
     // 2000 screens of over a kilobyte each: far more than a pipe holds

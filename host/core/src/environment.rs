@@ -174,6 +174,15 @@ pub trait StateKeeper: Send + Sync {
     fn keep(&self, environment: &str, state: &str) -> Result<(), String>;
 }
 
+/// What the host watches over every answer beyond the environment that
+/// gave it (the session's limits): the orchestrator asks after each
+/// answer and adds what it says after the answer's output.
+pub trait HostWatch: Send + Sync {
+    /// What happened since the last answer that the agent must hear, one
+    /// sentence each; usually nothing.
+    fn after_answer(&self) -> Vec<String>;
+}
+
 /// How to use an environment: what [`Environment::usage`] returns.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Usage {

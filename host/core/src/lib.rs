@@ -71,8 +71,8 @@ mod transcript;
 pub use crate::console::ConsoleObserver;
 pub use crate::environment::{
     CancelFlag, CommandContext, CommandResponse, DEFAULT_MAX_LINES, Environment, EnvironmentError,
-    EnvironmentKind, EnvironmentName, Incident, InvalidName, LoadFailure, LoadedEnvironment, Reach,
-    RunningCommand, ScreenSection, StateKeeper, Usage,
+    EnvironmentKind, EnvironmentName, HostWatch, Incident, InvalidName, LoadFailure,
+    LoadedEnvironment, Reach, RunningCommand, ScreenSection, StateKeeper, Usage,
 };
 pub use crate::events::{Event, EventBus, Observer, ObserverError, StampedEvent, panic_message};
 pub use crate::help::{

@@ -26,7 +26,7 @@ use envhost_files::changes::{self, ProducedFile, Reported, Since};
 
 use crate::environment::{
     CancelFlag, CommandContext, CommandResponse, Environment, EnvironmentError, EnvironmentKind,
-    EnvironmentName, Incident, Reach, RunningCommand, ScreenSection, StateKeeper, Usage,
+    EnvironmentName, HostWatch, Incident, Reach, RunningCommand, ScreenSection, StateKeeper, Usage,
 };
 use crate::events::{Event, EventBus, panic_message};
 use crate::request::{
@@ -223,8 +223,11 @@ pub struct Orchestrator {
     shut_down: AtomicBool,
     /// Where states go after each answer, while the session is recorded.
     keeper: Option<Box<dyn StateKeeper>>,
+    watch: Option<Box<dyn HostWatch>>,
     /// Shown with the first answer only (what a resumed session got back).
-    first_notice: Mutex<Option<NoticeSection>>,
+    /// Notices for the first answer only, each with whether it also
+    /// heads that answer's output.
+    first_notice: Mutex<Vec<(NoticeSection, bool)>>,
     /// The files answers named lately (so the next answer does not name
     /// them again).
     reported: Mutex<Reported>,
@@ -242,7 +245,8 @@ impl Orchestrator {
             cancel,
             shut_down: AtomicBool::new(false),
             keeper: None,
-            first_notice: Mutex::new(None),
+            watch: None,
+            first_notice: Mutex::new(Vec::new()),
             reported: Mutex::default(),
         }
     }
@@ -252,6 +256,13 @@ impl Orchestrator {
     /// the answer is returned.
     pub fn keep_states(&mut self, keeper: Box<dyn StateKeeper>) {
         self.keeper = Some(keeper);
+    }
+
+    /// After every answer to a command or a control, `watch` says what the
+    /// host saw meanwhile (the session reached a limit); its sentences
+    /// follow the answer's output.
+    pub fn watch_host(&mut self, watch: Box<dyn HostWatch>) {
+        self.watch = Some(watch);
     }
 
     /// Hands each `(environment, state)` back to its environment (before
@@ -292,10 +303,23 @@ impl Orchestrator {
     /// and on its screen (and on screens asked for before it), then never
     /// again.
     pub fn announce_once(&self, notice: NoticeSection) {
-        *self
+        self.first_notice_with(notice, true);
+    }
+
+    /// Shows `notice` on the first answered request's screen (and on
+    /// screens asked for before it), then never again; its output is left
+    /// alone.
+    pub fn show_once(&self, notice: NoticeSection) {
+        self.first_notice_with(notice, false);
+    }
+
+    fn first_notice_with(&self, notice: NoticeSection, in_output: bool) {
+        let mut notices = self
             .first_notice
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(notice);
+            .unwrap_or_else(PoisonError::into_inner);
+        notices.retain(|(kept, _)| kept.key != notice.key);
+        notices.push((notice, in_output));
     }
 
     /// Hands the environment's state to the keeper if it changed.
@@ -629,14 +653,17 @@ impl Orchestrator {
             None => Vec::new(),
         };
         let mut output = response.output;
-        let first = self
-            .first_notice
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let first = std::mem::take(
+            &mut *self
+                .first_notice
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
         let mut screen = self.screen();
-        if let Some(notice) = first {
-            output = format!("{}\n\n{output}", notice.section.content);
+        for (notice, in_output) in first {
+            if in_output {
+                output = format!("{}\n\n{output}", notice.section.content);
+            }
             screen.push(notice.key, notice.section);
         }
         Outcome {
@@ -718,6 +745,16 @@ impl Orchestrator {
                 running.as_ref(),
                 Instant::now(),
             ));
+        }
+        if let Some(watch) = &self.watch {
+            for sentence in watch.after_answer() {
+                if !response.output.is_empty() && !response.output.ends_with('\n') {
+                    response.output.push('\n');
+                }
+                response.output.push_str("[envhost] ");
+                response.output.push_str(&sentence);
+                response.output.push('\n');
+            }
         }
         response
     }
@@ -831,7 +868,7 @@ impl Orchestrator {
         }
         // A screen asked for before the first command shows it too; the
         // first command's answer says it and ends it.
-        if let Some(notice) = &*self
+        for (notice, _) in &*self
             .first_notice
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

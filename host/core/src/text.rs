@@ -82,10 +82,13 @@ pub fn bytes(bytes: u64) -> String {
     }
 }
 
-/// `noun` in the form that goes with `count`: `line`, `lines`.
+/// `noun` in the form that goes with `count`: `line`, `lines`;
+/// `process`, `processes`.
 pub fn noun(count: usize, noun: &str) -> String {
     if count == 1 {
         noun.to_owned()
+    } else if noun.ends_with(['s', 'x']) || noun.ends_with("sh") || noun.ends_with("ch") {
+        format!("{noun}es")
     } else {
         format!("{noun}s")
     }

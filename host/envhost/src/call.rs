@@ -26,7 +26,7 @@ use envhost_core::{
     CancelFlag, CommandRequest, EventBus, LoadedEnvironment, Orchestrator, OrchestratorSettings,
 };
 use envhost_plugin::{self as plugin, LogSink, PluginFile, StderrSink};
-use envhost_process::{OutputLimits, configure_containment, install_reaper};
+use envhost_process::OutputLimits;
 
 use crate::PluginArgs;
 use crate::session_file::{Action, Answer, render_step};
@@ -81,8 +81,7 @@ impl Runner {
     pub(crate) fn start(file: &Path, target: &Target) -> anyhow::Result<Result<Runner, String>> {
         let project = crate::resolve_project(&target.project)?;
         // Before the plugin can start a program (a `programs` grant).
-        configure_containment(true);
-        install_reaper();
+        crate::ProcessArgs::start_default()?;
         let cancel = CancelFlag::new();
         let log: Arc<dyn LogSink> = Arc::new(StderrSink);
         let settings = target.plugins.settings(target.grants.clone());

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use envhost_core::text;
 use envhost_core::{CancelFlag, CommandRequest, EventBus, Orchestrator, OrchestratorSettings};
 use envhost_plugin::{self as plugin, DiscardSink, LogSink, PluginSettings};
-use envhost_process::{install_reaper, terminate_descendants};
+use envhost_process::terminate_descendants;
 
 /// What to check.
 pub struct Checks {
@@ -56,7 +56,13 @@ pub fn run(checks: Checks, out: &mut dyn Write) -> std::io::Result<bool> {
         }
     }
 
-    install_reaper();
+    // Where the environments below run, as a session started here would.
+    report(
+        true,
+        envhost_process::isolation().describe().replace('\n', " "),
+        out,
+    )?;
+    report(true, envhost_process::session_limits().describe(), out)?;
     let cancel = CancelFlag::new();
     let mut orchestrator = Orchestrator::new(
         OrchestratorSettings::new(checks.timeout),

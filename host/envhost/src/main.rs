@@ -129,6 +129,9 @@ struct HealthArgs {
 
     #[command(flatten)]
     plugin_args: PluginArgs,
+
+    #[command(flatten)]
+    processes: ProcessArgs,
 }
 
 #[derive(Args)]
@@ -362,11 +365,8 @@ struct SessionArgs {
     #[arg(long, value_name = "FILE")]
     transcript: Option<PathBuf>,
 
-    /// Do not put each program an environment starts in a cgroup of its
-    /// own; contain them with process groups, sessions and a sweep of
-    /// /proc only (what happens anyway where cgroups are unavailable).
-    #[arg(long)]
-    no_cgroups: bool,
+    #[command(flatten)]
+    processes: ProcessArgs,
 
     /// Describe the session on stderr as it happens.
     #[arg(short, long)]
@@ -396,6 +396,127 @@ struct SessionArgs {
     plugins: PluginArgs,
 }
 
+/// Where the programs environments start run, and what bounds them.
+#[derive(Args)]
+pub(crate) struct ProcessArgs {
+    /// Where commands run: `auto` (in namespaces of their own where the
+    /// kernel allows it, else beside envhost behind the guard), `namespaces`
+    /// (refuse to start without them) or `guard` (the fallback, on purpose).
+    /// The first answer's screen says which is in force; see
+    /// docs/security.md.
+    #[arg(long, value_name = "LEVEL", value_enum, default_value = "auto")]
+    isolation: IsolationArg,
+
+    /// Most processes the session's programs may have at once (a fork bomb
+    /// stops there), or `none`. Needs cgroups.
+    #[arg(long, value_name = "N", value_parser = parse_process_limit,
+          default_value_t = ProcessLimit(Some(envhost_process::DEFAULT_MAX_PROCESSES)))]
+    max_processes: ProcessLimit,
+
+    /// Most memory the session's programs may use together (e.g. 8GiB), or
+    /// `none`; past it the kernel ends the biggest of them, never envhost.
+    /// Needs cgroups [default: three quarters of the machine's memory].
+    #[arg(long, value_name = "BYTES", value_parser = parse_memory_limit)]
+    max_memory: Option<ProcessLimit>,
+
+    /// Do not put each program an environment starts in a cgroup of its
+    /// own, and set no session limits; contain them with process groups,
+    /// sessions and a sweep of /proc only (what happens anyway where
+    /// cgroups are unavailable).
+    #[arg(long)]
+    no_cgroups: bool,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum IsolationArg {
+    Auto,
+    Namespaces,
+    Guard,
+}
+
+/// A count or size limit, `None` for `none`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ProcessLimit(Option<u64>);
+
+impl std::fmt::Display for ProcessLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(limit) => write!(f, "{limit}"),
+            None => f.write_str("none"),
+        }
+    }
+}
+
+fn parse_process_limit(text: &str) -> Result<ProcessLimit, String> {
+    if text == "none" {
+        return Ok(ProcessLimit(None));
+    }
+    match text.parse::<u64>() {
+        Ok(count) if count >= 16 => Ok(ProcessLimit(Some(count))),
+        _ => Err(format!(
+            "{text:?} is not a process limit: write a number of processes (16 or more) or `none`"
+        )),
+    }
+}
+
+fn parse_memory_limit(text: &str) -> Result<ProcessLimit, String> {
+    if text == "none" {
+        return Ok(ProcessLimit(None));
+    }
+    let bytes = parse_size(text)?;
+    if bytes < 64 << 20 {
+        return Err(format!(
+            "{text:?} is too little memory for a session: give 64MiB or more, or `none`"
+        ));
+    }
+    Ok(ProcessLimit(Some(bytes as u64)))
+}
+
+impl ProcessArgs {
+    /// [`ProcessArgs::start`] with every flag at its default (the author
+    /// tools, which run a plugin as a session would).
+    pub(crate) fn start_default() -> anyhow::Result<()> {
+        ProcessArgs {
+            isolation: IsolationArg::Auto,
+            max_processes: ProcessLimit(Some(envhost_process::DEFAULT_MAX_PROCESSES)),
+            max_memory: None,
+            no_cgroups: false,
+        }
+        .start()
+    }
+
+    /// Decides where programs run and what bounds them, and installs the
+    /// reaper: before any program exists, so that nothing escapes.
+    pub(crate) fn start(&self) -> anyhow::Result<()> {
+        let defaults = envhost_process::Limits::default();
+        let limits = envhost_process::Limits {
+            processes: self.max_processes.0,
+            memory: self.max_memory.map_or(defaults.memory, |memory| memory.0),
+        };
+        configure_containment(envhost_process::ContainmentSettings {
+            cgroups: !self.no_cgroups,
+            limits,
+        });
+        let request = match self.isolation {
+            IsolationArg::Auto => envhost_process::IsolationRequest::Auto,
+            IsolationArg::Namespaces => envhost_process::IsolationRequest::Namespaces,
+            IsolationArg::Guard => envhost_process::IsolationRequest::Guard,
+        };
+        envhost_process::configure_isolation(request).map_err(anyhow::Error::msg)?;
+        install_reaper();
+        Ok(())
+    }
+
+    /// What is in force, for the first answer's screen and the healthcheck.
+    pub(crate) fn in_force() -> String {
+        format!(
+            "{}\n{}",
+            envhost_process::isolation().describe(),
+            envhost_process::session_limits().describe()
+        )
+    }
+}
+
 enum Mode {
     Serve {
         watch: bool,
@@ -410,6 +531,11 @@ enum Mode {
 }
 
 fn main() -> ExitCode {
+    // The session's namespace init is this binary under another name: it
+    // must do nothing else (it never returns).
+    if envhost_process::is_namespace_init() {
+        envhost_process::namespace_init_main();
+    }
     // SAFETY: first thing in main, while the process has one thread.
     unsafe { envhost_process::hide_secrets_from_proc_environ() };
     let cli = Cli::parse();
@@ -468,8 +594,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
     config.session_state = !args.no_session_state;
 
     // Before any child exists, so that nothing it starts can escape.
-    configure_containment(!args.no_cgroups);
-    install_reaper();
+    args.processes.start()?;
 
     let mut bus = EventBus::new();
     let mut own_files = Vec::new();
@@ -507,6 +632,13 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
         bus,
         cancel.clone(),
     );
+    if let Some(watch) = envhost_process::LimitWatch::new() {
+        orchestrator.watch_host(Box::new(watch));
+    }
+    orchestrator.show_once(NoticeSection {
+        key: "isolation".to_owned(),
+        section: ScreenSection::with_max_lines(ProcessArgs::in_force(), 12),
+    });
     for builtin in envhost_envs::builtins(&config) {
         match builtin {
             Ok(loaded) => {
@@ -764,6 +896,10 @@ fn run_healthcheck(args: HealthArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Err(err) = args.processes.start() {
+        let _ = writeln!(stdout, "FAIL {err:#}\nunhealthy");
+        return ExitCode::FAILURE;
+    }
     let mut settings = envhost_envs::Settings::for_project(project);
     settings.python = args.python;
     let checks = healthcheck::Checks {

@@ -8,10 +8,14 @@
 //! - how a program runs in its own pseudo-terminal ([`Pty`]);
 //! - how a running job is interrupted with escalating signals
 //!   ([`escalate`], [`DEFAULT_LADDER`]);
-//! - how a program starts: in a cgroup of its own where the machine allows
-//!   it ([`Enclosure`], [`configure_containment`]), unable to signal the
-//!   host ([`guard_status`]), its exit status its environment's
-//!   ([`spawn_managed_command`], [`Pty::spawn`]);
+//! - where a program runs: in the session's namespaces, where it cannot
+//!   name the host ([`configure_isolation`], [`Isolation`]; their init is
+//!   this binary started as [`namespace_init_main`]), or, where none can be
+//!   made, beside the host behind a guard ([`guard_status`]);
+//! - how a program starts: in a cgroup of its own, within the session's
+//!   limits, where the machine allows it ([`Enclosure`],
+//!   [`configure_containment`], [`session_limits`]), its exit status its
+//!   environment's ([`spawn_managed_command`], [`Pty::spawn`]);
 //! - how the host guarantees that no process it started outlives it
 //!   ([`install_reaper`], [`spawn_managed`], [`terminate_descendants`]);
 //! - whether a job is blocked waiting for terminal input
@@ -39,6 +43,8 @@ mod fd;
 mod guard;
 mod input_wait;
 mod interrupt;
+mod isolation;
+mod limit_watch;
 mod live;
 mod output;
 mod private_folder;
@@ -50,6 +56,7 @@ mod reaper;
 mod secrets;
 mod session;
 mod session_error;
+mod session_init;
 mod spawn;
 mod terminal;
 
@@ -59,15 +66,25 @@ mod tests_support;
 pub use crate::capture::{
     CapturedOutput, DEFAULT_CAP_BYTES, OutputCapture, OutputLimits, Overflow,
 };
-pub use crate::containment::{Containment, Enclosure, configure as configure_containment};
+pub use crate::containment::{
+    Containment, ContainmentSettings, DEFAULT_MAX_PROCESSES, Enclosure, LimitCounters, Limits,
+    LimitsInForce, configure as configure_containment, limits as session_limits, machine_memory,
+    session_members,
+};
 pub use crate::fd::set_nonblocking;
 pub use crate::guard::status as guard_status;
 pub use crate::input_wait::{TerminalReader, waiting_for_any_input, waiting_for_terminal};
 pub use crate::interrupt::{DEFAULT_LADDER, Escalation, escalate, signal_group};
+pub use crate::isolation::{
+    INIT_NAME as NAMESPACE_INIT_NAME, Isolation, IsolationRequest,
+    configure as configure_isolation, init_main as namespace_init_main,
+    is_init as is_namespace_init, mode as isolation,
+};
+pub use crate::limit_watch::{LimitWatch, Relief, relieve_process_limit};
 pub use crate::live::SessionLive;
 pub use crate::output::CommandOutput;
 pub use crate::private_folder::PrivateFolder;
-pub use crate::procfs::{ProcessInfo, descendants, process_info, process_table};
+pub use crate::procfs::{ProcessInfo, child_in_group, descendants, process_info, process_table};
 pub use crate::program::find_program;
 pub use crate::prompt::Prompt;
 pub use crate::pty::{Exit, OpenError, ProgramSpec, Pty, PtyProgram, SpawnError, TerminalSize};
@@ -79,5 +96,5 @@ pub use crate::session::{
     AtDeadline, COLUMNS as TERMINAL_COLUMNS, ROWS as TERMINAL_ROWS, Session, Waited,
 };
 pub use crate::session_error::SessionError;
-pub use crate::spawn::{PassedFd, spawn_managed_command};
+pub use crate::spawn::{ManagedChild, PassedFd, spawn_managed_command};
 pub use crate::terminal::TerminalText;

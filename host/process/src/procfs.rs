@@ -60,6 +60,35 @@ fn parse_stat(stat: &str) -> Option<ProcessInfo> {
     })
 }
 
+/// Whether a living child of `parent` (the host's numbering) is in the
+/// process group `group` as `parent`'s own PID namespace numbers it (the
+/// job ids a shell prints, which are not the host's numbers when the shell
+/// runs in a namespace of its own). A shell's jobs are its children.
+pub fn child_in_group(parent: i32, group: i32) -> bool {
+    let Ok(children) = fs::read_to_string(format!("/proc/{parent}/task/{parent}/children")) else {
+        return false;
+    };
+    children
+        .split_whitespace()
+        .filter_map(|child| child.parse::<i32>().ok())
+        .any(|child| {
+            let Ok(status) = fs::read_to_string(format!("/proc/{child}/status")) else {
+                return false;
+            };
+            let field = |name: &str| {
+                status
+                    .lines()
+                    .find_map(|line| line.strip_prefix(name))
+                    .map(str::trim)
+            };
+            let living = field("State:").is_some_and(|state| !state.starts_with(['Z', 'X']));
+            let own_group = field("NSpgid:")
+                .and_then(|ids| ids.split_whitespace().last())
+                .and_then(|id| id.parse::<i32>().ok());
+            living && own_group == Some(group)
+        })
+}
+
 /// All descendants of `root` in `table` (children, their children, ...).
 pub fn descendants(table: &[ProcessInfo], root: i32) -> Vec<ProcessInfo> {
     let mut found = Vec::new();

@@ -42,8 +42,8 @@ use nix::unistd::{Pid, tcgetpgrp};
 use super::containment::Enclosure;
 use super::interrupt::signal_group;
 use super::procfs;
-use super::reaper::{self, ManagedPid};
-use super::spawn::{ChildSetup, PassedFd};
+use super::reaper::ManagedPid;
+use super::spawn::{self, ChildSetup, PassedFd, Seat};
 
 /// The terminal's size, which programs read to lay out their output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,9 +77,6 @@ pub enum SpawnError {
         #[source]
         source: io::Error,
     },
-    #[error("it started without a process id")]
-    /// The program started but has no process id.
-    NoProcessId,
 }
 
 /// What to run in the terminal.
@@ -167,7 +164,7 @@ impl Pty {
             .file_name()
             .map(|name| name.to_string_lossy().into_owned())
             .unwrap_or_else(|| "program".into());
-        let mut enclosure = Enclosure::create(&label);
+        let enclosure = Enclosure::create(&label);
         let stdio = || slave.try_clone().map(Stdio::from);
         let mut command = Command::new(&spec.program);
         command
@@ -178,22 +175,17 @@ impl Pty {
             .stdin(stdio().map_err(not_started)?)
             .stdout(stdio().map_err(not_started)?)
             .stderr(stdio().map_err(not_started)?);
-        ChildSetup::for_terminal(&enclosure, &passed).attach(&mut command);
-        let (child, managed) =
-            reaper::spawn_managed(|| command.spawn(), |c| Some(c.id())).map_err(not_started)?;
-        enclosure.started();
+        let setup =
+            ChildSetup::new(&enclosure, Seat::Terminal, &spec.cwd, &passed).map_err(not_started)?;
+        let spawned = spawn::spawn(&mut command, setup, enclosure).map_err(not_started)?;
         // The program and its jobs hold the slave side; the host must not,
         // or it would never see the terminal hang up.
         drop(command);
         drop(slave);
         drop(passed);
-        let pid = i32::try_from(child.id()).map_err(|_| SpawnError::NoProcessId)?;
-        let Some(managed) = managed else {
-            return Err(SpawnError::NoProcessId);
-        };
         Ok(PtyProgram {
-            pid,
-            managed: managed.holding(enclosure),
+            pid: spawned.pid,
+            managed: spawned.managed,
             terminal,
             tty_path,
             exit: Cell::new(None),

@@ -23,6 +23,7 @@
 //! This module knows nothing of environments; it only knows pids.
 
 use std::collections::BTreeSet;
+use std::io;
 use std::sync::{Mutex, MutexGuard, Once};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -104,6 +105,14 @@ pub struct ManagedPid {
 }
 
 impl ManagedPid {
+    /// The guard of a pid [`spawn_registered`] registered.
+    pub(crate) fn registered(pid: i32) -> ManagedPid {
+        ManagedPid {
+            pid,
+            enclosure: Enclosure::none(),
+        }
+    }
+
     /// The process id.
     pub fn pid(&self) -> i32 {
         self.pid
@@ -148,6 +157,26 @@ pub fn spawn_managed<T, E>(
             }
         });
     Ok((child, guard))
+}
+
+/// Runs `spawn`, which starts a process and returns its pid, holding the
+/// registry lock throughout, and registers the pid: the sweeper leaves its
+/// exit status to whoever started it (see [`unregister`]).
+pub(crate) fn spawn_registered(spawn: impl FnOnce() -> io::Result<i32>) -> io::Result<i32> {
+    let mut registry = managed();
+    let pid = spawn()?;
+    registry.insert(pid);
+    Ok(pid)
+}
+
+/// The pids environments manage (their shells, interpreters and programs).
+pub(crate) fn managed_pids() -> Vec<i32> {
+    managed().iter().copied().collect()
+}
+
+/// Gives a pid registered with [`spawn_registered`] back to the sweeper.
+pub(crate) fn unregister(pid: i32) {
+    managed().remove(&pid);
 }
 
 /// Reaps children of the host that are zombies and not managed by an
@@ -197,6 +226,7 @@ pub fn terminate_descendants(grace: Duration) -> TerminationReport {
             thread::sleep(Duration::from_millis(5));
         }
     }
+    crate::session_init::end();
     HUNTING.store(false, Ordering::SeqCst);
     report.survivors.extend(containment::end_all());
     report
@@ -235,12 +265,15 @@ fn signal_tree(me: i32, signals: &[Signal], done: &mut BTreeSet<i32>) {
     }
 }
 
-/// Descendants that are not zombies.
+/// Descendants that are not zombies, but for the namespaces' init (which
+/// heeds no signal but SIGKILL, and ends last, with everything left in its
+/// namespaces: [`crate::session_init`]).
 fn living_descendants(me: i32) -> Vec<procfs::ProcessInfo> {
     let table = procfs::process_table();
+    let init = crate::session_init::pid();
     procfs::descendants(&table, me)
         .into_iter()
-        .filter(|p| p.state != 'Z' && p.state != 'X')
+        .filter(|p| p.state != 'Z' && p.state != 'X' && Some(p.pid) != init)
         .collect()
 }
 

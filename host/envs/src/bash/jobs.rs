@@ -2,12 +2,7 @@
 //!
 //! The prompt report carries the output of `jobs -l` (background jobs are
 //! the shell's, not tracked by the host). This module parses that text
-//! into [`Job`]s and says whether a job's processes still exist. It does not
-//! run anything.
-
-use nix::errno::Errno;
-use nix::sys::signal::killpg;
-use nix::unistd::Pid;
+//! into [`Job`]s. It does not run anything.
 
 /// One line of `jobs -l`, with its continuation lines folded in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,13 +20,6 @@ pub struct Job {
 impl Job {
     pub fn is_running(&self) -> bool {
         self.state == "Running"
-    }
-
-    /// True while any process of the job's process group exists. Bash reaps
-    /// its children as soon as they end, so a finished job's group is gone
-    /// even when the shell has not printed a prompt since.
-    pub fn group_exists(&self) -> bool {
-        self.pid > 1 && !matches!(killpg(Pid::from_raw(self.pid), None), Err(Errno::ESRCH))
     }
 }
 
@@ -99,7 +87,6 @@ fn append_continuation(job: &mut Job, line: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::process::CommandExt;
 
     #[test]
     fn parses_single_pipeline_and_multiline_jobs() {
@@ -141,24 +128,5 @@ mod tests {
     #[test]
     fn no_jobs_is_empty() {
         assert!(parse_jobs("").is_empty());
-    }
-
-    #[test]
-    fn group_exists_follows_the_process() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        let job = Job {
-            number: 1,
-            pid: child.id() as i32,
-            state: "Running".into(),
-            command: "sleep 30".into(),
-        };
-        assert!(job.group_exists());
-        child.kill().unwrap();
-        child.wait().unwrap();
-        assert!(!job.group_exists());
     }
 }

@@ -768,9 +768,12 @@ impl Environment for BashEnvironment {
             status.ended = Some(format!(
                 "The shell {exit}; a fresh shell starts in this directory with the next command."
             ));
-            return Ok(ScreenSection::new(status.render()));
+            return Ok(ScreenSection::new(status.render(&|_| false)));
         }
-        Ok(ScreenSection::new(self.status.render()))
+        let shell = self.shell.as_ref().map(Shell::pid);
+        let job_alive =
+            |group| shell.is_some_and(|shell| envhost_process::child_in_group(shell, group));
+        Ok(ScreenSection::new(self.status.render(&job_alive)))
     }
 
     fn shutdown(&mut self) {

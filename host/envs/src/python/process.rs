@@ -44,14 +44,14 @@ use std::ffi::OsString;
 use std::io::IoSlice;
 use std::io::{self, ErrorKind, PipeReader, PipeWriter, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
-use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::Signal;
 use nix::sys::socket::{
@@ -60,7 +60,7 @@ use nix::sys::socket::{
 
 use envhost_core::CancelFlag;
 use envhost_process::signal_group;
-use envhost_process::{ManagedPid, process_table, spawn_managed_command, waiting_for_terminal};
+use envhost_process::{ManagedChild, process_table, spawn_managed_command, waiting_for_terminal};
 
 use super::channel::{Done, Key, Reply, Request, Tampering};
 
@@ -225,9 +225,9 @@ pub enum TalkError {
 
 /// A running interpreter with the driver loaded.
 pub struct Interpreter {
-    child: Child,
-    /// Keeps the reaper's sweeper away from this child's exit status.
-    _managed: Option<ManagedPid>,
+    /// The interpreter, registered with the reaper (its exit status is
+    /// ours) and holding its cgroup.
+    child: ManagedChild,
     /// The interpreter's pid, which is also its process group and session.
     pid: i32,
     key: Key,
@@ -315,15 +315,11 @@ impl Interpreter {
             .env_clear()
             .envs(launch.environment.iter().map(|(k, v)| (k, v)))
             .current_dir(&launch.working_dir);
-        let host_pid = nix::unistd::getpid();
-        // SAFETY: the closure runs between fork and exec and only makes
-        // async-signal-safe system calls (setsid, prctl, getppid, fcntl);
-        // it allocates nothing.
-        unsafe {
-            command.pre_exec(move || prepare_child(host_pid, [request_fd, reply_fd, record_fd]));
-        }
-        let (child, managed) =
-            spawn_managed_command(&mut command, "python").map_err(spawn_error)?;
+        // A session of its own (out of reach of the host's terminal
+        // signals), and the three control channels kept open across exec.
+        let child =
+            spawn_managed_command(&mut command, "python", &[request_fd, reply_fd, record_fd])
+                .map_err(spawn_error)?;
         // The child's ends now live in the child only; the parent must not
         // keep them, or it would never see the driver close them.
         drop(command);
@@ -331,10 +327,9 @@ impl Interpreter {
         drop(reply_writer);
         drop(record_driver);
 
-        let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
+        let pid = child.id();
         let mut interpreter = Interpreter {
             child,
-            _managed: managed,
             pid,
             key,
             last_seq: 0,
@@ -1092,23 +1087,6 @@ impl Drop for Interpreter {
             self.kill();
         }
     }
-}
-
-/// In the child, between fork and exec: a session of its own, death with
-/// the host, and the three control channels kept open across exec.
-fn prepare_child(host_pid: nix::unistd::Pid, channels: [RawFd; 3]) -> io::Result<()> {
-    nix::unistd::setsid()?;
-    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-    if nix::unistd::getppid() != host_pid {
-        // The host died before the parent-death signal was armed.
-        return Err(io::Error::other(
-            "the host exited while python was starting",
-        ));
-    }
-    for fd in channels {
-        fcntl(fd, FcntlArg::F_SETFD(FdFlag::empty()))?;
-    }
-    Ok(())
 }
 
 fn set_nonblocking(fd: RawFd) -> io::Result<()> {

@@ -206,7 +206,6 @@ impl From<SpawnError> for StartError {
             SpawnError::NotStarted { .. } => format!(
                 "{err}. Install bash or make it reachable through the PATH envhost runs with"
             ),
-            SpawnError::NoProcessId => "bash started without a process id".into(),
         })
     }
 }
@@ -369,6 +368,11 @@ impl Shell {
             streams: &self.streams,
             notes: &self.notes,
         }
+    }
+
+    /// The shell's pid, in the host's numbering.
+    pub fn pid(&self) -> i32 {
+        self.pty.pid()
     }
 
     /// How the shell ended, if it has.
