@@ -558,8 +558,8 @@ impl Session {
             protocol,
             // An index is refused, never resolved to some platform's image.
             platform_resolver: None,
-            connect_timeout: Some(self.options.timeout),
-            read_timeout: Some(self.options.timeout),
+            connect_timeout: Some(self.options.stall_timeout),
+            read_timeout: Some(self.options.stall_timeout),
             user_agent: concat!("envhost/", env!("CARGO_PKG_VERSION")),
             ..ClientConfig::default()
         })

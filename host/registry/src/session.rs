@@ -44,9 +44,25 @@ pub struct Options {
     pub offline: bool,
     /// The largest component accepted, in bytes.
     pub max_component_size: u64,
-    /// Connecting, and waiting for the next bytes of an answer.
-    pub timeout: Duration,
+    /// The stall timeout: the longest a transfer may go without a byte
+    /// moving (connecting, waiting for an answer, between two pieces of
+    /// it, or for the registry to take the next piece of an upload).
+    pub stall_timeout: Duration,
+    /// The deadline: the longest one transfer (one request and the whole
+    /// of its answer) may take, however steadily its bytes come.
+    pub deadline: Duration,
+    /// Hosts (`host` or `host:port`) that may receive a registry's
+    /// credentials when the registry names them as its auth realm (its
+    /// token service), besides the registry's own host.
+    pub auth_hosts: Vec<String>,
 }
+
+/// The stall timeout unless the caller says otherwise.
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The deadline of one transfer unless the caller says otherwise: a
+/// 256 MiB component at 512 KiB/s.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(600);
 
 impl Default for Options {
     fn default() -> Self {
@@ -56,7 +72,9 @@ impl Default for Options {
             insecure_hosts: Vec::new(),
             offline: false,
             max_component_size: DEFAULT_MAX_COMPONENT_SIZE,
-            timeout: Duration::from_secs(60),
+            stall_timeout: DEFAULT_STALL_TIMEOUT,
+            deadline: DEFAULT_DEADLINE,
+            auth_hosts: Vec::new(),
         }
     }
 }
@@ -105,8 +123,8 @@ impl Session {
     pub(crate) fn new(options: Options) -> Result<Self, Error> {
         let insecure = options.insecure_hosts.clone();
         let http = reqwest::Client::builder()
-            .connect_timeout(options.timeout)
-            .read_timeout(options.timeout)
+            .connect_timeout(options.stall_timeout)
+            .read_timeout(options.stall_timeout)
             .redirect(reqwest::redirect::Policy::custom(move |attempt| {
                 // A redirect may not drop TLS the operator did not waive.
                 let url = attempt.url().clone();
