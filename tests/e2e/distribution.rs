@@ -685,10 +685,7 @@ fn add_sends_no_credentials_to_an_auth_realm_on_another_host() {
         &project_arg(&project),
     ]);
     assert_eq!(realm.seen().len(), 0, "{:?}", realm.seen());
-    assert!(
-        error.contains("--registry-auth-host 127.0.0.2"),
-        "{error}"
-    );
+    assert!(error.contains("--registry-auth-host 127.0.0.2"), "{error}");
     assert!(error.contains(&registry.address), "{error}");
     assert_eq!(project_files(&project), Vec::<PathBuf>::new());
 
@@ -722,6 +719,7 @@ fn add_ends_a_trickled_transfer_at_its_deadline() {
                     "Content-Type".to_owned(),
                     "application/vnd.oci.image.manifest.v1+json".to_owned(),
                 )],
+                first: Vec::new(),
                 every: std::time::Duration::from_millis(250),
             }
         } else {
@@ -740,7 +738,10 @@ fn add_ends_a_trickled_transfer_at_its_deadline() {
         &project_arg(&project),
     ]);
     let took = started.elapsed();
-    assert!(took < std::time::Duration::from_secs(30), "add took {took:?}: {error}");
+    assert!(
+        took < std::time::Duration::from_secs(30),
+        "add took {took:?}: {error}"
+    );
     assert!(error.contains("did not finish within 3s"), "{error}");
     assert!(error.contains("--registry-deadline"), "{error}");
     assert!(registry.sent() > 0);

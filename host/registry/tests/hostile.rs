@@ -68,7 +68,9 @@ fn quick_limits(options: &mut envhost_registry::Options) {
 }
 
 fn source(address: &str) -> Source {
-    format!("oci://{address}/plugins/timer:1.0").parse().unwrap()
+    format!("oci://{address}/plugins/timer:1.0")
+        .parse()
+        .unwrap()
 }
 
 /// A host address of this machine that is not loopback (the tests'
@@ -108,7 +110,10 @@ fn credentials_go_to_no_auth_realm_on_another_host() {
     );
     assert!(to_realm.is_empty(), "{to_realm:?}");
     assert!(!carries_the_secret(&registry.seen()));
-    assert!(matches!(error, Error::CredentialsElsewhere { .. }), "{error}");
+    assert!(
+        matches!(error, Error::CredentialsElsewhere { .. }),
+        "{error}"
+    );
     let message = error.to_string();
     for part in [
         registry.address.as_str(),
@@ -128,14 +133,16 @@ fn credentials_go_to_no_auth_realm_on_another_host() {
     let to_realm = realm.seen();
     assert_eq!(to_realm.len(), 1, "{to_realm:?}");
     assert_eq!(to_realm[0].authorization, None);
-    assert!(to_realm[0].path.contains("scope=repository%3Aplugins%2Ftimer%3Apull"));
+    assert!(
+        to_realm[0]
+            .path
+            .contains("scope=repository%3Aplugins%2Ftimer%3Apull")
+    );
 
     // The operator allows the realm's host: it gets the credentials, the
     // registry gets only the token.
     let allowed = with_credentials(dir.path(), |o| o.auth_hosts = vec!["127.0.0.2".to_owned()]);
-    let error = allowed
-        .fetch(&source(&registry.address), None)
-        .unwrap_err();
+    let error = allowed.fetch(&source(&registry.address), None).unwrap_err();
     assert!(matches!(error, Error::NotFound { .. }), "{error}");
     let to_realm = realm.seen();
     assert_eq!(to_realm.len(), 2, "{to_realm:?}");
@@ -195,7 +202,7 @@ fn credentials_never_travel_over_plain_http_to_a_non_loopback_host() {
     assert!(matches!(error, Error::CredentialsInClear { .. }), "{error}");
     assert!(error.to_string().contains(&host), "{error}");
     // Without credentials it is fetched from as before (and says 401).
-    let error = support::client(dir.path())
+    let error = client_with(dir.path(), |o| o.insecure_hosts = vec![host.clone()])
         .fetch(&source(&registry.address), None)
         .unwrap_err();
     assert!(
@@ -239,7 +246,9 @@ struct Artifact {
 
 fn artifact(dir: &Path) -> Option<Arc<Artifact>> {
     let registry = Registry::start()?;
-    let bytes = component("trickled");
+    // Large enough that trickled at 4 bytes a second it would take
+    // minutes, whatever the deadline is checked against.
+    let bytes = component(&"trickled ".repeat(100));
     let target: OciReference = match source(&registry.address) {
         Source::Oci(reference) => reference,
         other => panic!("{other:?}"),
@@ -249,10 +258,9 @@ fn artifact(dir: &Path) -> Option<Arc<Artifact>> {
     let parsed: serde_json::Value = serde_json::from_slice(&manifest).unwrap();
     let config_digest = parsed["config"]["digest"].as_str().unwrap().to_owned();
     let config_hex = config_digest.strip_prefix("sha256:").unwrap();
-    let config = std::fs::read(
-        registry.blob_path(&envhost_registry::Sha256::from_hex(config_hex).unwrap()),
-    )
-    .unwrap();
+    let config =
+        std::fs::read(registry.blob_path(&envhost_registry::Sha256::from_hex(config_hex).unwrap()))
+            .unwrap();
     Some(Arc::new(Artifact {
         manifest,
         config,
@@ -341,28 +349,38 @@ fn a_trickled_answer_ends_at_the_deadline() {
     let Some(artifact) = artifact(dir.path()) else {
         return;
     };
-    let trickle = || Reply::Trickle {
-        status: 200,
-        headers: vec![("Content-Type".to_owned(), "application/json".to_owned())],
-        // More often than the stall timeout: only the deadline ends it.
-        every: Duration::from_millis(250),
-    };
     for part in [Part::Token, Part::Manifest, Part::Config, Part::Component] {
+        // A component's first bytes are checked as soon as they are in.
+        let first = match part {
+            Part::Component => artifact.component[..8].to_vec(),
+            _ => Vec::new(),
+        };
+        let trickle = move || Reply::Trickle {
+            status: 200,
+            headers: vec![("Content-Type".to_owned(), "application/json".to_owned())],
+            first: first.clone(),
+            // More often than the stall timeout: only the deadline ends it.
+            every: Duration::from_millis(250),
+        };
         let (realm, registry) = hostile_pair(&artifact, part, trickle);
         let fresh = tempfile::tempdir().unwrap();
         let client = client_with(fresh.path(), quick_limits);
         let started = Instant::now();
-        let error = client
-            .fetch(&source(&registry.address), None)
-            .unwrap_err();
+        let error = client.fetch(&source(&registry.address), None).unwrap_err();
         let took = started.elapsed();
-        assert!(took < NOT_HUNG, "{part:?}: the fetch took {took:?}: {error}");
+        assert!(
+            took < NOT_HUNG,
+            "{part:?}: the fetch took {took:?}: {error}"
+        );
         assert!(matches!(error, Error::Deadline { .. }), "{part:?}: {error}");
         assert!(
             error.to_string().contains("--registry-deadline"),
             "{part:?}: {error}"
         );
-        assert!(registry.sent() + realm.sent() > 0, "{part:?}: nothing trickled");
+        assert!(
+            registry.sent() + realm.sent() > 0,
+            "{part:?}: nothing trickled"
+        );
         assert!(support::files_under(&fresh.path().join("cache")).is_empty());
     }
 }
@@ -377,6 +395,7 @@ fn a_publish_to_a_trickling_registry_ends_at_the_deadline() {
             Reply::Trickle {
                 status: 500,
                 headers: Vec::new(),
+                first: Vec::new(),
                 every: Duration::from_millis(250),
             }
         } else {
@@ -414,11 +433,12 @@ fn an_answer_that_stops_ends_at_the_stall_timeout() {
             o.deadline = Duration::from_secs(600);
         });
         let started = Instant::now();
-        let error = client
-            .fetch(&source(&registry.address), None)
-            .unwrap_err();
+        let error = client.fetch(&source(&registry.address), None).unwrap_err();
         let took = started.elapsed();
-        assert!(took < NOT_HUNG, "{part:?}: the fetch took {took:?}: {error}");
+        assert!(
+            took < NOT_HUNG,
+            "{part:?}: the fetch took {took:?}: {error}"
+        );
         assert!(matches!(error, Error::Stalled { .. }), "{part:?}: {error}");
         assert!(
             error.to_string().contains("--registry-stall-timeout"),
@@ -468,4 +488,81 @@ fn endless_answers_stop_at_their_bounds() {
             assert!(matches!(error, Error::TooLarge { .. }), "{part:?}: {error}");
         }
     }
+}
+
+#[test]
+fn a_registry_listing_thousands_of_signatures_gets_a_few_fetched() {
+    use envhost_registry::{SignatureCheck, Signer, TrustRoot};
+    let dir = tempfile::tempdir().unwrap();
+    let Some(artifact) = artifact(dir.path()) else {
+        return;
+    };
+    let Some((_, public_key)) = support::key_pair(dir.path(), "alice") else {
+        return;
+    };
+    // Each bundle is what its digest says, so only verifying it refuses it.
+    let bundles: Vec<(String, Vec<u8>)> = (0..2000)
+        .map(|i| {
+            let bytes = format!("{{\"not-a-bundle\":{i}}}").into_bytes();
+            (envhost_registry::Sha256::of(&bytes).to_string(), bytes)
+        })
+        .collect();
+    let layers: Vec<String> = bundles
+        .iter()
+        .map(|(digest, bytes)| {
+            format!(
+                r#"{{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json","digest":"{digest}","size":{}}}"#,
+                bytes.len()
+            )
+        })
+        .collect();
+    let signature_manifest = format!(
+        r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{{"mediaType":"application/vnd.oci.empty.v1+json","digest":"sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a","size":2}},"layers":[{}]}}"#,
+        layers.join(",")
+    );
+    let component_hex = artifact
+        .component_digest
+        .strip_prefix("sha256:")
+        .unwrap()
+        .to_owned();
+    let bundles = Arc::new(bundles);
+    let served = bundles.clone();
+    let signed = artifact.clone();
+    let registry = HostileServer::start("127.0.0.1", move |request| {
+        let path = request.path.as_str();
+        if path.ends_with(&format!("/manifests/sha256-{component_hex}.sigstore")) {
+            return Reply::bytes(
+                "application/vnd.oci.image.manifest.v1+json",
+                signature_manifest.clone().into_bytes(),
+            );
+        }
+        if let Some((_, bytes)) = served
+            .iter()
+            .find(|(digest, _)| path.ends_with(&format!("/blobs/{digest}")))
+        {
+            return Reply::bytes("application/json", bytes.clone());
+        }
+        serving(signed.clone(), String::new(), Part::Token, || {
+            Reply::status(500)
+        })(&Seen {
+            authorization: Some("Bearer granted".to_owned()),
+            ..request.clone()
+        })
+    });
+    let trust = TrustRoot::public_good().unwrap();
+    let alice = Signer::key_file(&public_key).unwrap();
+    let check = SignatureCheck {
+        signer: &alice,
+        trust: &trust,
+    };
+    let error = support::client(dir.path())
+        .fetch(&source(&registry.address), Some(&check))
+        .unwrap_err();
+    assert!(matches!(error, Error::Signature(_)), "{error}");
+    let fetched_bundles = registry
+        .seen()
+        .iter()
+        .filter(|r| bundles.iter().any(|(d, _)| r.path.ends_with(d.as_str())))
+        .count();
+    assert_eq!(fetched_bundles, 16, "bundles fetched");
 }

@@ -29,11 +29,12 @@ pub enum Reply {
         headers: Vec<(String, String)>,
         body: Vec<u8>,
     },
-    /// The status and headers, then one byte of body every `every`, never
-    /// finishing (until [`HOLD`]).
+    /// The status and headers and `first`, then one byte of body every
+    /// `every`, never finishing (until [`HOLD`]).
     Trickle {
         status: u16,
         headers: Vec<(String, String)>,
+        first: Vec<u8>,
         every: Duration,
     },
     /// The status and headers (with `Content-Length: declared` when
@@ -125,7 +126,9 @@ impl HostileServer {
     /// Listens on a free port of `host` and answers with `route`.
     pub fn start(host: &str, route: impl Fn(&Seen) -> Reply + Send + Sync + 'static) -> Self {
         let listener = TcpListener::bind((host, 0)).expect("binding the hostile server");
-        listener.set_nonblocking(true).expect("nonblocking listener");
+        listener
+            .set_nonblocking(true)
+            .expect("nonblocking listener");
         let address = listener.local_addr().expect("address").to_string();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sent = Arc::new(AtomicU64::new(0));
@@ -233,7 +236,10 @@ fn serve(
     seen.lock().expect("seen").push(request.clone());
     let mut stream = stream;
     let head = |status: u16, headers: &[(String, String)], length: Option<u64>| {
-        let mut head = format!("HTTP/1.1 {status} {}\r\nConnection: close\r\n", reason(status));
+        let mut head = format!(
+            "HTTP/1.1 {status} {}\r\nConnection: close\r\n",
+            reason(status)
+        );
         for (name, value) in headers {
             head.push_str(&format!("{name}: {value}\r\n"));
         }
@@ -256,9 +262,14 @@ fn serve(
         Reply::Trickle {
             status,
             headers,
+            first,
             every,
         } => {
-            if stream.write_all(head(status, &headers, None).as_bytes()).is_err() {
+            if stream
+                .write_all(head(status, &headers, None).as_bytes())
+                .is_err()
+                || stream.write_all(&first).is_err()
+            {
                 return;
             }
             while started.elapsed() < HOLD && !stop.load(Ordering::Relaxed) {
@@ -274,7 +285,10 @@ fn serve(
             headers,
             declared,
         } => {
-            if stream.write_all(head(status, &headers, declared).as_bytes()).is_err() {
+            if stream
+                .write_all(head(status, &headers, declared).as_bytes())
+                .is_err()
+            {
                 return;
             }
             let chunk = vec![b' '; 64 << 10];
@@ -291,7 +305,10 @@ fn serve(
             }
         }
         Reply::Silent { status, headers } => {
-            if stream.write_all(head(status, &headers, None).as_bytes()).is_err() {
+            if stream
+                .write_all(head(status, &headers, None).as_bytes())
+                .is_err()
+            {
                 return;
             }
             while started.elapsed() < HOLD && !stop.load(Ordering::Relaxed) {
