@@ -566,3 +566,79 @@ fn a_registry_listing_thousands_of_signatures_gets_a_few_fetched() {
         .count();
     assert_eq!(fetched_bundles, 16, "bundles fetched");
 }
+
+#[test]
+fn the_authorization_stays_off_redirects_and_uploads_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(artifact) = artifact(dir.path()) else {
+        return;
+    };
+    // Storage on another host: serves the component, and takes uploads.
+    let storage_artifact = artifact.clone();
+    let storage = HostileServer::start("127.0.0.2", move |request| {
+        if request.method == "PUT" {
+            Reply::status(201)
+        } else {
+            Reply::bytes("application/wasm", storage_artifact.component.clone())
+        }
+    });
+    let storage_address = storage.address.clone();
+    let served = artifact.clone();
+    let registry = HostileServer::start("127.0.0.1", move |request| {
+        if request.authorization.is_none() {
+            return Reply::basic_challenge("hostile");
+        }
+        let path = request.path.as_str();
+        let elsewhere = |to: &str| Reply::Full {
+            status: if to == "upload" { 202 } else { 307 },
+            headers: vec![(
+                "Location".to_owned(),
+                format!("http://{storage_address}/{to}"),
+            )],
+            body: Vec::new(),
+        };
+        if path.ends_with(&format!("/blobs/{}", served.component_digest)) {
+            elsewhere("component")
+        } else if request.method == "HEAD" {
+            Reply::status(404)
+        } else if request.method == "POST" {
+            elsewhere("upload")
+        } else if request.method == "PUT" {
+            Reply::status(201)
+        } else {
+            serving(served.clone(), String::new(), Part::Token, || {
+                Reply::status(500)
+            })(&Seen {
+                authorization: Some("Bearer granted".to_owned()),
+                ..request.clone()
+            })
+        }
+    });
+    let client = with_credentials(dir.path(), |_| {});
+    let fetched = client.fetch(&source(&registry.address), None).unwrap();
+    assert_eq!(fetched.component, artifact.component);
+    let target: OciReference = match source(&registry.address) {
+        Source::Oci(reference) => reference,
+        other => panic!("{other:?}"),
+    };
+    client
+        .publish(&component("elsewhere"), &target, None)
+        .unwrap();
+    let to_registry = registry.seen();
+    assert!(
+        to_registry
+            .iter()
+            .any(|r| r.authorization.as_deref() == Some(basic_header().as_str())),
+        "{to_registry:?}"
+    );
+    let to_storage = storage.seen();
+    assert!(
+        to_storage.iter().any(|r| r.method == "GET")
+            && to_storage.iter().any(|r| r.method == "PUT"),
+        "{to_storage:?}"
+    );
+    assert!(
+        to_storage.iter().all(|r| r.authorization.is_none()),
+        "{to_storage:?}"
+    );
+}
