@@ -654,3 +654,96 @@ fn serving_never_touches_the_network() {
     let connections = std::iter::from_fn(|| listener.accept().ok()).count();
     assert_eq!(connections, 0, "the host connected to the registry");
 }
+
+/// A hostile registry on 127.0.0.1 that names an auth realm on another
+/// host (127.0.0.2, a loopback address that is not the registry's host):
+/// `add` with `--registry-token-file` refuses with a sentence naming both
+/// hosts and the flag, the realm is sent nothing, and the project is left
+/// as it was.
+#[test]
+fn add_sends_no_credentials_to_an_auth_realm_on_another_host() {
+    use registry_support::hostile::{HostileServer, Reply};
+    let realm = HostileServer::start("127.0.0.2", |_| Reply::json(r#"{"token":"granted"}"#));
+    let realm_url = format!("http://{}/token", realm.address);
+    let registry = HostileServer::start("127.0.0.1", move |request| {
+        match request.authorization.as_deref() {
+            Some("Bearer granted") => Reply::status(404),
+            _ => Reply::bearer_challenge(&realm_url, "hostile"),
+        }
+    });
+    let cli = Cli::new();
+    let token = cli.home.path().join("token");
+    std::fs::write(&token, "envhost-tester:s3cret-that-stays-home\n").unwrap();
+    let project = Project::new();
+    let source = format!("oci://{}/plugins/timer:1.0", registry.address);
+    let error = cli.fails(&[
+        "add",
+        &source,
+        "--registry-token-file",
+        token.to_str().unwrap(),
+        "--project",
+        &project_arg(&project),
+    ]);
+    assert_eq!(realm.seen().len(), 0, "{:?}", realm.seen());
+    assert!(error.contains("--registry-auth-host 127.0.0.2"), "{error}");
+    assert!(error.contains(&registry.address), "{error}");
+    assert_eq!(project_files(&project), Vec::<PathBuf>::new());
+
+    // With the flag, the credentials go to the realm (and the registry,
+    // which has no such tag, says so).
+    let error = cli.fails(&[
+        "add",
+        &source,
+        "--registry-token-file",
+        token.to_str().unwrap(),
+        "--registry-auth-host",
+        "127.0.0.2",
+        "--project",
+        &project_arg(&project),
+    ]);
+    assert!(error.contains("not found"), "{error}");
+    assert_eq!(realm.seen().len(), 1, "{:?}", realm.seen());
+    assert!(realm.seen()[0].authorization.is_some());
+}
+
+/// A registry that trickles its manifest a byte every quarter second:
+/// `add` ends at `--registry-deadline` with a sentence, writing nothing.
+#[test]
+fn add_ends_a_trickled_transfer_at_its_deadline() {
+    use registry_support::hostile::{HostileServer, Reply};
+    let registry = HostileServer::start("127.0.0.1", |request| {
+        if request.path.contains("/manifests/") {
+            Reply::Trickle {
+                status: 200,
+                headers: vec![(
+                    "Content-Type".to_owned(),
+                    "application/vnd.oci.image.manifest.v1+json".to_owned(),
+                )],
+                first: Vec::new(),
+                every: std::time::Duration::from_millis(250),
+            }
+        } else {
+            Reply::status(200)
+        }
+    });
+    let cli = Cli::new();
+    let project = Project::new();
+    let started = std::time::Instant::now();
+    let error = cli.fails(&[
+        "add",
+        &format!("oci://{}/plugins/timer:1.0", registry.address),
+        "--registry-deadline",
+        "3s",
+        "--project",
+        &project_arg(&project),
+    ]);
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(30),
+        "add took {took:?}: {error}"
+    );
+    assert!(error.contains("did not finish within 3s"), "{error}");
+    assert!(error.contains("--registry-deadline"), "{error}");
+    assert!(registry.sent() > 0);
+    assert_eq!(project_files(&project), Vec::<PathBuf>::new());
+}

@@ -15,12 +15,13 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
 use envhost_core::EnvironmentName;
-use envhost_core::text::counted;
+use envhost_core::text::{counted, parse_duration};
 use envhost_plugin::{
     self as plugin, GrantsFile, PluginSettings, StderrSink, Verify, VerifyChange,
 };
@@ -98,8 +99,27 @@ pub struct NetworkArgs {
 
     /// Reach this registry (HOST or HOST:PORT) over plain HTTP. Loopback
     /// registries always are; anything else is HTTPS unless named here.
+    /// Credentials are never sent over plain HTTP to a host that is not
+    /// loopback.
     #[arg(long, value_name = "HOST")]
     insecure_registry: Vec<String>,
+
+    /// Also send a registry's credentials to this host (HOST or
+    /// HOST:PORT) when the registry names it as its auth realm (token
+    /// service). Without it they go to the registry's own host only.
+    #[arg(long, value_name = "HOST")]
+    registry_auth_host: Vec<String>,
+
+    /// Give up on a transfer when no byte has moved for this long
+    /// (default 30s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    registry_stall_timeout: Option<Duration>,
+
+    /// Give up on a transfer (one request and its whole answer) that
+    /// takes longer than this, however steadily its bytes come (default
+    /// 10m).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    registry_deadline: Option<Duration>,
 }
 
 /// `envhost add`.
@@ -375,6 +395,13 @@ fn client(network: Option<&NetworkArgs>, offline: bool) -> anyhow::Result<Client
             options.credentials = Credentials::TokenFile(file.clone());
         }
         options.insecure_hosts = network.insecure_registry.clone();
+        options.auth_hosts = network.registry_auth_host.clone();
+        if let Some(stall) = network.registry_stall_timeout {
+            options.stall_timeout = stall;
+        }
+        if let Some(deadline) = network.registry_deadline {
+            options.deadline = deadline;
+        }
     }
     Ok(Client::new(options)?)
 }

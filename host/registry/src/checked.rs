@@ -1,7 +1,6 @@
 //! The check every byte from the network goes through: read into memory
 //! as it streams, never past a bound, the component preamble as soon as it
-//! is in, then the exact size and the sha256. Also the one wording of a
-//! network failure.
+//! is in, then the exact size and the sha256.
 
 use futures_util::StreamExt as _;
 
@@ -13,9 +12,7 @@ use crate::layout;
 /// than `limit` (or the `declared` size), the component preamble as soon as
 /// 8 bytes are in, and at the end the exact size and the sha256.
 pub(crate) async fn read_checked(
-    mut stream: std::pin::Pin<
-        Box<dyn futures_util::Stream<Item = std::io::Result<bytes::Bytes>> + Send>,
-    >,
+    mut stream: crate::transfer::BodyStream,
     what: &str,
     host: &str,
     declared: Option<u64>,
@@ -28,26 +25,11 @@ pub(crate) async fn read_checked(
     let mut preamble_checked = !is_component;
     let bound = declared.unwrap_or(limit).min(limit);
     while let Some(chunk) = stream.next().await {
-        let chunk = match chunk {
-            Ok(chunk) => chunk,
-            Err(e) => {
-                // oci-client's own digest check fails the stream's last
-                // read; ours says it with both digests.
-                if let (Some(expected), Some(declared)) = (expected, declared)
-                    && hasher.len() == declared
-                {
-                    let actual = hasher.finish();
-                    if actual != expected {
-                        return Err(Error::digest(what.to_owned(), &expected, &actual));
-                    }
-                }
-                return Err(Error::Network {
-                    what: what.to_owned(),
-                    host: host.to_owned(),
-                    detail: e.to_string(),
-                });
-            }
-        };
+        let chunk = chunk.map_err(|e| Error::Network {
+            what: what.to_owned(),
+            host: host.to_owned(),
+            detail: e.to_string(),
+        })?;
         if hasher.len() + chunk.len() as u64 > bound {
             return Err(match declared {
                 Some(declared) if declared <= limit => Error::Size {
@@ -104,43 +86,4 @@ pub(crate) fn read_file(path: &std::path::Path, limit: u64, what: &str) -> Resul
         });
     }
     Ok(bytes)
-}
-pub(crate) fn network_error(what: &str, host: &str, error: &reqwest::Error) -> Error {
-    use std::error::Error as _;
-    // oci-client reports some refusals (a HEAD for a blob, say) as
-    // request errors carrying the status.
-    match error.status().map(|s| s.as_u16()) {
-        Some(401 | 403) => {
-            return Error::Unauthorized {
-                what: what.to_owned(),
-                registry: host.to_owned(),
-                detail: error.to_string(),
-            };
-        }
-        Some(404) => {
-            return Error::NotFound {
-                what: what.to_owned(),
-                detail: error.to_string(),
-            };
-        }
-        Some(_) => {
-            return Error::Registry {
-                what: what.to_owned(),
-                detail: error.to_string(),
-            };
-        }
-        None => {}
-    }
-    let mut detail = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        detail.push_str(": ");
-        detail.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    Error::Network {
-        what: what.to_owned(),
-        host: host.to_owned(),
-        detail,
-    }
 }

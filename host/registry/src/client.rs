@@ -11,12 +11,11 @@
 //!
 //! Plain HTTP is used for loopback registries (`localhost`, 127.0.0.0/8,
 //! `::1`) and the hosts the operator lists as insecure; everything else is
-//! HTTPS, checked against the system's certificate store.
+//! HTTPS, checked against the system's certificate store. Credentials go
+//! where `auth` allows, and every transfer runs under the stall timeout
+//! and the deadline of [`Options`].
 
 use std::time::Duration;
-
-use oci_client::Reference;
-use oci_client::RegistryOperation;
 
 use crate::digest::Sha256;
 use crate::error::Error;
@@ -197,29 +196,16 @@ impl Client {
         let bundle = sign.map(|key| key.sign(&sha256)).transpose()?;
 
         self.runtime.block_on(async {
-            let (oci, auth) = self.session.connect(&target.registry).await?;
-            let reference = Reference::with_tag(
-                target.registry.clone(),
-                target.repository.clone(),
-                tag.clone(),
-            );
-            oci.auth(&reference, &auth, RegistryOperation::Push)
-                .await
-                .map_err(|e| self.session.oci_error(e, &what, &target.registry))?;
+            self.session.push_blob(target, component, &what).await?;
+            self.session.push_blob(target, &config_bytes, &what).await?;
             self.session
-                .push_blob(&oci, &reference, component, &what)
-                .await?;
-            self.session
-                .push_blob(&oci, &reference, &config_bytes, &what)
-                .await?;
-            self.session
-                .push_manifest(&oci, &reference, manifest_bytes, &what)
+                .push_manifest(target, tag, manifest_bytes, &what)
                 .await?;
             let signature_tag = match bundle {
                 None => None,
                 Some(bundle) => Some(
                     self.session
-                        .push_signature(&oci, target, &sha256, bundle, &what)
+                        .push_signature(target, &sha256, bundle, &what)
                         .await?,
                 ),
             };

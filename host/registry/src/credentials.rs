@@ -3,11 +3,9 @@
 //! `config.json` (`$DOCKER_CONFIG/config.json`, else
 //! `~/.docker/config.json`, including the credential helpers it names),
 //! else none. This module only reads; envhost never writes a credential
-//! anywhere.
+//! anywhere. Where a credential may be sent is `auth`'s to decide.
 
 use std::path::{Path, PathBuf};
-
-use oci_client::secrets::RegistryAuth;
 
 use crate::error::Error;
 
@@ -32,17 +30,40 @@ impl Default for Credentials {
     }
 }
 
-impl Credentials {
-    /// The authentication to use for `registry` (`host[:port]`).
-    pub(crate) fn auth_for(&self, registry: &str) -> Result<RegistryAuth, Error> {
+/// One registry's credential. Its `Debug` shows no secret.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) enum Credential {
+    /// A user and a password or access token (HTTP basic authentication).
+    Basic {
+        /// The user name.
+        user: String,
+        /// The password or access token.
+        password: String,
+    },
+    /// A token sent as it is (`Authorization: Bearer TOKEN`).
+    Bearer(String),
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Credentials::TokenFile(path) => token_file(path),
+            Credential::Basic { user, .. } => write!(f, "Basic({user}:…)"),
+            Credential::Bearer(_) => write!(f, "Bearer(…)"),
+        }
+    }
+}
+
+impl Credentials {
+    /// The credential for `registry` (`host[:port]`), if there is one.
+    pub(crate) fn for_registry(&self, registry: &str) -> Result<Option<Credential>, Error> {
+        match self {
+            Credentials::TokenFile(path) => token_file(path).map(Some),
             Credentials::DockerConfig { dir } => docker_config(dir.as_deref(), registry),
         }
     }
 }
 
-fn token_file(path: &Path) -> Result<RegistryAuth, Error> {
+fn token_file(path: &Path) -> Result<Credential, Error> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Error::io("reading the registry token file", path, e))?;
     let token = text.trim();
@@ -62,29 +83,32 @@ fn token_file(path: &Path) -> Result<RegistryAuth, Error> {
         });
     }
     Ok(match token.split_once(':') {
-        Some((user, password)) => RegistryAuth::Basic(user.to_owned(), password.to_owned()),
-        None => RegistryAuth::Bearer(token.to_owned()),
+        Some((user, password)) => Credential::Basic {
+            user: user.to_owned(),
+            password: password.to_owned(),
+        },
+        None => Credential::Bearer(token.to_owned()),
     })
 }
 
-fn docker_config(dir: Option<&Path>, registry: &str) -> Result<RegistryAuth, Error> {
+fn docker_config(dir: Option<&Path>, registry: &str) -> Result<Option<Credential>, Error> {
     let Some(dir) = dir.map(Path::to_owned).or_else(|| {
         std::env::var_os("DOCKER_CONFIG")
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".docker")))
     }) else {
-        return Ok(RegistryAuth::Anonymous);
+        return Ok(None);
     };
     let path = dir.join("config.json");
     let file = match std::fs::File::open(&path) {
         Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(RegistryAuth::Anonymous),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("reading docker's credentials", path, e)),
     };
     use docker_credential::{CredentialRetrievalError as E, DockerCredential};
     match docker_credential::get_credential_from_reader(std::io::BufReader::new(file), registry) {
         Ok(DockerCredential::UsernamePassword(user, password)) => {
-            Ok(RegistryAuth::Basic(user, password))
+            Ok(Some(Credential::Basic { user, password }))
         }
         Ok(DockerCredential::IdentityToken(_)) => Err(Error::Credentials {
             path,
@@ -92,7 +116,7 @@ fn docker_config(dir: Option<&Path>, registry: &str) -> Result<RegistryAuth, Err
                 "the entry for {registry} is an identity token (an OAuth refresh token), which envhost does not exchange; pass --registry-token-file with USER:TOKEN instead"
             ),
         }),
-        Err(E::NoCredentialConfigured) => Ok(RegistryAuth::Anonymous),
+        Err(E::NoCredentialConfigured) => Ok(None),
         Err(e) => Err(Error::Credentials {
             path,
             problem: format!(
@@ -111,15 +135,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("token");
         std::fs::write(&path, "me:s3cret\n").unwrap();
+        let basic = token_file(&path).unwrap();
         assert_eq!(
-            token_file(&path).unwrap(),
-            RegistryAuth::Basic("me".into(), "s3cret".into())
+            basic,
+            Credential::Basic {
+                user: "me".into(),
+                password: "s3cret".into()
+            }
         );
+        assert!(!format!("{basic:?}").contains("s3cret"));
         std::fs::write(&path, "abc.def\n").unwrap();
-        assert_eq!(
-            token_file(&path).unwrap(),
-            RegistryAuth::Bearer("abc.def".into())
-        );
+        let bearer = token_file(&path).unwrap();
+        assert_eq!(bearer, Credential::Bearer("abc.def".into()));
+        assert!(!format!("{bearer:?}").contains("abc.def"));
         std::fs::write(&path, "\n").unwrap();
         assert!(token_file(&path).unwrap_err().to_string().contains("empty"));
         std::fs::write(&path, "a\nb\n").unwrap();

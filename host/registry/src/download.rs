@@ -1,19 +1,17 @@
 //! Plugins from `https://` addresses and local files, and the streaming
 //! check every download goes through (size bound, component preamble,
-//! sha256 as the bytes arrive).
+//! sha256 as the bytes arrive), under the transfer limits.
 
-use futures_util::StreamExt as _;
-
-use crate::checked::{network_error, read_checked, read_file};
+use crate::checked::{read_checked, read_file};
 use crate::digest::Sha256;
 use crate::error::Error;
 use crate::layout;
 use crate::lock::LockedPlugin;
-use crate::session::{
-    BUNDLE_FILE_SUFFIX, Fetched, Pending, Session, SignatureCheck, plain_http_allowed,
-};
+use crate::reach::plain_http_allowed;
+use crate::session::{BUNDLE_FILE_SUFFIX, Fetched, Pending, Session, SignatureCheck};
 use crate::signature::{self, MAX_BUNDLE_SIZE};
 use crate::source::UrlSource;
+use crate::transfer;
 
 impl Session {
     pub(crate) async fn fetch_url(
@@ -94,52 +92,53 @@ impl Session {
                 host: host.to_owned(),
             });
         }
-        let response = self
-            .http
-            .get(address)
-            .send()
-            .await
-            .map_err(|e| network_error(address, host, &e))?;
-        match response.status() {
-            reqwest::StatusCode::NOT_FOUND => return Ok(None),
-            status if !status.is_success() => {
-                return Err(match status.as_u16() {
-                    401 | 403 => Error::Unauthorized {
-                        what: address.to_owned(),
-                        registry: host.to_owned(),
-                        detail: status.to_string(),
-                    },
-                    _ => Error::Registry {
-                        what: address.to_owned(),
-                        detail: status.to_string(),
-                    },
+        transfer::limited(self.limits(), address, host, |progress| async move {
+            let response = transfer::send(self.http.get(address), &progress, address, host).await?;
+            match response.status() {
+                reqwest::StatusCode::NOT_FOUND => return Ok(None),
+                status if !status.is_success() => {
+                    let explanation = transfer::explanation(response, &progress).await;
+                    let detail = if explanation.is_empty() {
+                        status.to_string()
+                    } else {
+                        format!("{status}: {explanation}")
+                    };
+                    return Err(match status.as_u16() {
+                        401 | 403 => Error::Unauthorized {
+                            what: address.to_owned(),
+                            registry: host.to_owned(),
+                            detail,
+                        },
+                        _ => Error::Registry {
+                            what: address.to_owned(),
+                            detail,
+                        },
+                    });
+                }
+                _ => {}
+            }
+            if let Some(length) = response.content_length()
+                && length > limit
+            {
+                return Err(Error::TooLarge {
+                    what: address.to_owned(),
+                    size: length,
+                    limit,
                 });
             }
-            _ => {}
-        }
-        if let Some(length) = response.content_length()
-            && length > limit
-        {
-            return Err(Error::TooLarge {
-                what: address.to_owned(),
-                size: length,
+            read_checked(
+                transfer::body(response, &progress),
+                address,
+                host,
+                None,
                 limit,
-            });
-        }
-        let stream = response
-            .bytes_stream()
-            .map(|chunk| chunk.map_err(std::io::Error::other));
-        read_checked(
-            Box::pin(stream),
-            address,
-            host,
-            None,
-            limit,
-            expected,
-            is_component,
-        )
+                expected,
+                is_component,
+            )
+            .await
+            .map(Some)
+        })
         .await
-        .map(Some)
     }
 
     pub(crate) fn fetch_path(

@@ -39,6 +39,64 @@ pub enum Error {
         detail: String,
     },
 
+    /// A transfer in which no byte moved for the stall timeout.
+    #[error(
+        "{what}: {host} sent nothing for {}; the registry or the network is stuck; try again later, or allow longer with --registry-stall-timeout",
+        humantime::format_duration(*.limit)
+    )]
+    Stalled {
+        /// What was being fetched or published.
+        what: String,
+        /// The host, as addressed.
+        host: String,
+        /// The stall timeout.
+        limit: std::time::Duration,
+    },
+
+    /// A transfer that did not finish by its deadline.
+    #[error(
+        "{what}: the transfer with {host} did not finish within {}, however steadily it went; a registry that sends slowly is cut off there; try again later, or allow longer with --registry-deadline",
+        humantime::format_duration(*.limit)
+    )]
+    Deadline {
+        /// What was being fetched or published.
+        what: String,
+        /// The host, as addressed.
+        host: String,
+        /// The deadline.
+        limit: std::time::Duration,
+    },
+
+    /// A registry named an auth realm on another host, and envhost holds
+    /// credentials for the registry.
+    #[error(
+        "{what}: {registry} asks for its credentials to be sent to {realm}, on another host ({realm_host}); envhost sends a registry's credentials only to the registry's own host; if {realm_host} is {registry}'s token service, pass --registry-auth-host {realm_host}"
+    )]
+    CredentialsElsewhere {
+        /// What was being fetched or published.
+        what: String,
+        /// The registry (`host[:port]`).
+        registry: String,
+        /// The auth realm's address, as the registry gave it.
+        realm: String,
+        /// The realm's host.
+        realm_host: String,
+    },
+
+    /// Credentials that would go over plain HTTP to a host that is not
+    /// this machine.
+    #[error(
+        "{what}: the credentials for {registry} would go to {host} over plain HTTP, and {host} is not a loopback address; envhost sends credentials without TLS only to this machine; serve {host} over HTTPS, or fetch from it without credentials"
+    )]
+    CredentialsInClear {
+        /// What was being fetched or published.
+        what: String,
+        /// The registry (`host[:port]`).
+        registry: String,
+        /// The host the credentials would have gone to.
+        host: String,
+    },
+
     /// The registry refused the credentials (or their absence).
     #[error(
         "{what}: {registry} refused the credentials ({detail}); log in with `docker login {registry}` (read from $DOCKER_CONFIG/config.json or ~/.docker/config.json) or pass --registry-token-file FILE"

@@ -13,6 +13,7 @@
 
 #![deny(missing_docs)]
 
+mod auth;
 mod cache;
 mod checked;
 mod client;
@@ -23,9 +24,11 @@ mod error;
 mod layout;
 mod lock;
 mod oci;
+mod reach;
 mod session;
 mod signature;
 mod source;
+mod transfer;
 
 pub use cache::BlobCache;
 pub use client::{Client, Published};
@@ -35,6 +38,6 @@ pub use error::Error;
 pub use layout::{CONFIG_MEDIA_TYPE, ComponentInfo, WasmConfig};
 pub use lock::{FILE_NAME as LOCK_FILE_NAME, Lock, LockError, LockedPlugin, LockedSigner};
 pub use oci::signature_tag;
-pub use session::{Fetched, Options, SignatureCheck};
+pub use session::{DEFAULT_DEADLINE, DEFAULT_STALL_TIMEOUT, Fetched, Options, SignatureCheck};
 pub use signature::{SignatureError, Signer, SigningKey, TrustRoot, verify as verify_signature};
 pub use source::{BadSource, OciReference, Source, UrlSource};

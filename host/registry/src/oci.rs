@@ -1,28 +1,40 @@
-//! The OCI distribution protocol, through oci-client: resolving a tag,
-//! fetching a manifest, a config, a component or a signature bundle by
-//! digest, and pushing them. Every byte received is checked here (against
-//! the digest asked for, the size the manifest declares, the layout) and
-//! held in memory; [`Client`] decides when it is written.
+//! The OCI distribution protocol: resolving a tag, fetching a manifest,
+//! a config, a component or a signature bundle by digest, and pushing
+//! them. Every request goes to the registry's own address with the
+//! authorization `auth` gives for it, and runs under the transfer limits;
+//! every byte received is checked here (against the digest asked for, the
+//! size the manifest declares, the layout, a bound) and held in memory;
+//! [`Client`](crate::Client) decides when it is written.
+//!
+//! oci-client was used for this until its authentication could not be
+//! bounded: it sends a registry's credentials to whatever auth realm the
+//! registry names, over plain HTTP too, and reads token and error answers
+//! whole, on an HTTP client of its own that a caller cannot limit. The few
+//! requests a Wasm artifact needs (the distribution specification's
+//! `GET`/`HEAD` of manifests and blobs, a monolithic blob upload, a
+//! manifest `PUT`) are made here instead.
 
-use futures_util::StreamExt as _;
-use oci_client::Reference;
-use oci_client::RegistryOperation;
-use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::errors::{OciDistributionError, OciErrorCode};
-use oci_client::manifest::OciDescriptor;
-use oci_client::secrets::RegistryAuth;
+use bytes::Bytes;
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, LOCATION};
+use reqwest::{StatusCode, Url};
 
-use crate::checked::{network_error, read_checked};
+use crate::auth::Access;
+use crate::checked::read_checked;
 use crate::digest::Sha256;
 use crate::error::Error;
 use crate::layout;
 use crate::lock::LockedPlugin;
+use crate::reach::{plain_http_allowed_for, registry_scheme};
 use crate::session::{
     EMPTY_CONFIG, EMPTY_CONFIG_MEDIA_TYPE, Fetched, Pending, SIGNATURE_TAG_SUFFIX, Session,
-    SignatureCheck, host_of_registry, plain_http_allowed,
+    SignatureCheck,
 };
 use crate::signature::{self, BUNDLE_MEDIA_TYPE, MAX_BUNDLE_SIZE};
 use crate::source::OciReference;
+use crate::transfer::{self, Progress};
+
+/// The most signature bundles tried for one component.
+pub(crate) const MAX_SIGNATURES_TRIED: usize = 16;
 
 impl Session {
     /// Reads a tag's manifest once; its digest is the hash of the bytes.
@@ -48,11 +60,8 @@ impl Session {
         Ok((Sha256::of(&bytes), bytes))
     }
 
-    /// GETs a manifest by tag or digest (`at`); `Ok(None)` when the
-    /// registry has none. oci-client reads a manifest whole, however large
-    /// the registry makes it, so manifests are read here, streamed against
-    /// [`layout::MAX_MANIFEST_SIZE`], with oci-client's token for the
-    /// repository.
+    /// GETs a manifest by tag or digest (`at`), streamed against
+    /// [`layout::MAX_MANIFEST_SIZE`]; `Ok(None)` when the registry has none.
     pub(crate) async fn get_manifest(
         &self,
         reference: &OciReference,
@@ -60,85 +69,45 @@ impl Session {
         what: &str,
     ) -> Result<Option<Vec<u8>>, Error> {
         let label = format!("the manifest of {what}");
-        let (oci, auth) = self.connect(&reference.registry).await?;
-        let image = Reference::with_tag(
-            reference.registry.clone(),
-            reference.repository.clone(),
-            "latest".to_owned(),
-        );
-        let token = oci
-            .auth(&image, &auth, RegistryOperation::Pull)
+        let url = self.registry_url(reference, &format!("manifests/{at}"), what)?;
+        let authorization = self.authorization(reference, Access::Pull, what).await?;
+        let registry = reference.registry.as_str();
+        let label = label.as_str();
+        transfer::limited(self.limits(), label, registry, |progress| async move {
+            let request = self
+                .http
+                .get(url)
+                .header(ACCEPT, ACCEPTED_MANIFESTS.join(", "));
+            let response = send(request, authorization, &progress, label, registry).await?;
+            let status = response.status();
+            if status == StatusCode::NOT_FOUND {
+                return Ok(None);
+            }
+            if !status.is_success() {
+                return Err(refusal(response, &progress, what, registry).await);
+            }
+            if let Some(length) = response.content_length()
+                && length > layout::MAX_MANIFEST_SIZE
+            {
+                return Err(Error::TooLarge {
+                    what: label.to_owned(),
+                    size: length,
+                    limit: layout::MAX_MANIFEST_SIZE,
+                });
+            }
+            read_checked(
+                transfer::body(response, &progress),
+                label,
+                registry,
+                None,
+                layout::MAX_MANIFEST_SIZE,
+                None,
+                false,
+            )
             .await
-            .map_err(|e| self.oci_error(e, what, &reference.registry))?;
-        let registry = image.resolve_registry();
-        let scheme = if plain_http_allowed(
-            &self.options.insecure_hosts,
-            host_of_registry(registry),
-            registry,
-        ) {
-            "http"
-        } else {
-            "https"
-        };
-        let url = format!(
-            "{scheme}://{registry}/v2/{}/manifests/{at}",
-            reference.repository
-        );
-        let mut request = self
-            .http
-            .get(&url)
-            .header(http::header::ACCEPT, ACCEPTED_MANIFESTS.join(", "));
-        request = match (token, &auth) {
-            (Some(token), _) => request.bearer_auth(token),
-            (None, RegistryAuth::Basic(user, password)) => request.basic_auth(user, Some(password)),
-            (None, RegistryAuth::Bearer(token)) => request.bearer_auth(token),
-            (None, RegistryAuth::Anonymous) => request,
-        };
-        let response = request
-            .send()
-            .await
-            .map_err(|e| network_error(what, &reference.registry, &e))?;
-        let status = response.status();
-        if status == reqwest::StatusCode::NOT_FOUND {
-            return Ok(None);
-        }
-        if !status.is_success() {
-            let detail = format!("{status} from {url}");
-            return Err(match status.as_u16() {
-                401 | 403 => Error::Unauthorized {
-                    what: what.to_owned(),
-                    registry: reference.registry.clone(),
-                    detail,
-                },
-                _ => Error::Registry {
-                    what: what.to_owned(),
-                    detail,
-                },
-            });
-        }
-        if let Some(length) = response.content_length()
-            && length > layout::MAX_MANIFEST_SIZE
-        {
-            return Err(Error::TooLarge {
-                what: label,
-                size: length,
-                limit: layout::MAX_MANIFEST_SIZE,
-            });
-        }
-        let stream = response
-            .bytes_stream()
-            .map(|chunk| chunk.map_err(std::io::Error::other));
-        read_checked(
-            Box::pin(stream),
-            &label,
-            &reference.registry,
-            None,
-            layout::MAX_MANIFEST_SIZE,
-            None,
-            false,
-        )
+            .map(Some)
+        })
         .await
-        .map(Some)
     }
 
     /// The manifest with this digest: from `known` (the bytes the tag
@@ -280,7 +249,6 @@ impl Session {
         let bytes = self
             .pull_blob(
                 reference,
-                &descriptor.media_type,
                 digest,
                 &label,
                 Some(descriptor.size),
@@ -353,9 +321,10 @@ impl Session {
             .into());
         }
         // Several publishers may have signed; one matching signature is
-        // enough. The refusal reports the last mismatch.
+        // enough. The refusal reports the last mismatch. A registry listing
+        // thousands would make as many transfers: the first few are tried.
         let mut last_error = None;
-        for descriptor in bundles {
+        for descriptor in bundles.into_iter().take(MAX_SIGNATURES_TRIED) {
             let Ok(digest) = descriptor.digest.parse::<Sha256>() else {
                 continue;
             };
@@ -388,25 +357,16 @@ impl Session {
                 limit: MAX_BUNDLE_SIZE,
             });
         }
-        self.pull_blob(
-            pinned,
-            &descriptor.media_type,
-            digest,
-            &label,
-            None,
-            MAX_BUNDLE_SIZE,
-            false,
-        )
-        .await
+        self.pull_blob(pinned, digest, &label, None, MAX_BUNDLE_SIZE, false)
+            .await
     }
 
     /// Streams a blob by digest from the registry, checking it as it
-    /// arrives (see [`read_checked`]).
-    #[allow(clippy::too_many_arguments)]
+    /// arrives (see [`read_checked`]). A registry may redirect it to
+    /// storage elsewhere; the authorization is not sent there.
     async fn pull_blob(
         &self,
         reference: &OciReference,
-        media_type: &str,
         digest: Sha256,
         label: &str,
         declared: Option<u64>,
@@ -414,87 +374,165 @@ impl Session {
         is_component: bool,
     ) -> Result<Vec<u8>, Error> {
         self.online(label, Some(&digest))?;
-        let (oci, _) = self.connect(&reference.registry).await?;
-        let image = Reference::with_digest(
-            reference.registry.clone(),
-            reference.repository.clone(),
-            digest.to_string(),
-        );
-        let descriptor = OciDescriptor {
-            media_type: media_type.to_owned(),
-            digest: digest.to_string(),
-            size: declared.unwrap_or(0) as i64,
-            ..Default::default()
-        };
-        let stream = oci
-            .pull_blob_stream(&image, &descriptor)
+        let url = self.registry_url(reference, &format!("blobs/{digest}"), label)?;
+        let authorization = self.authorization(reference, Access::Pull, label).await?;
+        let registry = reference.registry.as_str();
+        transfer::limited(self.limits(), label, registry, |progress| async move {
+            let response = send(
+                self.http.get(url),
+                authorization,
+                &progress,
+                label,
+                registry,
+            )
+            .await?;
+            let status = response.status();
+            if !status.is_success() {
+                return Err(refusal(response, &progress, label, registry).await);
+            }
+            let bound = declared.unwrap_or(limit).min(limit);
+            if let Some(length) = response.content_length()
+                && length > bound
+            {
+                return Err(match declared {
+                    Some(declared) if declared <= limit => Error::Size {
+                        what: label.to_owned(),
+                        expected: declared,
+                        actual: length,
+                    },
+                    _ => Error::TooLarge {
+                        what: label.to_owned(),
+                        size: length,
+                        limit,
+                    },
+                });
+            }
+            read_checked(
+                transfer::body(response, &progress),
+                label,
+                registry,
+                declared,
+                limit,
+                Some(digest),
+                is_component,
+            )
             .await
-            .map_err(|e| self.oci_error(e, label, &reference.registry))?;
-        read_checked(
-            stream.stream,
-            label,
-            &reference.registry,
-            declared,
-            limit,
-            Some(digest),
-            is_component,
-        )
+        })
         .await
     }
 
+    /// Pushes a blob unless the repository has it: a monolithic upload
+    /// (`POST` for an upload address, `PUT` of the bytes there).
     pub(crate) async fn push_blob(
         &self,
-        oci: &oci_client::Client,
-        reference: &Reference,
+        target: &OciReference,
         bytes: &[u8],
         what: &str,
     ) -> Result<(), Error> {
-        let digest = Sha256::of(bytes).to_string();
-        let exists = oci
-            .blob_exists(reference, &digest)
-            .await
-            .map_err(|e| self.oci_error(e, what, reference.registry()))?;
-        if !exists {
-            oci.push_blob(reference, bytes.to_vec(), &digest)
-                .await
-                .map_err(|e| self.oci_error(e, what, reference.registry()))?;
+        let digest = Sha256::of(bytes);
+        let authorization = self.authorization(target, Access::Push, what).await?;
+        let registry = target.registry.as_str();
+        let exists_url = self.registry_url(target, &format!("blobs/{digest}"), what)?;
+        let exists = transfer::limited(self.limits(), what, registry, |progress| {
+            let authorization = authorization.clone();
+            async move {
+                let request = self.http.head(exists_url);
+                let response = send(request, authorization, &progress, what, registry).await?;
+                match response.status() {
+                    status if status.is_success() => Ok(true),
+                    StatusCode::NOT_FOUND => Ok(false),
+                    _ => Err(refusal(response, &progress, what, registry).await),
+                }
+            }
+        })
+        .await?;
+        if exists {
+            return Ok(());
         }
-        Ok(())
+        let start_url = self.registry_url(target, "blobs/uploads/", what)?;
+        let location = transfer::limited(self.limits(), what, registry, |progress| {
+            let authorization = authorization.clone();
+            async move {
+                let request = self.http.post(start_url).header(CONTENT_LENGTH, 0);
+                let response = send(request, authorization, &progress, what, registry).await?;
+                if !response.status().is_success() {
+                    return Err(refusal(response, &progress, what, registry).await);
+                }
+                let location = response
+                    .headers()
+                    .get(LOCATION)
+                    .and_then(|value| value.to_str().ok())
+                    .map(str::to_owned);
+                location.ok_or_else(|| Error::Registry {
+                    what: what.to_owned(),
+                    detail: format!(
+                        "{registry} started an upload without saying where to send it (no Location header)"
+                    ),
+                })
+            }
+        })
+        .await?;
+        let upload_url = self.upload_url(target, &location, &digest, what)?;
+        // An upload address elsewhere (a storage service) is not sent the
+        // registry's authorization.
+        let same_origin = self.registry_url(target, "", what)?.origin() == upload_url.origin();
+        let upload_authorization = authorization.filter(|_| same_origin);
+        let length = bytes.len();
+        let bytes = Bytes::copy_from_slice(bytes);
+        transfer::limited(self.limits(), what, registry, |progress| async move {
+            let request = self
+                .http
+                .put(upload_url)
+                .header(CONTENT_TYPE, "application/octet-stream")
+                .header(CONTENT_LENGTH, length)
+                .body(transfer::upload(bytes, &progress));
+            let response = send(request, upload_authorization, &progress, what, registry).await?;
+            if !response.status().is_success() {
+                return Err(refusal(response, &progress, what, registry).await);
+            }
+            Ok(())
+        })
+        .await
     }
 
+    /// Pushes a manifest under `tag`.
     pub(crate) async fn push_manifest(
         &self,
-        oci: &oci_client::Client,
-        reference: &Reference,
+        target: &OciReference,
+        tag: &str,
         bytes: Vec<u8>,
         what: &str,
     ) -> Result<(), Error> {
-        oci.push_manifest_raw(
-            reference,
-            bytes,
-            http::HeaderValue::from_static(layout::MANIFEST_MEDIA_TYPE),
-        )
+        let url = self.registry_url(target, &format!("manifests/{tag}"), what)?;
+        let authorization = self.authorization(target, Access::Push, what).await?;
+        let registry = target.registry.as_str();
+        let length = bytes.len();
+        transfer::limited(self.limits(), what, registry, |progress| async move {
+            let request = self
+                .http
+                .put(url)
+                .header(CONTENT_TYPE, layout::MANIFEST_MEDIA_TYPE)
+                .header(CONTENT_LENGTH, length)
+                .body(transfer::upload(Bytes::from(bytes), &progress));
+            let response = send(request, authorization, &progress, what, registry).await?;
+            if !response.status().is_success() {
+                return Err(refusal(response, &progress, what, registry).await);
+            }
+            Ok(())
+        })
         .await
-        .map_err(|e| self.oci_error(e, what, reference.registry()))?;
-        Ok(())
     }
 
     /// Adds `bundle` to the signatures kept for `component` in `target`'s
     /// repository; returns the tag.
     pub(crate) async fn push_signature(
         &self,
-        oci: &oci_client::Client,
         target: &OciReference,
         component: &Sha256,
         bundle: Vec<u8>,
         what: &str,
     ) -> Result<String, Error> {
         let tag = signature_tag(component);
-        let reference = Reference::with_tag(
-            target.registry.clone(),
-            target.repository.clone(),
-            tag.clone(),
-        );
         let existing = self.get_manifest(target, &tag, what).await?;
         let mut layers: Vec<layout::Descriptor> = existing
             .and_then(|bytes| serde_json::from_slice::<layout::Manifest>(&bytes).ok())
@@ -512,8 +550,8 @@ impl Session {
                 annotations: None,
             });
         }
-        self.push_blob(oci, &reference, &bundle, what).await?;
-        self.push_blob(oci, &reference, EMPTY_CONFIG, what).await?;
+        self.push_blob(target, &bundle, what).await?;
+        self.push_blob(target, EMPTY_CONFIG, what).await?;
         let manifest = layout::Manifest {
             schema_version: 2,
             media_type: Some(layout::MANIFEST_MEDIA_TYPE.to_owned()),
@@ -531,112 +569,141 @@ impl Session {
             what: what.to_owned(),
             problem: e.to_string(),
         })?;
-        self.push_manifest(oci, &reference, bytes, what).await?;
+        self.push_manifest(target, &tag, bytes, what).await?;
         Ok(tag)
     }
 
-    /// A protocol client for `registry`, holding its credentials (oci-client
-    /// asks for a token per operation as it needs one).
-    pub(crate) async fn connect(
-        &self,
-        registry: &str,
-    ) -> Result<(oci_client::Client, RegistryAuth), Error> {
-        let oci = self.oci_for(registry);
-        let auth = self.credentials(registry)?;
-        oci.store_auth_if_needed(registry, &auth).await;
-        Ok((oci, auth))
-    }
-
-    pub(crate) fn oci_for(&self, registry: &str) -> oci_client::Client {
-        let host = host_of_registry(registry);
-        let protocol = if plain_http_allowed(&self.options.insecure_hosts, host, registry) {
-            ClientProtocol::Http
+    /// `scheme://registry/v2/REPOSITORY/PATH`.
+    fn registry_url(&self, reference: &OciReference, path: &str, what: &str) -> Result<Url, Error> {
+        let scheme = registry_scheme(&self.options.insecure_hosts, &reference.registry);
+        let text = if path.is_empty() {
+            format!("{scheme}://{}/", reference.registry)
         } else {
-            ClientProtocol::Https
+            format!(
+                "{scheme}://{}/v2/{}/{path}",
+                reference.registry, reference.repository
+            )
         };
-        oci_client::Client::new(ClientConfig {
-            protocol,
-            // An index is refused, never resolved to some platform's image.
-            platform_resolver: None,
-            connect_timeout: Some(self.options.timeout),
-            read_timeout: Some(self.options.timeout),
-            user_agent: concat!("envhost/", env!("CARGO_PKG_VERSION")),
-            ..ClientConfig::default()
+        Url::parse(&text).map_err(|e| Error::Registry {
+            what: what.to_owned(),
+            detail: format!("{text} is not an address ({e})"),
         })
     }
 
-    pub(crate) fn credentials(&self, registry: &str) -> Result<RegistryAuth, Error> {
-        self.options.credentials.auth_for(registry)
-    }
-
-    pub(crate) fn oci_error(
+    /// The address an upload's bytes go to: the registry's `Location`
+    /// (relative to the registry, or absolute), with the blob's digest.
+    fn upload_url(
         &self,
-        error: OciDistributionError,
+        target: &OciReference,
+        location: &str,
+        digest: &Sha256,
         what: &str,
-        registry: &str,
-    ) -> Error {
-        let what = what.to_owned();
-        let registry = registry.to_owned();
-        match error {
-            OciDistributionError::UnauthorizedError { url } => Error::Unauthorized {
-                what,
-                registry,
-                detail: format!("401 from {url}"),
-            },
-            OciDistributionError::AuthenticationFailure(detail) => Error::Unauthorized {
-                what,
-                registry,
-                detail,
-            },
-            OciDistributionError::ServerError { code, url, message } => match code {
-                401 | 403 => Error::Unauthorized {
-                    what,
-                    registry,
-                    detail: format!("{code} from {url}: {message}"),
-                },
-                404 => Error::NotFound {
-                    what,
-                    detail: format!("404 from {url}"),
-                },
-                _ => Error::Registry {
-                    what,
-                    detail: format!("{code} from {url}: {message}"),
-                },
-            },
-            OciDistributionError::RegistryError { envelope, url } => {
-                let codes: Vec<&OciErrorCode> = envelope.errors.iter().map(|e| &e.code).collect();
-                let detail = format!("{envelope} ({url})");
-                if codes.iter().any(|c| {
-                    matches!(
-                        c,
-                        OciErrorCode::ManifestUnknown
-                            | OciErrorCode::BlobUnknown
-                            | OciErrorCode::NameUnknown
-                            | OciErrorCode::NotFound
-                    )
-                }) {
-                    Error::NotFound { what, detail }
-                } else if codes
-                    .iter()
-                    .any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied))
-                {
-                    Error::Unauthorized {
-                        what,
-                        registry,
-                        detail,
-                    }
-                } else {
-                    Error::Registry { what, detail }
-                }
+    ) -> Result<Url, Error> {
+        let base = self.registry_url(target, "", what)?;
+        let mut url = base.join(location).map_err(|e| Error::Registry {
+            what: what.to_owned(),
+            detail: format!("the upload address {location:?} is not an address ({e})"),
+        })?;
+        match url.scheme() {
+            "https" => {}
+            "http" if plain_http_allowed_for(&self.options.insecure_hosts, &url) => {}
+            "http" => {
+                return Err(Error::Insecure {
+                    what: format!("{what}: the upload address {url}"),
+                    host: url.host_str().unwrap_or("").to_owned(),
+                });
             }
-            OciDistributionError::RequestError(e) => network_error(&what, &registry, &e),
-            OciDistributionError::DigestError(e) => reported_digest_error(&e.to_string(), &what),
-            other => Error::Registry {
-                what,
-                detail: other.to_string(),
-            },
+            other => {
+                return Err(Error::Registry {
+                    what: what.to_owned(),
+                    detail: format!("the upload address {url} is a {other}: address"),
+                });
+            }
         }
+        url.query_pairs_mut()
+            .append_pair("digest", &digest.to_string());
+        Ok(url)
     }
+}
+
+/// Sends a request with `authorization` (the caller has decided it may go
+/// to the request's address).
+async fn send(
+    request: reqwest::RequestBuilder,
+    authorization: Option<http::HeaderValue>,
+    progress: &Progress,
+    what: &str,
+    registry: &str,
+) -> Result<reqwest::Response, Error> {
+    let request = match authorization {
+        Some(value) => request.header(AUTHORIZATION, value),
+        None => request,
+    };
+    transfer::send(request, progress, what, registry).await
+}
+
+/// The error for an answer that is not a success, with the first part of
+/// the registry's explanation (an OCI error list when it sent one).
+async fn refusal(
+    response: reqwest::Response,
+    progress: &Progress,
+    what: &str,
+    registry: &str,
+) -> Error {
+    let status = response.status();
+    let url = response.url().to_string();
+    let explanation = transfer::explanation(response, progress).await;
+    let codes = error_codes(&explanation);
+    let detail = match (codes.is_empty(), explanation.is_empty()) {
+        (false, _) => format!("{status} from {url}: {}", codes.join("; ")),
+        (true, false) => format!("{status} from {url}: {explanation}"),
+        (true, true) => format!("{status} from {url}"),
+    };
+    let what = what.to_owned();
+    let not_found = [
+        "MANIFEST_UNKNOWN",
+        "BLOB_UNKNOWN",
+        "NAME_UNKNOWN",
+        "NOT_FOUND",
+    ];
+    match status.as_u16() {
+        401 | 403 => Error::Unauthorized {
+            what,
+            registry: registry.to_owned(),
+            detail,
+        },
+        404 => Error::NotFound { what, detail },
+        _ if codes
+            .iter()
+            .any(|code| not_found.iter().any(|known| code.starts_with(known))) =>
+        {
+            Error::NotFound { what, detail }
+        }
+        _ => Error::Registry { what, detail },
+    }
+}
+
+/// `CODE: message` of each error in an OCI error list
+/// (`{"errors":[{"code":…,"message":…}]}`).
+fn error_codes(text: &str) -> Vec<String> {
+    #[derive(serde::Deserialize)]
+    struct List {
+        errors: Vec<Entry>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        code: String,
+        #[serde(default)]
+        message: String,
+    }
+    serde_json::from_str::<List>(text)
+        .map(|list| {
+            list.errors
+                .into_iter()
+                .map(|e| format!("{}: {}", e.code, e.message))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 pub(crate) const ACCEPTED_MANIFESTS: &[&str] = &[
@@ -645,23 +712,23 @@ pub(crate) const ACCEPTED_MANIFESTS: &[&str] = &[
     "application/vnd.docker.distribution.manifest.v2+json",
     "application/vnd.docker.distribution.manifest.list.v2+json",
 ];
-/// oci-client's digest failure ("Invalid digest. Expected X, got Y") in
-/// this crate's words.
-pub(crate) fn reported_digest_error(message: &str, what: &str) -> Error {
-    let expected = message
-        .split("Expected ")
-        .nth(1)
-        .and_then(|rest| rest.split(',').next())
-        .unwrap_or("the digest asked for");
-    let actual = message.rsplit("got ").next().unwrap_or("another digest");
-    Error::Digest {
-        what: what.to_owned(),
-        expected: expected.to_owned(),
-        actual: actual.to_owned(),
-    }
-}
+
 /// The tag under which a component's signatures are kept in its
 /// repository: `sha256-<hex>.sigstore`.
 pub fn signature_tag(component: &Sha256) -> String {
     format!("sha256-{}{SIGNATURE_TAG_SUFFIX}", component.hex())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oci_error_lists_are_read() {
+        assert_eq!(
+            error_codes(r#"{"errors":[{"code":"DENIED","message":"no"},{"code":"X"}]}"#),
+            vec!["DENIED: no".to_owned(), "X: ".to_owned()]
+        );
+        assert!(error_codes("<html>bad gateway</html>").is_empty());
+    }
 }

@@ -1,17 +1,21 @@
-//! What every fetch shares: the options, the HTTP client, the cache and
-//! the offline switch, and the blobs checked so far. The OCI and download
-//! modules work on a [`Session`]; [`crate::Client`] owns one and decides
-//! when what they checked is written.
+//! What every fetch shares: the options, the HTTP client and the limits
+//! its transfers run under, the authentication, the cache and the offline
+//! switch, and the blobs checked so far. The OCI and download modules work
+//! on a [`Session`]; [`crate::Client`] owns one and decides when what they
+//! checked is written.
 
 use std::time::Duration;
 
+use crate::auth::{Access, AuthSettings, Authenticator};
 use crate::cache::BlobCache;
 use crate::credentials::Credentials;
 use crate::digest::Sha256;
 use crate::error::Error;
 use crate::layout::WasmConfig;
+use crate::reach::plain_http_allowed_for;
 use crate::signature::{Signer, TrustRoot};
-use crate::source::is_loopback_host;
+use crate::source::OciReference;
+use crate::transfer::{self, Limits};
 
 /// The largest component fetched unless the caller says otherwise: the
 /// Python and JavaScript example plugins are 12-18 MB.
@@ -44,9 +48,25 @@ pub struct Options {
     pub offline: bool,
     /// The largest component accepted, in bytes.
     pub max_component_size: u64,
-    /// Connecting, and waiting for the next bytes of an answer.
-    pub timeout: Duration,
+    /// The stall timeout: the longest a transfer may go without a byte
+    /// moving (connecting, waiting for an answer, between two pieces of
+    /// it, or for the registry to take the next piece of an upload).
+    pub stall_timeout: Duration,
+    /// The deadline: the longest one transfer (one request and the whole
+    /// of its answer) may take, however steadily its bytes come.
+    pub deadline: Duration,
+    /// Hosts (`host` or `host:port`) that may receive a registry's
+    /// credentials when the registry names them as its auth realm (its
+    /// token service), besides the registry's own host.
+    pub auth_hosts: Vec<String>,
 }
+
+/// The stall timeout unless the caller says otherwise.
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The deadline of one transfer unless the caller says otherwise: a
+/// 256 MiB component at 512 KiB/s.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(600);
 
 impl Default for Options {
     fn default() -> Self {
@@ -56,7 +76,9 @@ impl Default for Options {
             insecure_hosts: Vec::new(),
             offline: false,
             max_component_size: DEFAULT_MAX_COMPONENT_SIZE,
-            timeout: Duration::from_secs(60),
+            stall_timeout: DEFAULT_STALL_TIMEOUT,
+            deadline: DEFAULT_DEADLINE,
+            auth_hosts: Vec::new(),
         }
     }
 }
@@ -89,10 +111,12 @@ pub struct Fetched {
     pub warnings: Vec<String>,
 }
 
-/// The options and the HTTP client of one [`crate::Client`].
+/// The options, the HTTP client and the authentication of one
+/// [`crate::Client`].
 pub(crate) struct Session {
     pub(crate) options: Options,
     pub(crate) http: reqwest::Client,
+    auth: Authenticator,
 }
 
 /// Blobs checked in memory, written to the cache once everything passed.
@@ -104,28 +128,42 @@ pub(crate) struct Pending {
 impl Session {
     pub(crate) fn new(options: Options) -> Result<Self, Error> {
         let insecure = options.insecure_hosts.clone();
-        let http = reqwest::Client::builder()
-            .connect_timeout(options.timeout)
-            .read_timeout(options.timeout)
-            .redirect(reqwest::redirect::Policy::custom(move |attempt| {
-                // A redirect may not drop TLS the operator did not waive.
-                let url = attempt.url().clone();
-                let host = url.host_str().unwrap_or("");
-                if url.scheme() == "http" && !plain_http_allowed(&insecure, host, host) {
-                    attempt.error(format!("redirected to plain HTTP ({url})"))
-                } else if attempt.previous().len() >= 5 {
-                    attempt.error("more than 5 redirects")
-                } else {
-                    attempt.follow()
-                }
-            }))
-            .build()
-            .map_err(|e| Error::Network {
-                what: "setting up HTTPS".to_owned(),
-                host: String::new(),
-                detail: e.to_string(),
-            })?;
-        Ok(Session { options, http })
+        let http = transfer::http_client(options.stall_timeout, move |url| {
+            plain_http_allowed_for(&insecure, url)
+        })?;
+        let auth = Authenticator::new(
+            http.clone(),
+            limits_of(&options),
+            AuthSettings {
+                credentials: options.credentials.clone(),
+                insecure_hosts: options.insecure_hosts.clone(),
+                auth_hosts: options.auth_hosts.clone(),
+            },
+        );
+        Ok(Session {
+            options,
+            http,
+            auth,
+        })
+    }
+
+    /// The limits of every transfer.
+    pub(crate) fn limits(&self) -> Limits {
+        limits_of(&self.options)
+    }
+
+    /// The `Authorization` header for `access` to `reference`'s
+    /// repository (for its registry's own address only), if one is needed
+    /// and held.
+    pub(crate) async fn authorization(
+        &self,
+        reference: &OciReference,
+        access: Access,
+        what: &str,
+    ) -> Result<Option<http::HeaderValue>, Error> {
+        self.auth
+            .authorization(&reference.registry, &reference.repository, access, what)
+            .await
     }
 
     pub(crate) fn cached(&self, digest: &Sha256, max_size: u64) -> Option<Vec<u8>> {
@@ -194,16 +232,9 @@ impl Pending {
     }
 }
 
-/// `host` of a registry's `host:port` (an IPv6 address without brackets).
-pub(crate) fn host_of_registry(registry: &str) -> &str {
-    if let Some(rest) = registry.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
+fn limits_of(options: &Options) -> Limits {
+    Limits {
+        stall: options.stall_timeout,
+        deadline: options.deadline,
     }
-    registry.split(':').next().unwrap_or(registry)
-}
-
-/// Whether plain HTTP may be used for `host` (no port) / `authority`
-/// (`host:port`).
-pub(crate) fn plain_http_allowed(insecure: &[String], host: &str, authority: &str) -> bool {
-    is_loopback_host(host) || insecure.iter().any(|h| h == host || h == authority)
 }

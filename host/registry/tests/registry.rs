@@ -402,9 +402,14 @@ fn credentials_come_from_a_token_file_or_docker_config() {
         bytes
     );
 
-    // Wrong password: refused, with what to do.
+    // Wrong password: refused, with what to do. (A client reads each
+    // registry's credential once, as a command starts using it.)
     std::fs::write(&token, format!("{}:wrong\n", support::USER)).unwrap();
-    let error = with_token
+    let fresh = tempfile::tempdir().unwrap();
+    let with_wrong_token = client_with(fresh.path(), |o| {
+        o.credentials = envhost_registry::Credentials::TokenFile(token.clone())
+    });
+    let error = with_wrong_token
         .fetch(&target.parse().unwrap(), None)
         .unwrap_err();
     assert!(matches!(error, Error::Unauthorized { .. }), "{error}");

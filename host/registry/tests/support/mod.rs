@@ -9,6 +9,8 @@
 
 #![allow(dead_code)]
 
+pub mod hostile;
+
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -232,7 +234,7 @@ pub fn client_with(dir: &Path, change: impl FnOnce(&mut Options)) -> Client {
         credentials: Credentials::DockerConfig {
             dir: Some(dir.join("no-docker-config")),
         },
-        timeout: Duration::from_secs(20),
+        stall_timeout: Duration::from_secs(20),
         ..Options::default()
     };
     change(&mut options);
