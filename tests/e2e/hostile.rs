@@ -1005,7 +1005,7 @@ fn names_that_read_like_a_builtins_or_another_plugins_are_refused() {
         "plugin `ba\u{17f}h` (env/ba\u{17f}h.wasm) was refused: the name `ba\u{17f}h` reads like `bash`",
         "plugin `pyth\u{3bf}n` (env/pyth\u{3bf}n.wasm) was refused: the name `pyth\u{3bf}n` reads like `python`",
         "plugin `EDITOR` (env/EDITOR.wasm) was refused: the name `EDITOR` reads like `editor`",
-        "plugin `notes` (env/notes.wasm) was refused: its name reads like that of the plugin `Notes`",
+        "plugin `notes` (env/notes.wasm) was refused: the name `notes` reads like that of the plugin `Notes`",
     ] {
         assert!(refused.contains(expected), "lacks {expected:?}:\n{refused}");
     }
