@@ -14,6 +14,10 @@
 //! project or another build is refused with a sentence that says why, as
 //! is a corrupted one, and the host then starts fresh.
 //!
+//! A state it cannot write (a full disk, a read-only folder) is refused in
+//! a sentence that says why and what to do; the orchestrator tells the
+//! agent and hands the state again after the next answer.
+//!
 //! It must not know what an environment's state holds: that is each
 //! environment's own format, carried as a string.
 
@@ -225,13 +229,37 @@ fn refuse_symlink(path: &Path) -> io::Result<()> {
 }
 
 impl StateKeeper for SessionStore {
+    /// Fails in a sentence that says why and what to do: the orchestrator
+    /// shows it to the agent (once) and on the screen.
     fn keep(&self, environment: &str, state: &str) -> Result<(), String> {
         self.write(environment, state).map_err(|err| {
+            let remedy = match err.kind() {
+                io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => {
+                    "; free some space on that disk"
+                }
+                io::ErrorKind::ReadOnlyFilesystem => {
+                    "; the folder is on a read-only file system: make it writable"
+                }
+                io::ErrorKind::PermissionDenied => "; make the folder writable for envhost",
+                _ => "",
+            };
             format!(
-                "cannot save {environment}'s state under {}: {err}",
-                self.dir.display()
+                "cannot save {environment}'s state in {} ({}){remedy}",
+                self.dir.display(),
+                system_words(&err)
             )
         })
+    }
+}
+
+/// The system's words for `err` (`No space left on device (os error
+/// 28)`), without the name of the temporary file that tempfile appends
+/// (` at path "…/.state-XXXX"`): it is gone by the time anyone reads this.
+fn system_words(err: &io::Error) -> String {
+    let words = err.to_string();
+    match words.find(" at path \"") {
+        Some(end) => words[..end].to_owned(),
+        None => words,
     }
 }
 
