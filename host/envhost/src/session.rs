@@ -289,4 +289,46 @@ mod tests {
         let refusal = elsewhere.load().unwrap_err();
         assert!(refusal.contains("belongs to the project"), "{refusal}");
     }
+
+    /// A keeper that fails on demand: its folder is taken away. The refusal
+    /// names the environment, the folder and the system's words, not the
+    /// temporary file tempfile named (it never existed); and once the
+    /// folder is back, the same state is kept.
+    #[test]
+    fn a_state_that_cannot_be_written_is_refused_in_words_that_name_the_folder() {
+        let project = tempfile::tempdir().unwrap();
+        let store = SessionStore::new(Identity::new(project.path()));
+        store.prepare().unwrap();
+        fs::remove_dir_all(store.dir()).unwrap();
+
+        let refusal = store.keep("bash", "{\"x\":1}").unwrap_err();
+        assert!(
+            refusal.starts_with(&format!(
+                "cannot save bash's state in {} (",
+                store.dir().display()
+            )),
+            "{refusal}"
+        );
+        assert!(!refusal.contains(".state-"), "{refusal}");
+        assert!(!refusal.contains(" at path "), "{refusal}");
+        assert!(refusal.ends_with("(os error 2))"), "{refusal}");
+
+        store.prepare().unwrap();
+        store.keep("bash", "{\"x\":1}").unwrap();
+        assert_eq!(
+            store.load().unwrap(),
+            [("bash".to_owned(), "{\"x\":1}".to_owned())]
+        );
+    }
+
+    #[test]
+    fn the_system_words_leave_out_the_temporary_files_name() {
+        let err = io::Error::new(
+            io::ErrorKind::StorageFull,
+            "No space left on device (os error 28) at path \"/p/.envhost/session/.state-Ab12\"",
+        );
+        assert_eq!(system_words(&err), "No space left on device (os error 28)");
+        let plain = io::Error::from_raw_os_error(30);
+        assert_eq!(system_words(&plain), plain.to_string());
+    }
 }
