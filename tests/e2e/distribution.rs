@@ -747,3 +747,126 @@ fn add_ends_a_trickled_transfer_at_its_deadline() {
     assert!(registry.sent() > 0);
     assert_eq!(project_files(&project), Vec::<PathBuf>::new());
 }
+
+/// The sentence of a refusal `envhost add` printed, without its remedy
+/// (`; choose another with --name NAME`).
+fn add_refusal(stderr: &str) -> &str {
+    let sentence = stderr
+        .trim()
+        .strip_prefix("envhost: ")
+        .unwrap_or(stderr.trim());
+    sentence
+        .split_once("; choose another with --name NAME")
+        .map_or(sentence, |(sentence, _)| sentence)
+}
+
+#[test]
+fn add_refuses_the_names_the_loader_refuses_with_its_words() {
+    let cli = Cli::new();
+    let timer = guest("timer");
+    let timer_arg = timer.to_str().expect("utf-8 path");
+    let project = Project::new();
+    let dir = project_arg(&project);
+    let scratch = tempfile::tempdir().expect("temporary folder");
+    for (name, expected) in [
+        (
+            "bash",
+            "the name `bash` belongs to a built-in environment (bash, python, editor)",
+        ),
+        (
+            "Bash",
+            "the name `Bash` reads like `bash`, a built-in environment's, and its screen section would pass for the built-in's",
+        ),
+        (
+            "pyth\u{3bf}n", // a Greek omicron
+            "the name `pyth\u{3bf}n` reads like `python`, a built-in environment's",
+        ),
+        (
+            "EDIT\u{39f}R", // a Greek capital omicron
+            "the name `EDIT\u{39f}R` reads like `editor`",
+        ),
+        (
+            "my-timer",
+            "`my-timer` is not a valid environment name: it must be an identifier",
+        ),
+    ] {
+        let error = cli.fails(&["add", timer_arg, "--name", name, "--project", &dir]);
+        assert!(error.contains(expected), "{name}: {error}");
+        assert!(
+            error.contains("choose another with --name NAME"),
+            "{name}: {error}"
+        );
+        assert_eq!(project_files(&project), Vec::<PathBuf>::new(), "{name}");
+        // The loader says the same of a file of that name in env/.
+        let file = scratch.path().join("env").join(format!("{name}.wasm"));
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::copy(&timer, &file).unwrap();
+        let checked = cli.run(&["check", file.to_str().unwrap()]);
+        let report = String::from_utf8_lossy(&checked.stdout).into_owned()
+            + &String::from_utf8_lossy(&checked.stderr);
+        assert!(!checked.status.success(), "{name}: {report}");
+        assert!(report.contains(add_refusal(&error)), "{name}:\n{report}");
+    }
+    // A name too long to be a file's is refused before anything is fetched.
+    let long = "t".repeat(251);
+    let error = cli.fails(&["add", timer_arg, "--name", &long, "--project", &dir]);
+    assert!(error.contains("is 251 bytes long"), "{error}");
+
+    // A name that reads like a plugin's the project has, locked or only in
+    // env/ (as the loader compares every plugin with the ones before it).
+    cli.ok(&["add", timer_arg, "--name", "Notes", "--project", &dir]);
+    project.write("env/Clock.wasm", std::fs::read(&timer).unwrap());
+    let files = project_files(&project);
+    for (name, other) in [("notes", "Notes"), ("NOTES", "Notes"), ("clock", "Clock")] {
+        let error = cli.fails(&["add", timer_arg, "--name", name, "--project", &dir]);
+        assert!(
+            error.contains(&format!(
+                "the name `{name}` reads like that of the plugin `{other}`, and their screen sections would look alike; choose another with --name NAME"
+            )),
+            "{name}: {error}"
+        );
+        assert_eq!(project_files(&project), files, "{name}");
+    }
+    let lock = project.read("env/envhost.lock");
+    assert!(!lock.contains("notes") && !lock.contains("clock"), "{lock}");
+}
+
+#[test]
+fn a_non_ascii_name_add_accepts_reads_back_from_the_lock() {
+    let cli = Cli::new();
+    let timer = guest("timer");
+    let project = Project::new();
+    let dir = project_arg(&project);
+    let added = cli.ok(&[
+        "add",
+        timer.to_str().unwrap(),
+        "--name",
+        "donn\u{e9}es",
+        "--project",
+        &dir,
+    ]);
+    assert!(added.contains("added donn\u{e9}es"), "{added}");
+    assert!(
+        project
+            .read("env/envhost.lock")
+            .contains("name = \"donn\u{e9}es\""),
+        "{}",
+        project.read("env/envhost.lock")
+    );
+    // Every command that reads the lock reads it back.
+    let verified = cli.ok(&["verify", "--project", &dir]);
+    assert!(verified.contains("donn\u{e9}es: ok"), "{verified}");
+    let frozen = cli.ok(&["install", "--frozen", "--project", &dir]);
+    assert!(frozen.contains("matches env/envhost.lock"), "{frozen}");
+    let listed = cli.ok(&["list", "--project", &dir]);
+    assert!(listed.contains("donn\u{e9}es "), "{listed}");
+    std::fs::remove_file(project.path().join("env/donn\u{e9}es.wasm")).unwrap();
+    let installed = cli.ok(&["install", "--project", &dir]);
+    assert!(installed.contains("1 written"), "{installed}");
+    // And the host loads it under that name.
+    let mut host = Host::start(project.path());
+    assert_eq!(host.command("donn\u{e9}es", "start").ok(), "Timer started");
+    assert!(host.finish().0.success());
+    cli.ok(&["remove", "donn\u{e9}es", "--project", &dir]);
+    assert!(!project.read("env/envhost.lock").contains("donn"));
+}

@@ -931,6 +931,202 @@ fn compiling_a_plugin_is_bounded_in_time_and_memory() {
     assert!(host.finish().0.success());
 }
 
+/// The processes whose parent is `parent` (any of its threads').
+fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{parent}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|pid| pid.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// The host's `compile-plugin` child, once it runs (waiting at most
+/// `limit`).
+fn compiler_of(host: u32, limit: Duration) -> Option<u32> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        let found = children_of(host).into_iter().find(|child| {
+            std::fs::read(format!("/proc/{child}/cmdline")).is_ok_and(|cmdline| {
+                cmdline
+                    .split(|b| *b == 0)
+                    .any(|arg| arg == b"compile-plugin")
+            })
+        });
+        if found.is_some() {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// Whether `needle` is anywhere in `pid`'s writable memory (its heap,
+/// stacks and anonymous mappings; the first 64 MiB of each). The reader
+/// must be allowed to trace `pid` (root is).
+fn memory_holds(pid: u32, needle: &[u8]) -> bool {
+    use std::os::unix::fs::FileExt;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("read its maps");
+    let memory = std::fs::File::open(format!("/proc/{pid}/mem")).expect("open its memory");
+    let mut chunk = vec![0u8; 1 << 20];
+    for line in maps.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(range), Some(permissions)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        if !permissions.starts_with("rw") {
+            continue;
+        }
+        let Some((start, end)) = range.split_once('-') else {
+            continue;
+        };
+        let start = u64::from_str_radix(start, 16).unwrap();
+        let end = u64::from_str_radix(end, 16)
+            .unwrap()
+            .min(start + (64 << 20));
+        let mut at = start;
+        while at < end {
+            let want = chunk.len().min((end - at) as usize);
+            // Overlap the chunks so that a needle across two is found.
+            let Ok(read) = memory.read_at(&mut chunk[..want], at) else {
+                break;
+            };
+            if read == 0 {
+                break;
+            }
+            if chunk[..read].windows(needle.len()).any(|w| w == needle) {
+                return true;
+            }
+            at += (read.saturating_sub(needle.len()).max(1)) as u64;
+        }
+    }
+    false
+}
+
+/// The uid that owns `pid`'s /proc entries: root's when the process is
+/// not dumpable, its own user's otherwise.
+fn proc_owner(pid: u32) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}/status"))
+        .expect("its /proc entry")
+        .uid()
+}
+
+/// The compiler runs the host's own binary, and used to inherit the
+/// host's whole environment, the withheld secrets with it: the host wipes
+/// them from its own /proc/<pid>/environ, but the compiler's memory held
+/// them (the copy its environment lives in), and it was dumpable, so any
+/// process of its user could read that memory. Caught alive while it
+/// compiles a slow component: its environment is empty, the secret is
+/// nowhere in its memory, and it is not dumpable (its /proc entries are
+/// root's, and a process of its own user cannot open its memory).
+#[test]
+fn the_plugin_compiler_carries_no_secret_and_is_not_dumpable() {
+    const NOBODY: u32 = 65534;
+    let project = Project::new();
+    // The only plugin, so that the only compiler is this one's.
+    project.write("env/slow.wasm", slow_to_compile());
+    let root = nix::unistd::geteuid().is_root();
+    let mut builder = host_builder(&project)
+        .args([
+            "--plugin-compile-time",
+            "100s",
+            "--plugin-baseline-above",
+            "32MiB",
+        ])
+        .env("DEMO_API_KEY", "compiler-withheld-marker")
+        .env("DEMO_PLAIN", "compiler-plain-marker");
+    let user = if root {
+        // As root, whose processes may read any memory, the host runs as
+        // an ordinary user, nobody, so that "another process of its user"
+        // means something.
+        std::fs::set_permissions(
+            project.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        )
+        .unwrap();
+        builder = builder
+            .env("HOME", project.path().to_str().unwrap())
+            .wrapped_in([
+                "setpriv".to_owned(),
+                format!("--reuid={NOBODY}"),
+                format!("--regid={NOBODY}"),
+                "--clear-groups".to_owned(),
+            ]);
+        NOBODY
+    } else {
+        nix::unistd::geteuid().as_raw()
+    };
+    let mut host = builder.start(project.path());
+    let compiler = compiler_of(host.pid(), Duration::from_secs(60))
+        .expect("the host started no compile-plugin process");
+
+    // Its environment: nothing of the host's.
+    if let Ok(environ) = std::fs::read(format!("/proc/{compiler}/environ")) {
+        assert!(
+            environ.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&environ).replace('\0', "\n")
+        );
+    }
+    // Not dumpable: root owns its /proc entries (from when it made itself
+    // so, moments after it started), and a process of its user cannot
+    // open its memory.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while proc_owner(compiler) != 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(proc_owner(compiler), 0, "the compiler is dumpable");
+    let opened = if root {
+        std::process::Command::new("setpriv")
+            .args([
+                &format!("--reuid={user}"),
+                &format!("--regid={user}"),
+                "--clear-groups",
+                "/bin/sh",
+                "-c",
+                &format!("exec 3< /proc/{compiler}/mem"),
+            ])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("run setpriv")
+            .success()
+    } else {
+        std::fs::File::open(format!("/proc/{compiler}/mem")).is_ok()
+    };
+    assert!(
+        !opened,
+        "a process of its user opened the compiler's memory"
+    );
+    // Nor does its memory hold the secret (root may look).
+    if root {
+        assert!(
+            !memory_holds(compiler, b"compiler-withheld-marker"),
+            "the withheld secret is in the compiler's memory"
+        );
+    }
+    let killed = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(compiler as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    assert!(killed.is_ok(), "{killed:?}");
+    // The host refuses that plugin and serves.
+    let reply = host.command("bash", "echo still serving");
+    assert_eq!(reply.ok(), "still serving\n");
+    assert!(
+        reply.screen("refused-plugins").contains("plugin `slow`"),
+        "{}",
+        reply.0
+    );
+    assert!(host.finish().0.success());
+}
+
 #[test]
 fn a_plugin_file_over_the_size_limit_is_refused_before_it_is_compiled() {
     let project = Project::new();
@@ -1006,7 +1202,7 @@ fn names_that_read_like_a_builtins_or_another_plugins_are_refused() {
         "plugin `ba\u{17f}h` (env/ba\u{17f}h.wasm) was refused: the name `ba\u{17f}h` reads like `bash`",
         "plugin `pyth\u{3bf}n` (env/pyth\u{3bf}n.wasm) was refused: the name `pyth\u{3bf}n` reads like `python`",
         "plugin `EDITOR` (env/EDITOR.wasm) was refused: the name `EDITOR` reads like `editor`",
-        "plugin `notes` (env/notes.wasm) was refused: its name reads like that of the plugin `Notes`",
+        "plugin `notes` (env/notes.wasm) was refused: the name `notes` reads like that of the plugin `Notes`",
     ] {
         assert!(refused.contains(expected), "lacks {expected:?}:\n{refused}");
     }

@@ -305,7 +305,7 @@ fn every_refused_plugin_is_explained_and_the_rest_still_loads() {
         ("bash", "the name `bash` belongs to a built-in environment"),
         (
             "my-timer",
-            "`my-timer` is not a valid environment name: the file's stem must be an identifier",
+            "`my-timer` is not a valid environment name: it must be an identifier",
         ),
     ];
     let section = screen.0["screen"]["refused-plugins"]["content"]

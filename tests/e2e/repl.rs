@@ -95,6 +95,120 @@ bash: echo never runs
     assert!(!out.contains("never runs\n---- bash"), "{out}");
 }
 
+/// Variables the figure opener may be given (the desktop's, the user's,
+/// the locale's), and those a shell sets for itself.
+fn an_openers_variable(name: &str) -> bool {
+    [
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "TMPDIR",
+        "TZ",
+        "LANG",
+        "LANGUAGE",
+        "DISPLAY",
+        "XAUTHORITY",
+        "WAYLAND_DISPLAY",
+        "DBUS_SESSION_BUS_ADDRESS",
+        "DESKTOP_SESSION",
+        "KDE_FULL_SESSION",
+        "KDE_SESSION_VERSION",
+        "GNOME_DESKTOP_SESSION_ID",
+        "MATE_DESKTOP_SESSION_ID",
+        "BROWSER",
+        "PWD",
+        "OLDPWD",
+        "SHLVL",
+        "_",
+    ]
+    .contains(&name)
+        || name.starts_with("LC_")
+        || name.starts_with("XDG_")
+}
+
+#[test]
+fn the_figure_opener_gets_the_desktops_variables_and_no_secret() {
+    let project = Project::new();
+    let tools = tempfile::tempdir().expect("temp dir");
+    let record = tools.path().join("environment.txt");
+    let opener = tools.path().join("xdg-open");
+    // A stand-in for xdg-open that writes down the environment it got.
+    std::fs::write(
+        &opener,
+        format!(
+            "#!/bin/sh\n/usr/bin/env -0 > '{record}.part'\n/bin/mv '{record}.part' '{record}'\n",
+            record = record.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&opener, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        tools.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut child = Command::new(envhost_binary())
+        .args([
+            "repl",
+            "--open-figures",
+            "--pass-env",
+            "DEMO_TOKEN",
+            "--project",
+        ])
+        .arg(project.path())
+        .env("PATH", &path)
+        .env("HOME", tools.path())
+        .env("LANG", "C.UTF-8")
+        .env("DISPLAY", ":42")
+        .env("XDG_RUNTIME_DIR", tools.path())
+        .env("OPENAI_API_KEY", "sk-withheld-marker")
+        .env("DEMO_TOKEN", "passed-to-commands-marker")
+        .env("XDG_SESSION_TOKEN", "xdg-secret-marker")
+        .env("DEMO_PLAIN", "not-needed-marker")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start envhost repl");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(
+            b"bash: echo \"$DEMO_TOKEN\"; printf '\\x89PNG\\r\\n\\x1a\\n' > dot.png\n:quit\n",
+        )
+        .expect("write the session");
+    let output = child.wait_with_output().expect("the REPL's output");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    // The environments get what --pass-env passes; the opener does not.
+    assert!(stdout.contains("passed-to-commands-marker"), "{stdout}");
+    assert!(stdout.contains("image: "), "{stdout}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !record.exists() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+    let environment = std::fs::read_to_string(&record).expect("the opener was run");
+    assert!(!environment.contains("marker"), "{environment}");
+    for needed in [
+        format!("PATH={path}"),
+        format!("HOME={}", tools.path().display()),
+        "LANG=C.UTF-8".to_owned(),
+        "DISPLAY=:42".to_owned(),
+        format!("XDG_RUNTIME_DIR={}", tools.path().display()),
+    ] {
+        assert!(
+            environment.split('\0').any(|entry| entry == needed),
+            "{needed} missing:\n{environment}"
+        );
+    }
+    for entry in environment.split('\0').filter(|entry| !entry.is_empty()) {
+        let name = entry.split_once('=').map_or(entry, |(name, _)| name);
+        assert!(an_openers_variable(name), "the opener got {entry}");
+    }
+}
+
 #[test]
 fn meta_commands_with_nothing_to_act_on_say_what_to_do_and_the_repl_goes_on() {
     let project = Project::new();

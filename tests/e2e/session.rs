@@ -426,3 +426,198 @@ fn python_keeps_variables_rebound_out_of_sight() {
     assert!(output.ends_with("\n3000 [1, 2] 5 7\n"), "{output}");
     host.finish();
 }
+
+/// A small tmpfs mounted over a folder for a test's length (root only);
+/// unmounted when dropped, whatever the test did.
+struct Mounted {
+    at: std::path::PathBuf,
+}
+
+impl Mounted {
+    fn tmpfs(at: &std::path::Path, size: &str) -> Mounted {
+        fs::create_dir_all(at).unwrap();
+        let status = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(at)
+            .status()
+            .expect("run mount");
+        assert!(status.success(), "mount a tmpfs on {}", at.display());
+        Mounted { at: at.to_owned() }
+    }
+
+    /// `mount -o remount,OPTIONS`: `ro` or `rw`.
+    fn remount(&self, options: &str) {
+        let status = std::process::Command::new("mount")
+            .args(["-o", &format!("remount,{options}")])
+            .arg(&self.at)
+            .status()
+            .expect("run mount");
+        assert!(status.success(), "remount {} {options}", self.at.display());
+    }
+
+    /// Writes a file until the file system is full; returns its path.
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write;
+        let path = self.at.join("filler");
+        let mut file = fs::File::create(&path).unwrap();
+        let block = [0u8; 4096];
+        while file.write_all(&block).is_ok() {}
+        path
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.at)
+            .status();
+    }
+}
+
+/// Whether this test may mount file systems (it runs as root); otherwise
+/// it is skipped where ENVHOST_SKIP_PRIVILEGED=1 says so, and fails.
+fn cannot_mount(test: &str) -> bool {
+    !nix::unistd::geteuid().is_root()
+        && crate::harness::skip_unprivileged(test, "root (to mount a small tmpfs)")
+}
+
+const NOT_SAVED: &str = "[envhost] Session state is not being saved: ";
+const SAVED_AGAIN: &str =
+    "[envhost] Session state is saved again: every environment's latest state is on disk.";
+
+/// The temporary files a failed write may have left in the folder.
+fn temporary_files(folder: &std::path::Path) -> Vec<String> {
+    fs::read_dir(folder)
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(".state-"))
+        .collect()
+}
+
+#[test]
+fn a_full_disk_is_said_once_shown_on_the_screen_and_saving_resumes() {
+    if cannot_mount("a_full_disk_is_said_once_shown_on_the_screen_and_saving_resumes") {
+        return;
+    }
+    let project = Project::new();
+    let folder = project.path().join(".envhost/session");
+    let disk = Mounted::tmpfs(&folder, "256k");
+    let mut host = Host::start(project.path());
+    let first = host.command("bash", "a=1");
+    assert!(!first.ok().contains("Session state"), "{}", first.0);
+    assert!(!first.section_names().contains(&"session-state".to_owned()));
+    assert!(session_file(&project, "bash").exists());
+
+    let filler = disk.fill();
+    let full = host.command("bash", "during=full-disk-marker");
+    let output = full.ok();
+    let said = format!(
+        "{NOT_SAVED}cannot save bash's state in {} (No space left on device (os error 28)); free some space on that disk.",
+        folder.display()
+    );
+    assert!(output.contains(&said), "{output}");
+    assert!(
+        full.screen("session-state").starts_with(&format!(
+            "Session state is not being kept: cannot save bash's state in {} (No space left on device",
+            folder.display()
+        )),
+        "{}",
+        full.0
+    );
+    // Said once; shown on every screen while it lasts.
+    for (environment, command) in [("bash", "b=2"), ("python", "x = 41"), ("bash", "true")] {
+        let reply = host.command(environment, command);
+        assert!(!reply.ok().contains("Session state"), "{}", reply.0);
+        assert!(
+            reply
+                .screen("session-state")
+                .contains("No space left on device"),
+            "{}",
+            reply.0
+        );
+    }
+    assert!(
+        host.screen()
+            .screen("session-state")
+            .contains("envhost tries again after every answer")
+    );
+    assert_eq!(temporary_files(&folder), Vec::<String>::new());
+    let kept = fs::read_to_string(session_file(&project, "bash")).unwrap();
+    assert!(!kept.contains("full-disk-marker"), "{kept}");
+
+    // Space comes back: the next answer saves what was not, even a command
+    // that changes nothing, and says so once.
+    fs::remove_file(&filler).unwrap();
+    let again = host.command("bash", "true");
+    assert!(again.output().contains(SAVED_AGAIN), "{}", again.0);
+    assert_eq!(
+        again.screen("session-state"),
+        "Session state is kept again: every environment's latest state is on disk."
+    );
+    let kept = fs::read_to_string(session_file(&project, "bash")).unwrap();
+    assert!(kept.contains("full-disk-marker"), "{kept}");
+    assert!(session_file(&project, "python").exists());
+    let after = host.command("bash", "c=3");
+    assert!(!after.ok().contains("Session state"), "{}", after.0);
+    assert!(!after.section_names().contains(&"session-state".to_owned()));
+
+    // What was kept while the disk was full comes back after a kill.
+    kill_9(&mut host);
+    let mut host = resumed(&project);
+    let probe = host.command("bash", "echo \"$a $b $during $c\"");
+    assert!(
+        probe.ok().ends_with("1 2 full-disk-marker 3\n"),
+        "{}",
+        probe.0
+    );
+    let probe = host.command("python", "print(x + 1)");
+    assert!(probe.ok().ends_with("42\n"), "{}", probe.0);
+    host.finish();
+    drop(disk);
+}
+
+#[test]
+fn a_read_only_session_folder_is_said_once_and_saving_resumes_when_writable() {
+    if cannot_mount("a_read_only_session_folder_is_said_once_and_saving_resumes_when_writable") {
+        return;
+    }
+    let project = Project::new();
+    let folder = project.path().join(".envhost/session");
+    let disk = Mounted::tmpfs(&folder, "1m");
+    let mut host = Host::start(project.path());
+    host.command("bash", "a=1").ok();
+    disk.remount("ro");
+    let refused = host.command("bash", "b=read-only-marker");
+    assert!(
+        refused.ok().contains(&format!(
+            "{NOT_SAVED}cannot save bash's state in {} (Read-only file system (os error 30)); the folder is on a read-only file system: make it writable."
+        , folder.display())),
+        "{}",
+        refused.0
+    );
+    assert!(
+        refused
+            .screen("session-state")
+            .contains("Read-only file system"),
+        "{}",
+        refused.0
+    );
+    let second = host.command("bash", "true");
+    assert!(!second.ok().contains("Session state"), "{}", second.0);
+    assert!(second.screen("session-state").contains("Read-only"));
+    disk.remount("rw");
+    let again = host.command("bash", "true");
+    assert!(again.output().contains(SAVED_AGAIN), "{}", again.0);
+    let kept = fs::read_to_string(session_file(&project, "bash")).unwrap();
+    assert!(kept.contains("read-only-marker"), "{kept}");
+    assert!(host.finish().0.success());
+    drop(disk);
+}

@@ -50,6 +50,46 @@ const BUILTIN_ORDER: [&str; 3] = ["bash", "python", "editor"];
 /// the environment as busy.
 const SCREEN_PATIENCE: Duration = Duration::from_millis(100);
 
+/// The screen section that says the session's state is not being kept
+/// (not an identifier, so no environment can take it).
+const SESSION_KEY: &str = "session-state";
+
+/// Lines of the session line's section (a reason may wrap).
+const SESSION_LINES: usize = 4;
+
+/// The answer's words when states are saved again.
+const RESUMED_NOTE: &str = "[envhost] Session state is saved again: every environment's latest \
+                            state is on disk.";
+
+/// The session line on the screen of that answer.
+const RESUMED_LINE: &str =
+    "Session state is kept again: every environment's latest state is on disk.";
+
+/// How the states handed to the keeper fare: the screen's session line.
+#[derive(Default)]
+struct Keeping {
+    /// The states the keeper could not take, each environment's latest:
+    /// handed to it again after every answer until it takes them.
+    unsaved: Vec<(EnvironmentName, String)>,
+    /// Why the last try failed, while states are not being saved.
+    failing: Option<String>,
+    /// States are saved again, and no answer's screen has said so yet.
+    resumed: bool,
+}
+
+/// `response` with `note` (what the session keeping came to) after its
+/// output.
+fn with_keeping_note(mut response: CommandResponse, note: Option<String>) -> CommandResponse {
+    if let Some(note) = note {
+        if !response.output.is_empty() && !response.output.ends_with('\n') {
+            response.output.push('\n');
+        }
+        response.output.push_str(&note);
+        response.output.push('\n');
+    }
+    response
+}
+
 /// What the agent gets back for one request.
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -224,6 +264,8 @@ pub struct Orchestrator {
     /// Where states go after each answer, while the session is recorded.
     keeper: Option<Box<dyn StateKeeper>>,
     watch: Option<Box<dyn HostWatch>>,
+    /// Whether the keeper keeps them: the screen's session line.
+    keeping: Mutex<Keeping>,
     /// Shown with the first answer only (what a resumed session got back).
     /// Notices for the first answer only, each with whether it also
     /// heads that answer's output.
@@ -246,6 +288,7 @@ impl Orchestrator {
             shut_down: AtomicBool::new(false),
             keeper: None,
             watch: None,
+            keeping: Mutex::default(),
             first_notice: Mutex::new(Vec::new()),
             reported: Mutex::default(),
         }
@@ -253,7 +296,11 @@ impl Orchestrator {
 
     /// Records the session: after every answered request, the state of
     /// the environment that answered goes to `keeper` if it changed, before
-    /// the answer is returned.
+    /// the answer is returned. A state the keeper cannot take (a full disk,
+    /// a read-only folder) is handed to it again after every answer until
+    /// it takes it; meanwhile the screen has a `session-state` section that
+    /// says states are not being kept and why, and the answers where that
+    /// starts and ends say so.
     pub fn keep_states(&mut self, keeper: Box<dyn StateKeeper>) {
         self.keeper = Some(keeper);
     }
@@ -322,26 +369,67 @@ impl Orchestrator {
         notices.push((notice, in_output));
     }
 
-    /// Hands the environment's state to the keeper if it changed.
-    fn keep_state(&self, slot: &Slot, environment: &mut Box<dyn Environment>) {
-        let Some(keeper) = &self.keeper else { return };
+    /// Hands the environment's state to the keeper if it changed, with
+    /// every state the keeper could not take before (each environment's
+    /// latest, until it is kept). Returns what the answer says about it:
+    /// that states are no longer being saved (once, when the first fails),
+    /// or that they are again (when they all are once more).
+    fn keep_state(&self, slot: &Slot, environment: &mut Box<dyn Environment>) -> Option<String> {
+        let keeper = self.keeper.as_ref()?;
         let saved = catch_unwind(AssertUnwindSafe(|| environment.save_state()));
         let state = match saved {
-            Ok(Some(state)) => state,
-            Ok(None) => return,
+            Ok(state) => state,
             Err(panic) => {
                 self.emit(Event::Error {
                     context: format!("{} state", slot.name),
                     message: format!("panicked: {}", panic_message(panic.as_ref())),
                 });
-                return;
+                None
             }
         };
-        if let Err(message) = keeper.keep(slot.name.as_str(), &state) {
-            self.emit(Event::Error {
-                context: format!("{} state", slot.name),
-                message,
+        let mut keeping = self.keeping.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(state) = state {
+            keeping.unsaved.retain(|(name, _)| *name != slot.name);
+            keeping.unsaved.push((slot.name.clone(), state));
+        }
+        if keeping.unsaved.is_empty() {
+            return None;
+        }
+        let mut failure: Option<String> = None;
+        keeping
+            .unsaved
+            .retain(|(name, state)| match keeper.keep(name.as_str(), state) {
+                Ok(()) => false,
+                Err(message) => {
+                    failure.get_or_insert(message);
+                    true
+                }
             });
+        let was_failing = keeping.failing.take();
+        match failure {
+            Some(reason) => {
+                let note = match &was_failing {
+                    None => Some(format!(
+                        "[envhost] Session state is not being saved: {reason}. A host killed \
+                         now would resume from states older than this answer; envhost tries \
+                         again after every answer and says when states are saved again."
+                    )),
+                    Some(_) => None,
+                };
+                if was_failing.as_ref() != Some(&reason) {
+                    self.emit(Event::Error {
+                        context: "session state".to_owned(),
+                        message: reason.clone(),
+                    });
+                }
+                keeping.failing = Some(reason);
+                keeping.resumed = false;
+                note
+            }
+            None => was_failing.map(|_| {
+                keeping.resumed = true;
+                RESUMED_NOTE.to_owned()
+            }),
         }
     }
 
@@ -546,8 +634,9 @@ impl Orchestrator {
                             environment.handle_command(&request.command, &context)
                         });
                         let response = self.with_changed_files(&inside, response, since);
-                        self.keep_state(slot, &mut inside.environment);
-                        self.noted(slot, &inside, response)
+                        let kept = self.keep_state(slot, &mut inside.environment);
+                        let response = self.noted(slot, &inside, response);
+                        with_keeping_note(response, kept)
                     }
                 }
             }
@@ -602,7 +691,8 @@ impl Orchestrator {
             let context = CommandContext::new(self.settings.default_timeout, cancel.clone());
             let environment = &mut inside.environment;
             let response = self.guarded(slot, || environment.restart(&context));
-            self.keep_state(slot, &mut inside.environment);
+            let kept = self.keep_state(slot, &mut inside.environment);
+            let response = with_keeping_note(response, kept);
             drop(inside);
             self.record_restart(slot, &response);
             return self.outcome(response);
@@ -627,8 +717,8 @@ impl Orchestrator {
         });
         let since = Since::before_now(running.started.elapsed());
         let response = self.with_changed_files(&inside, response, since);
-        self.keep_state(slot, &mut inside.environment);
-        let response = self.noted(slot, &inside, response);
+        let kept = self.keep_state(slot, &mut inside.environment);
+        let response = with_keeping_note(self.noted(slot, &inside, response), kept);
         drop(inside);
         self.record_answer(
             request.id.as_ref(),
@@ -659,13 +749,19 @@ impl Orchestrator {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner),
         );
-        let mut screen = self.screen();
-        for (notice, in_output) in first {
-            if in_output {
+        for (notice, in_output) in &first {
+            if *in_output {
                 output = format!("{}\n\n{output}", notice.section.content);
             }
-            screen.push(notice.key, notice.section);
         }
+        let resumed = std::mem::take(
+            &mut self
+                .keeping
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .resumed,
+        );
+        let screen = self.screen_with(&first, resumed);
         Outcome {
             files,
             output,
@@ -859,6 +955,21 @@ impl Orchestrator {
     /// environment with a running command shows it first; one that another
     /// request is inside shows its last section, marked busy.
     pub fn screen(&self) -> Screen {
+        // A screen asked for before the first command shows the first
+        // notice too; the first command's answer says it and ends it.
+        let first = self
+            .first_notice
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        self.screen_with(&first, false)
+    }
+
+    /// The screen, with `first` (the notice of the first answer) and,
+    /// when states are saved again after they were not (`resumed`), a
+    /// session line that says so. While states are not being saved, the
+    /// session line says that, on every screen.
+    fn screen_with(&self, first: &[(NoticeSection, bool)], resumed: bool) -> Screen {
         let mut screen = Screen::new();
         for slot in &self.slots {
             screen.push(slot.name.as_str(), self.section(slot));
@@ -866,14 +977,26 @@ impl Orchestrator {
         for notice in &self.notices {
             screen.push(notice.key.clone(), notice.section.clone());
         }
-        // A screen asked for before the first command shows it too; the
-        // first command's answer says it and ends it.
-        for (notice, _) in &*self
-            .first_notice
+        let failing = self
+            .keeping
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-        {
+            .failing
+            .clone();
+        let line = match failing {
+            Some(reason) => Some(format!(
+                "Session state is not being kept: {reason}. envhost tries again after every answer."
+            )),
+            None => resumed.then(|| RESUMED_LINE.to_owned()),
+        };
+        for (notice, _) in first {
             screen.push(notice.key.clone(), notice.section.clone());
+        }
+        if let Some(line) = line {
+            screen.push(
+                SESSION_KEY,
+                ScreenSection::with_max_lines(line, SESSION_LINES),
+            );
         }
         screen
     }
@@ -1127,6 +1250,122 @@ mod tests {
             yield_after: None,
             id: None,
         }
+    }
+
+    /// Keeps every state a command hands it (the command is the state).
+    struct Stateful(Option<String>);
+    impl Environment for Stateful {
+        fn handle_command(
+            &mut self,
+            command: &str,
+            _: &CommandContext,
+        ) -> Result<CommandResponse, EnvironmentError> {
+            if command != "nothing" {
+                self.0 = Some(command.to_owned());
+            }
+            Ok(CommandResponse::success(""))
+        }
+        fn screen(&mut self) -> Result<ScreenSection, EnvironmentError> {
+            Ok(ScreenSection::new(""))
+        }
+        fn save_state(&mut self) -> Option<String> {
+            self.0.take()
+        }
+    }
+
+    /// Keeps states in memory, or refuses them while `full` is set.
+    #[derive(Clone, Default)]
+    struct Disk {
+        full: Arc<AtomicBool>,
+        kept: Arc<Mutex<Vec<(String, String)>>>,
+    }
+    impl StateKeeper for Disk {
+        fn keep(&self, environment: &str, state: &str) -> Result<(), String> {
+            if self.full.load(Ordering::SeqCst) {
+                return Err("the disk is full".to_owned());
+            }
+            self.kept
+                .lock()
+                .unwrap()
+                .push((environment.to_owned(), state.to_owned()));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn states_not_kept_are_said_once_shown_and_kept_when_the_keeper_takes_them_again() {
+        let mut orch = Orchestrator::new(
+            OrchestratorSettings::new(Duration::from_secs(7)),
+            EventBus::new(),
+            CancelFlag::new(),
+        );
+        for name in ["bash", "python"] {
+            orch.register(
+                EnvironmentName::new(name).unwrap(),
+                EnvironmentKind::Builtin,
+                Box::new(Stateful(None)),
+                None,
+            )
+            .unwrap();
+        }
+        let disk = Disk::default();
+        orch.keep_states(Box::new(disk.clone()));
+        let has_line =
+            |outcome: &Outcome| outcome.screen.sections().any(|(key, _)| key == SESSION_KEY);
+
+        let kept = orch.execute(&request("bash", "a=1"));
+        assert_eq!(kept.output, "");
+        assert!(!has_line(&kept));
+
+        disk.full.store(true, Ordering::SeqCst);
+        let refused = orch.execute(&request("bash", "a=2"));
+        assert!(
+            refused
+                .output
+                .starts_with("[envhost] Session state is not being saved: the disk is full."),
+            "{}",
+            refused.output
+        );
+        for outcome in [
+            orch.execute(&request("python", "x=1")),
+            orch.execute(&request("bash", "nothing")),
+        ] {
+            assert_eq!(outcome.output, "", "said once");
+            let (_, line) = outcome
+                .screen
+                .sections()
+                .find(|(key, _)| *key == SESSION_KEY)
+                .expect("the session line");
+            assert_eq!(
+                line.content,
+                "Session state is not being kept: the disk is full. envhost tries again after every answer."
+            );
+        }
+        assert!(orch.screen().sections().any(|(key, _)| key == SESSION_KEY));
+
+        // Room again: an answer that changes nothing keeps what was not kept.
+        disk.full.store(false, Ordering::SeqCst);
+        let again = orch.execute(&request("bash", "nothing"));
+        assert_eq!(again.output, format!("{RESUMED_NOTE}\n"));
+        let (_, line) = again
+            .screen
+            .sections()
+            .find(|(key, _)| *key == SESSION_KEY)
+            .expect("the session line");
+        assert_eq!(line.content, RESUMED_LINE);
+        let mut kept = disk.kept.lock().unwrap().clone();
+        kept.sort();
+        assert_eq!(
+            kept,
+            [
+                ("bash".to_owned(), "a=1".to_owned()),
+                ("bash".to_owned(), "a=2".to_owned()),
+                ("python".to_owned(), "x=1".to_owned()),
+            ]
+        );
+        let after = orch.execute(&request("bash", "nothing"));
+        assert_eq!(after.output, "");
+        assert!(!has_line(&after));
     }
 
     /// Counts its shutdowns in a shared counter.

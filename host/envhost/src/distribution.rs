@@ -294,6 +294,14 @@ impl Project {
         }
     }
 
+    /// Every plugin's name the project has: the lock's and the files' in
+    /// env/ (`NAME.wasm`, not `_`-prefixed).
+    fn plugin_names(&self, lock: &Lock) -> Vec<String> {
+        let mut names: Vec<String> = lock.plugins.iter().map(|p| p.name.clone()).collect();
+        names.extend(self.unlocked(lock));
+        names
+    }
+
     /// The plugins in env/ (`NAME.wasm`, not `_`-prefixed) that the lock
     /// does not name.
     fn unlocked(&self, lock: &Lock) -> Vec<String> {
@@ -498,10 +506,11 @@ fn add(args: AddArgs) -> anyhow::Result<()> {
         Some(name) => name.clone(),
         None => default_name(&source)?,
     };
-    if EnvironmentName::new(&name).is_err() {
-        bail!(
-            "{name:?} is not an environment name (a letter or `_`, then letters, digits or `_`); pass --name NAME"
-        );
+    // The loader's rule, so that what is added is what the next start
+    // loads: an identifier, not a built-in's name nor one that reads like
+    // it (or like another plugin's, below).
+    if let Err(refusal) = plugin::plugin_name(&name) {
+        bail!("{refusal}; choose another with --name NAME");
     }
     let lock = project.lock()?;
     let grants = project.grants()?;
@@ -529,6 +538,12 @@ fn add(args: AddArgs) -> anyhow::Result<()> {
             "{} exists and is not in the lock; remove it, add it as it is (`envhost add env/{name}.wasm`), or choose another --name",
             project.shown(&target)
         );
+    }
+    if let Some(refusal) = plugin::reads_like_plugin(
+        &name,
+        project.plugin_names(&lock).iter().map(String::as_str),
+    ) {
+        bail!("{refusal}; choose another with --name NAME");
     }
     // A requirement given on the command line is written into the grants
     // file; otherwise the one already there (if any) applies.

@@ -14,6 +14,10 @@
 //! project or another build is refused with a sentence that says why, as
 //! is a corrupted one, and the host then starts fresh.
 //!
+//! A state it cannot write (a full disk, a read-only folder) is refused in
+//! a sentence that says why and what to do; the orchestrator tells the
+//! agent and hands the state again after the next answer.
+//!
 //! It must not know what an environment's state holds: that is each
 //! environment's own format, carried as a string.
 
@@ -225,13 +229,37 @@ fn refuse_symlink(path: &Path) -> io::Result<()> {
 }
 
 impl StateKeeper for SessionStore {
+    /// Fails in a sentence that says why and what to do: the orchestrator
+    /// shows it to the agent (once) and on the screen.
     fn keep(&self, environment: &str, state: &str) -> Result<(), String> {
         self.write(environment, state).map_err(|err| {
+            let remedy = match err.kind() {
+                io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => {
+                    "; free some space on that disk"
+                }
+                io::ErrorKind::ReadOnlyFilesystem => {
+                    "; the folder is on a read-only file system: make it writable"
+                }
+                io::ErrorKind::PermissionDenied => "; make the folder writable for envhost",
+                _ => "",
+            };
             format!(
-                "cannot save {environment}'s state under {}: {err}",
-                self.dir.display()
+                "cannot save {environment}'s state in {} ({}){remedy}",
+                self.dir.display(),
+                system_words(&err)
             )
         })
+    }
+}
+
+/// The system's words for `err` (`No space left on device (os error
+/// 28)`), without the name of the temporary file that tempfile appends
+/// (` at path "…/.state-XXXX"`): it is gone by the time anyone reads this.
+fn system_words(err: &io::Error) -> String {
+    let words = err.to_string();
+    match words.find(" at path \"") {
+        Some(end) => words[..end].to_owned(),
+        None => words,
     }
 }
 
@@ -260,5 +288,47 @@ mod tests {
         };
         let refusal = elsewhere.load().unwrap_err();
         assert!(refusal.contains("belongs to the project"), "{refusal}");
+    }
+
+    /// A keeper that fails on demand: its folder is taken away. The refusal
+    /// names the environment, the folder and the system's words, not the
+    /// temporary file tempfile named (it never existed); and once the
+    /// folder is back, the same state is kept.
+    #[test]
+    fn a_state_that_cannot_be_written_is_refused_in_words_that_name_the_folder() {
+        let project = tempfile::tempdir().unwrap();
+        let store = SessionStore::new(Identity::new(project.path()));
+        store.prepare().unwrap();
+        fs::remove_dir_all(store.dir()).unwrap();
+
+        let refusal = store.keep("bash", "{\"x\":1}").unwrap_err();
+        assert!(
+            refusal.starts_with(&format!(
+                "cannot save bash's state in {} (",
+                store.dir().display()
+            )),
+            "{refusal}"
+        );
+        assert!(!refusal.contains(".state-"), "{refusal}");
+        assert!(!refusal.contains(" at path "), "{refusal}");
+        assert!(refusal.ends_with("(os error 2))"), "{refusal}");
+
+        store.prepare().unwrap();
+        store.keep("bash", "{\"x\":1}").unwrap();
+        assert_eq!(
+            store.load().unwrap(),
+            [("bash".to_owned(), "{\"x\":1}".to_owned())]
+        );
+    }
+
+    #[test]
+    fn the_system_words_leave_out_the_temporary_files_name() {
+        let err = io::Error::new(
+            io::ErrorKind::StorageFull,
+            "No space left on device (os error 28) at path \"/p/.envhost/session/.state-Ab12\"",
+        );
+        assert_eq!(system_words(&err), "No space left on device (os error 28)");
+        let plain = io::Error::from_raw_os_error(30);
+        assert_eq!(system_words(&plain), plain.to_string());
     }
 }

@@ -127,14 +127,16 @@ pub fn check_as(
     settings: &PluginSettings,
     log: Arc<dyn LogSink>,
 ) -> CheckReport {
-    let Ok(name) = EnvironmentName::new(name) else {
-        return CheckReport {
-            ok: false,
-            text: format!(
-                "{name:?} is not an environment name: a letter or `_`, then letters, digits or `_`\n"
-            ),
-            world: None,
-        };
+    // The loader's rule: a name it would refuse in env/ is refused here.
+    let name = match crate::load::names::plugin_name(name) {
+        Ok(name) => name,
+        Err(refusal) => {
+            return CheckReport {
+                ok: false,
+                text: format!("{}: REFUSED: {refusal}\n", path.display()),
+                world: None,
+            };
+        }
     };
     let folder = crate::settings::plugin_dir(project);
     let (config_file, config_shown) = config_path(settings, &folder, Some(project));

@@ -22,6 +22,7 @@
 
 use std::ops::Range;
 
+use envhost_core::EnvironmentName;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -161,7 +162,9 @@ impl Lock {
             if !valid_name(&name) {
                 return Err(at(
                     raw.name.span(),
-                    format!("{name:?} is not a plugin name (letters, digits, - and _)"),
+                    format!(
+                        "{name:?} is not a plugin name: an environment name is an identifier (a letter or `_`, then letters, digits or `_`)"
+                    ),
                 ));
             }
             if plugins.iter().any(|p| p.name == name) {
@@ -277,14 +280,12 @@ impl Lock {
     }
 }
 
-/// Plugin names are environment names and file names: ASCII letters,
-/// digits, `-` and `_`.
+/// Plugin names are environment names: the rule the host loads plugins
+/// by, so that the file reads back every name `envhost add` accepts
+/// (`données` as well as `timer`). Such a name holds no `/`, `.` or
+/// control character, so `env/NAME.wasm` stays in `env/`.
 pub fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    EnvironmentName::new(name).is_ok()
 }
 
 /// A TOML basic string.
@@ -392,6 +393,30 @@ mod tests {
                 "{hint}: expected line {line}, got {error}"
             );
             assert!(error.column >= 1);
+        }
+    }
+
+    #[test]
+    fn every_environment_name_round_trips_and_others_are_refused() {
+        let mut lock = sample();
+        for name in ["donn\u{e9}es", "\u{65e5}\u{672c}", "_x", "\u{3a9}mega2"] {
+            let mut plugin = lock.plugins[0].clone();
+            plugin.name = name.into();
+            lock.insert(plugin);
+        }
+        let parsed = Lock::parse(&lock.to_text()).unwrap();
+        for name in ["donn\u{e9}es", "\u{65e5}\u{672c}", "_x", "\u{3a9}mega2"] {
+            assert!(parsed.get(name).is_some(), "{name}");
+        }
+        let text = sample().to_text();
+        for bad in ["my-timer", "2fast", "../up", "a b", ""] {
+            let error =
+                Lock::parse(&text.replace("name = \"calc\"", &format!("name = {}", quote(bad))))
+                    .unwrap_err();
+            assert!(
+                error.message.contains("is not a plugin name"),
+                "{bad}: {error}"
+            );
         }
     }
 

@@ -12,6 +12,11 @@
 //! component too slow or too large to compile is refused in a sentence;
 //! the host and every other plugin carry on.
 //!
+//! It carries nothing of the host's: an empty environment (the host's
+//! holds the secrets withheld from the environments), and it makes itself
+//! not dumpable before it reads the component, so that no process of its
+//! user can read its memory.
+//!
 //! The same process compiles either tier's code (`compile-plugin
 //! --baseline` for Winch's). A compilation for the cache made while the
 //! plugin already runs on baseline code can be stopped (the host is
@@ -120,7 +125,12 @@ fn compile_bounded(
     if tier == Tier::Baseline {
         command.arg(BASELINE_FLAG);
     }
+    // Nothing of the host's environment: the compiler needs no variable,
+    // and the host's holds the secrets withheld from the environments,
+    // which would otherwise sit in this process's memory (its copy of
+    // the environment) for as long as it compiles.
     command
+        .env_clear()
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -248,6 +258,14 @@ pub const BASELINE_FLAG: &str = "--baseline";
 /// that tier) on stdout. The exit code says what happened: 0 compiled, 3
 /// refused by wasmtime (its words on stderr), 1 anything else.
 pub fn serve_compile(baseline: bool) -> ExitCode {
+    // Not dumpable before it reads anything: other processes of its user
+    // (the commands the host runs) may then neither trace it nor read its
+    // memory or descriptors through /proc. Set here, not between fork and
+    // exec, because exec makes a process dumpable again.
+    if let Err(err) = nix::sys::prctl::set_dumpable(false) {
+        eprintln!("cannot make the compiler undumpable: {err}");
+        return ExitCode::FAILURE;
+    }
     let tier = if baseline {
         Tier::Baseline
     } else {

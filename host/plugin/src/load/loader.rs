@@ -33,7 +33,6 @@ use crate::load::file_hashes::{FileHashes, FileIdentity};
 use crate::load::names;
 use crate::load::refusals::{self, CheckedDescription, Refusal};
 use crate::load::tiering::Pending;
-use crate::plugin_text;
 use crate::sandbox::{Sandbox, Tier};
 use crate::settings::PluginSettings;
 use envhost_core::EnvironmentName;
@@ -89,12 +88,14 @@ pub fn discover(env_dir: &Path, max_plugins: usize) -> Discovery {
         let name = found.name.as_str();
         let key = names::look_alike_key(name);
         if let Some((_, earlier)) = keys.iter().find(|(other, _)| *other == key) {
+            let refusal = names::NameRefusal::ReadsLikePlugin {
+                name: name.to_owned(),
+                other: earlier.clone(),
+            };
             discovery.refusals.push(Refusal::new(
                 name,
                 &path,
-                format!(
-                    "its name reads like that of the plugin `{earlier}`, and their screen sections would look alike; rename one of them"
-                ),
+                format!("{refusal}; rename one of them"),
             ));
             continue;
         }
@@ -128,38 +129,29 @@ pub fn candidate(path: &Path) -> Result<Option<Candidate>, Refusal> {
     if stem.starts_with('_') {
         return Ok(None);
     }
-    let name = EnvironmentName::new(stem).map_err(|_| {
-        let suggestion: String = stem
-            .chars()
-            .map(|c| if c.is_alphanumeric() || c == '_' { c } else { '_' })
-            .collect();
-        let suggestion = if suggestion.starts_with(|c: char| c.is_ascii_digit()) {
-            format!("env_{suggestion}")
-        } else {
-            suggestion
+    let name = names::plugin_name(stem).map_err(|refusal| {
+        let remedy = match &refusal {
+            names::NameRefusal::NotAnIdentifier(_) => {
+                let suggestion: String = stem
+                    .chars()
+                    .map(|c| {
+                        if c.is_alphanumeric() || c == '_' {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect();
+                if suggestion.starts_with(|c: char| c.is_ascii_digit()) {
+                    format!("rename it, e.g. to env_{suggestion}.wasm")
+                } else {
+                    format!("rename it, e.g. to {suggestion}.wasm")
+                }
+            }
+            _ => "rename the file".to_owned(),
         };
-        Refusal::new(
-            stem,
-            path,
-            format!(
-                "`{}` is not a valid environment name: the file's stem must be an identifier (a letter or `_`, then letters, digits or `_`); rename it, e.g. to {suggestion}.wasm",
-                plugin_text::name(stem)
-            ),
-        )
+        Refusal::new(stem, path, format!("{refusal}; {remedy}"))
     })?;
-    if let Some(builtin) = names::reads_like_builtin(stem) {
-        let problem = if builtin == stem {
-            format!(
-                "the name `{stem}` belongs to a built-in environment ({}); rename the file",
-                names::RESERVED_NAMES.join(", ")
-            )
-        } else {
-            format!(
-                "the name `{stem}` reads like `{builtin}`, a built-in environment's, and its screen section would pass for the built-in's; rename the file"
-            )
-        };
-        return Err(Refusal::new(stem, path, problem));
-    }
     Ok(Some(Candidate {
         name,
         path: path.to_owned(),
