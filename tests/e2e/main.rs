@@ -19,6 +19,7 @@ mod harness;
 mod hostile;
 mod loopback_http;
 mod mcp;
+mod mcp_http;
 mod network;
 mod new_project;
 mod plugin_state;

@@ -50,7 +50,9 @@ use envhost_core::{CancelFlag, Orchestrator};
 
 pub use crate::error::ServeError;
 pub use crate::http::ALLOWED_ORIGIN_RULE;
-pub use crate::settings::{DEFAULT_YIELD_AFTER, HttpSettings, PROGRESS_EVERY, Settings};
+pub use crate::settings::{
+    DEFAULT_YIELD_AFTER, HttpLimits, HttpSettings, PROGRESS_EVERY, Settings,
+};
 
 /// Serves one MCP client on stdin/stdout until stdin closes or a signal
 /// arrives; returns why it stopped. `cancel` is the host's flag: a signal
