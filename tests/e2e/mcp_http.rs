@@ -67,9 +67,9 @@ impl HttpHost {
         let (mut port, mut token) = (None, None);
         while port.is_none() || token.is_none() {
             let left = deadline.saturating_duration_since(Instant::now());
-            let line = lines
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("envhost mcp --http did not print its address and token"));
+            let line = lines.recv_timeout(left).unwrap_or_else(|_| {
+                panic!("envhost mcp --http did not print its address and token")
+            });
             if let Some(rest) = line.split_once("http://127.0.0.1:").map(|(_, rest)| rest) {
                 port = rest.split('/').next().and_then(|p| p.parse().ok());
             }
@@ -145,7 +145,10 @@ impl HttpHost {
             .to_owned();
         let initialized = self.post(
             &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-            &[("Mcp-Session-Id", &id), ("MCP-Protocol-Version", "2025-06-18")],
+            &[
+                ("Mcp-Session-Id", &id),
+                ("MCP-Protocol-Version", "2025-06-18"),
+            ],
         );
         assert_eq!(initialized.status, 202, "{initialized:?}");
         id
@@ -211,7 +214,11 @@ impl Answer {
         let chunked = headers
             .iter()
             .any(|(name, value)| name == "transfer-encoding" && value.contains("chunked"));
-        let body = if chunked { unchunk(body) } else { body.to_owned() };
+        let body = if chunked {
+            unchunk(body)
+        } else {
+            body.to_owned()
+        };
         Answer {
             status,
             headers,
@@ -229,27 +236,17 @@ impl Answer {
     /// The JSON-RPC message the answer carries: the body itself, or the
     /// last `data:` line of an event stream that holds one.
     fn message(&self) -> Value {
-        let text = if self.header("content-type") == Some("text/event-stream") {
-            self.body
-                .lines()
-                .filter_map(|line| line.strip_prefix("data: "))
-                .filter(|data| data.starts_with('{'))
-                .last()
-                .unwrap_or_else(|| panic!("no message in the event stream: {self:?}"))
-        } else {
-            self.body.as_str()
-        };
-        serde_json::from_str(text).unwrap_or_else(|err| panic!("not JSON ({err}): {self:?}"))
+        serde_json::from_str(&self.raw_message())
+            .unwrap_or_else(|err| panic!("no JSON-RPC message ({err}): {self:?}"))
     }
 
-    /// The raw text of the message, to check ids digit for digit.
+    /// The text of that message as sent, to check ids digit for digit.
     fn raw_message(&self) -> String {
         if self.header("content-type") == Some("text/event-stream") {
             self.body
                 .lines()
                 .filter_map(|line| line.strip_prefix("data: "))
-                .filter(|data| data.starts_with('{'))
-                .last()
+                .rfind(|data| data.starts_with('{'))
                 .unwrap_or_default()
                 .to_owned()
         } else {
@@ -317,7 +314,8 @@ fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
 /// A request head cut off in the middle of a header, as a slow or hostile
 /// client leaves it.
 fn half_a_head(port: u16, filler: usize) -> Vec<u8> {
-    let mut head = format!("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Filler: ").into_bytes();
+    let mut head =
+        format!("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Filler: ").into_bytes();
     head.extend(std::iter::repeat_n(b'a', filler));
     head
 }
@@ -429,7 +427,9 @@ fn a_client_without_the_token_cannot_keep_its_connection() {
                 match reader.read_line(&mut line) {
                     Ok(0) => break true,
                     Ok(_) => rest.push_str(&line),
-                    Err(err) if matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    Err(err)
+                        if matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
+                    {
                         break false;
                     }
                     Err(_) => break true,
@@ -525,7 +525,10 @@ fn sessions_past_the_cap_get_503_and_a_sentence_and_idle_ones_end() {
     let ended = host.request(
         "DELETE",
         b"",
-        &[("Mcp-Session-Id", &first), ("MCP-Protocol-Version", "2025-06-18")],
+        &[
+            ("Mcp-Session-Id", &first),
+            ("MCP-Protocol-Version", "2025-06-18"),
+        ],
         true,
     );
     assert_eq!(ended.status, 202, "{ended:?}");
@@ -542,7 +545,10 @@ fn sessions_past_the_cap_get_503_and_a_sentence_and_idle_ones_end() {
     );
     let gone = host.post(
         &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}),
-        &[("Mcp-Session-Id", &second), ("MCP-Protocol-Version", "2025-06-18")],
+        &[
+            ("Mcp-Session-Id", &second),
+            ("MCP-Protocol-Version", "2025-06-18"),
+        ],
     );
     assert_eq!(gone.status, 404, "{gone:?}");
 }
@@ -568,13 +574,20 @@ fn json_rpc_errors_say_what_is_wrong_in_the_stdio_words_and_keep_the_id() {
     let host = HttpHost::start(&project, 512, &[]);
 
     // Not JSON: a parse error, 400 as for any malformed message.
-    let not_json = host.request("POST", b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ", &[], true);
+    let not_json = host.request(
+        "POST",
+        b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ",
+        &[],
+        true,
+    );
     assert_eq!(not_json.status, 400, "{not_json:?}");
     assert_eq!(not_json.header("content-type"), Some("application/json"));
     assert_eq!(not_json.message()["error"]["code"], -32700);
     assert_eq!(not_json.message()["id"], Value::Null);
     assert!(
-        not_json.error_message().starts_with("Parse error: the body is not JSON"),
+        not_json
+            .error_message()
+            .starts_with("Parse error: the body is not JSON"),
         "{not_json:?}"
     );
     let batch = host.request("POST", b"[1, 2]", &[], true);
@@ -586,7 +599,9 @@ fn json_rpc_errors_say_what_is_wrong_in_the_stdio_words_and_keep_the_id() {
     let answer = host.request("POST", huge, &[], true);
     assert_eq!(answer.status, 400, "{answer:?}");
     assert!(
-        answer.raw_message().contains(r#""id":18446744073709551617"#),
+        answer
+            .raw_message()
+            .contains(r#""id":18446744073709551617"#),
         "{answer:?}"
     );
     assert_eq!(answer.message()["error"]["code"], -32600);
@@ -597,7 +612,10 @@ fn json_rpc_errors_say_what_is_wrong_in_the_stdio_words_and_keep_the_id() {
 
     // Inside a session: the words stdio uses, and ids past 2^53 intact.
     let session = host.session();
-    let headers = [("Mcp-Session-Id", session.as_str()), ("MCP-Protocol-Version", "2025-06-18")];
+    let headers = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ];
     let cases = [
         json!({"jsonrpc": "2.0", "id": 9007199254740993_i64, "method": "prompts/list"}),
         json!({"jsonrpc": "2.0", "id": "a string id", "method": "resources/read", "params": {"uri": "file:///etc/passwd"}}),
@@ -614,11 +632,10 @@ fn json_rpc_errors_say_what_is_wrong_in_the_stdio_words_and_keep_the_id() {
         );
         let over_stdio = stdio_error(request);
         assert_eq!(answer.error_message(), over_stdio, "{request}");
-        assert!(
-            !request["method"]
-                .as_str()
-                .is_some_and(|method| over_stdio == method),
-            "{request}: a bare method name is no sentence: {over_stdio}"
+        assert_ne!(
+            request["method"].as_str(),
+            Some(over_stdio.as_str()),
+            "{request}: a bare method name is no sentence"
         );
     }
 
@@ -631,12 +648,51 @@ fn json_rpc_errors_say_what_is_wrong_in_the_stdio_words_and_keep_the_id() {
     });
     let modern = host.post(
         &json!({"jsonrpc": "2.0", "id": 11, "method": "prompts/list", "params": {"_meta": meta}}),
-        &[("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "prompts/list")],
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "prompts/list"),
+        ],
     );
     assert_eq!(modern.status, 404, "{modern:?}");
     assert_eq!(modern.message()["error"]["code"], -32601);
     assert!(
-        modern.error_message().starts_with("Unknown method: prompts/list."),
+        modern
+            .error_message()
+            .starts_with("Unknown method: prompts/list."),
         "{modern:?}"
     );
+}
+
+#[test]
+fn a_body_too_large_or_too_slow_is_refused_and_its_connection_ends() {
+    let project = Project::new();
+    let host = HttpHost::start(&project, 512, &["--header-timeout", "2s"]);
+    let head = |length: usize| {
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n",
+            host.port, host.token
+        )
+    };
+    // 5 MiB announced: refused before a byte of it is read.
+    let mut stream = host.connect();
+    stream
+        .write_all(head(5 * 1024 * 1024).as_bytes())
+        .expect("send the head");
+    let answer = Answer::read(&mut stream);
+    assert_eq!(answer.status, 413, "{answer:?}");
+    assert_eq!(answer.header("connection"), Some("close"));
+    assert_eq!(answer.message()["error"]["code"], -32600);
+    assert!(answer.error_message().contains("4 MiB"), "{answer:?}");
+    // Ten bytes of a hundred, then nothing: after the header timeout the
+    // host says so and ends the connection.
+    let mut stream = host.connect();
+    stream
+        .write_all(format!("{}{{\"jsonrpc\"", head(100)).as_bytes())
+        .expect("send part of a body");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("read timeout");
+    let answer = Answer::read(&mut stream);
+    assert_eq!(answer.status, 408, "{answer:?}");
+    assert!(answer.body.contains("--header-timeout"), "{answer:?}");
 }

@@ -458,7 +458,9 @@ fn main() -> ExitCode {
                         token_file: args.token_file,
                         allowed_origins: args.allow_origin,
                         limits: envhost_mcp::HttpLimits {
-                            max_connections: args.max_connections.unwrap_or(default.max_connections),
+                            max_connections: args
+                                .max_connections
+                                .unwrap_or(default.max_connections),
                             header_timeout: args.header_timeout.unwrap_or(default.header_timeout),
                             max_sessions: args.max_sessions.unwrap_or(default.max_sessions),
                             session_idle_timeout: args
