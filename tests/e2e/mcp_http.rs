@@ -368,6 +368,43 @@ fn silent_half_sent_and_idle_connections_are_closed_before_any_token_check() {
 }
 
 #[test]
+fn a_head_sent_a_byte_at_a_time_does_not_restart_the_header_timeout() {
+    let project = Project::new();
+    let host = HttpHost::start(&project, 512, &["--header-timeout", "2s"]);
+    let mut stream = host.connect();
+    stream
+        .write_all(&half_a_head(host.port, 0))
+        .expect("start a head");
+    // One byte every 200 ms, far under the buffer limit: the timeout
+    // counts from the head's start, not from the last byte, so the host
+    // ends the connection about 2 s in; one byte at a time would
+    // otherwise hold it for as long as the client likes.
+    let started = Instant::now();
+    let limit = Duration::from_secs(20);
+    let closed = loop {
+        if started.elapsed() > limit {
+            break false;
+        }
+        if stream.write_all(b"a").is_err() {
+            break true;
+        }
+        stream
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .expect("read timeout");
+        match stream.read(&mut [0; 1024]) {
+            Ok(_) => break true,
+            Err(err) if matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => break true,
+        }
+    };
+    assert!(
+        closed,
+        "a head dripped a byte every 200 ms was still being read after {limit:?} (header timeout 2s)"
+    );
+    eprintln!("the dripped head was cut off after {:?}", started.elapsed());
+}
+
+#[test]
 fn a_head_larger_than_the_limit_is_refused_at_once() {
     let project = Project::new();
     let host = HttpHost::start(&project, 512, &["--header-timeout", "60s"]);
