@@ -20,6 +20,7 @@ mod hostile;
 mod isolation;
 mod loopback_http;
 mod mcp;
+mod mcp_http;
 mod network;
 mod new_project;
 mod plugin_state;

@@ -113,5 +113,50 @@ class HttpGate(unittest.IsolatedAsyncioTestCase):
         own = await self.post({**token, "Host": f"localhost:{port}"})
         self.assertEqual(own.status_code, 200, own.text)
 
+    async def test_bad_json_is_a_parse_error_with_400_not_415(self) -> None:
+        token = {"Authorization": f"Bearer {self.server.token}"}
+        async with httpx2.AsyncClient(timeout=DEADLINE) as http:
+            response = await http.post(
+                self.server.url,
+                content=b'{"jsonrpc": "2.0", "id": 1, "method": ',
+                headers={"Accept": "application/json, text/event-stream", "Content-Type": "application/json", **token},
+            )
+        self.assertEqual(response.status_code, 400, response.text)
+        error = response.json()
+        self.assertIsNone(error["id"])
+        self.assertEqual(error["error"]["code"], -32700)
+        self.assertTrue(error["error"]["message"].startswith("Parse error: the body is not JSON"), error)
+
+
+class HttpLimits(unittest.IsolatedAsyncioTestCase):
+    """Past --max-sessions a new client is refused, and the ones in keep working."""
+
+    def setUp(self) -> None:
+        from support import Project
+
+        self.project = Project()
+        self.addCleanup(self.project.remove)
+        self.server = HttpServer(self.project, "--max-sessions", "1")
+        self.addCleanup(self.server.stop)
+
+    def client(self) -> Client:
+        headers = {"Authorization": f"Bearer {self.server.token}"}
+        http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=DEADLINE))
+        return Client(streamable_http_client(self.server.url, http_client=http), mode="legacy")
+
+    async def test_a_session_past_the_cap_is_refused_and_the_first_still_works(self) -> None:
+        async with opened(self.client()) as first:
+            with self.assertRaises(BaseException):
+                async with opened(self.client()):
+                    pass
+            result = await first.call_tool("bash", {"command": "echo still here"})
+            self.assertFalse(result.is_error)
+            self.assertTrue(result.content[0].text.startswith("still here\n"), result)
+        # The first one's DELETE freed its place.
+        async with opened(self.client()) as again:
+            result = await again.call_tool("bash", {"command": "echo again"})
+            self.assertTrue(result.content[0].text.startswith("again\n"), result)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -180,6 +180,30 @@ struct McpArgs {
     #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
     allow_origin: Vec<String>,
 
+    /// With --http: connections held at once, with or without the token;
+    /// further ones wait until one closes [default: 256].
+    #[arg(long, value_name = "N", requires = "http",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_connections: Option<usize>,
+
+    /// With --http: how long a connection may take to send a request's
+    /// headers (from when it opens, or from the end of the previous
+    /// answer), then its body; a silent or idle connection is closed after
+    /// it [default: 10s].
+    #[arg(long, value_name = "DURATION", requires = "http", value_parser = parse_duration)]
+    header_timeout: Option<Duration>,
+
+    /// With --http: MCP sessions held at once; past it a new session gets
+    /// 503 until one ends [default: 64].
+    #[arg(long, value_name = "N", requires = "http",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_sessions: Option<usize>,
+
+    /// With --http: a session that gets no request for this long ends
+    /// [default: 30m].
+    #[arg(long, value_name = "DURATION", requires = "http", value_parser = parse_duration)]
+    session_idle_timeout: Option<Duration>,
+
     /// Add structuredContent (environment, success, running, truncated,
     /// saved_output) to tool results. Off by default: some clients then
     /// show the model only that, without the output.
@@ -553,10 +577,23 @@ fn main() -> ExitCode {
         ),
         Command::Mcp(args) => run_session(
             Mode::Mcp {
-                http: args.http.map(|address| envhost_mcp::HttpSettings {
-                    address,
-                    token_file: args.token_file,
-                    allowed_origins: args.allow_origin,
+                http: args.http.map(|address| {
+                    let default = envhost_mcp::HttpLimits::default();
+                    envhost_mcp::HttpSettings {
+                        address,
+                        token_file: args.token_file,
+                        allowed_origins: args.allow_origin,
+                        limits: envhost_mcp::HttpLimits {
+                            max_connections: args
+                                .max_connections
+                                .unwrap_or(default.max_connections),
+                            header_timeout: args.header_timeout.unwrap_or(default.header_timeout),
+                            max_sessions: args.max_sessions.unwrap_or(default.max_sessions),
+                            session_idle_timeout: args
+                                .session_idle_timeout
+                                .unwrap_or(default.session_idle_timeout),
+                        },
+                    }
                 }),
                 structured_content: args.structured_content,
             },

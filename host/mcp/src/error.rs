@@ -24,6 +24,9 @@ pub enum ServeError {
     /// An `--allow-origin` value is not an origin.
     #[error("{0}")]
     Origin(String),
+    /// A limit of the HTTP server is out of range.
+    #[error("{0}")]
+    Limit(String),
     /// The MCP session over stdio could not start (the client never
     /// completed the handshake, or stdio failed).
     #[error("the MCP session did not start: {0}")]

@@ -5,25 +5,29 @@
 //! carry the bearer token (checked here, before rmcp sees the request); the
 //! `Host` header must name the address the server listens on (rmcp's check,
 //! against DNS rebinding); and the `Origin` rule ([`ALLOWED_ORIGIN_RULE`],
-//! rmcp's check with our list) keeps web pages out.
+//! rmcp's check with our list) keeps web pages out. What a client costs
+//! before the token is checked is bounded by [`listen`](crate::listen)
+//! (connections, header timeout, buffer), and a refusal before the token
+//! ends its connection, so that a client without the token cannot keep
+//! one; what a request with the token must pass before rmcp (its body, the
+//! session cap) is [`admission`](crate::admission).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::header::{AUTHORIZATION, WWW_AUTHENTICATE};
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::admission::{self, Admission};
+use crate::answer::{Body, closing, plain};
 use crate::error::ServeError;
+use crate::listen::Connections;
 use crate::session::{Session, Shared};
 use crate::settings::HttpSettings;
 use crate::stop;
@@ -39,13 +43,12 @@ pub const ALLOWED_ORIGIN_RULE: &str = "A request without an Origin header (MCP c
     listens on) or an origin given with --allow-origin. Any other gets 403 Forbidden, so that a \
     web page open in a browser on this machine cannot drive the environments.";
 
-type Body = BoxBody<Bytes, Infallible>;
-
 /// Serves until a signal arrives.
 pub(crate) async fn serve(shared: Arc<Shared>, http: HttpSettings) -> Result<String, ServeError> {
     for origin in &http.allowed_origins {
         check_origin(origin)?;
     }
+    check_limits(&http)?;
     let mut signals = stop::Signals::install()?;
     let token = Arc::new(BearerToken::obtain(http.token_file.as_deref())?);
     let listener = TcpListener::bind(http.address)
@@ -59,47 +62,66 @@ pub(crate) async fn serve(shared: Arc<Shared>, http: HttpSettings) -> Result<Str
         source,
     })?;
     let stop = CancellationToken::new();
+    let limits = &http.limits;
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(limits.session_idle_timeout);
+    let sessions = Arc::new(sessions);
     let service = StreamableHttpService::new(
         {
             let shared = Arc::clone(&shared);
             move || Ok(Session::new(Arc::clone(&shared)))
         },
-        Arc::new(LocalSessionManager::default()),
+        Arc::clone(&sessions),
         config(address, &http.allowed_origins, stop.child_token()),
     );
+    let admission = Arc::new(Admission::new(
+        Arc::clone(&shared),
+        sessions,
+        limits.max_sessions,
+        limits.session_idle_timeout,
+        limits.header_timeout,
+    ));
+    let connections = Connections::new(limits);
     if !address.ip().is_loopback() {
         eprintln!(
             "envhost: warning: listening on {address}, which other machines may reach; every request still needs the token"
         );
     }
     eprintln!("envhost: MCP over HTTP at http://{address}{PATH}");
-    let signal = loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                // A failed accept (too many open files) is the client's
-                // loss, not the server's.
-                if let Ok((stream, _)) = accepted {
-                    let service = service.clone();
-                    let token = Arc::clone(&token);
-                    tokio::spawn(async move {
-                        let answer = hyper::service::service_fn(move |request| {
-                            let service = service.clone();
-                            let token = Arc::clone(&token);
-                            async move { Ok::<_, Infallible>(route(request, &service, &token).await) }
-                        });
-                        // A client that hangs up mid-answer ends only its connection.
-                        let _ = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(TokioIo::new(stream), answer)
-                            .await;
-                    });
-                }
-            }
-            signal = signals.next() => break signal,
-        }
+    let answer = hyper::service::service_fn(move |request| {
+        let service = service.clone();
+        let token = Arc::clone(&token);
+        let admission = Arc::clone(&admission);
+        async move { Ok::<_, Infallible>(route(request, &service, &token, &admission).await) }
+    });
+    let signal = tokio::select! {
+        never = connections.serve(listener, answer) => match never {},
+        signal = signals.next() => signal,
     };
     shared.cancel.cancel();
     stop.cancel();
     Ok(format!("received {signal}"))
+}
+
+/// Limits of zero would refuse every client or close every connection at
+/// once.
+fn check_limits(http: &HttpSettings) -> Result<(), ServeError> {
+    let limits = &http.limits;
+    let zero = [
+        (limits.max_connections == 0, "--max-connections"),
+        (limits.header_timeout.is_zero(), "--header-timeout"),
+        (limits.max_sessions == 0, "--max-sessions"),
+        (
+            limits.session_idle_timeout.is_zero(),
+            "--session-idle-timeout",
+        ),
+    ];
+    match zero.iter().find(|(is_zero, _)| *is_zero) {
+        Some((_, flag)) => Err(ServeError::Limit(format!(
+            "{flag} must be more than 0 (it is a limit on what the server holds, not a way to turn the limit off)"
+        ))),
+        None => Ok(()),
+    }
 }
 
 fn config(
@@ -115,6 +137,7 @@ fn config(
     ];
     origins.extend(extra_origins.iter().cloned());
     let config = StreamableHttpServerConfig::default()
+        .with_max_request_body_bytes(admission::MAX_BODY_BYTES)
         .with_allowed_origins(origins)
         .enforce_origin_validation()
         .with_cancellation_token(stop);
@@ -161,15 +184,16 @@ async fn route(
     request: Request<Incoming>,
     service: &StreamableHttpService<Session, LocalSessionManager>,
     token: &BearerToken,
+    admission: &Admission,
 ) -> Response<Body> {
     if request.uri().path() != PATH {
-        return plain(
+        return closing(plain(
             StatusCode::NOT_FOUND,
             format!(
                 "envhost serves MCP at {PATH}; nothing is at {}\n",
                 request.uri().path()
             ),
-        );
+        ));
     }
     let authorization = request.headers().get(AUTHORIZATION).map(|v| v.as_bytes());
     if !token.accepts(authorization) {
@@ -183,19 +207,9 @@ async fn route(
             WWW_AUTHENTICATE,
             hyper::header::HeaderValue::from_static("Bearer realm=\"envhost\""),
         );
-        return response;
+        return closing(response);
     }
-    service.handle(request).await
-}
-
-fn plain(status: StatusCode, text: String) -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::from(text)).boxed());
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
+    admission.serve(request, service).await
 }
 
 #[cfg(test)]

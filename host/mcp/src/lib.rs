@@ -19,9 +19,15 @@
 //!   client's cancellation interrupts them;
 //! - one [`Session`](crate::session) per MCP session, which remembers the
 //!   screen it last showed so that each result shows what changed;
+//! - what is wrong with a client's message, in the same words over both
+//!   transports, with its id as the client wrote it
+//!   ([`message`](crate::message));
 //! - the transports: stdio, where every bad line gets an error that says
 //!   what is wrong ([`stdio`](crate::stdio)), and HTTP with a bearer token,
-//!   an `Origin` rule and loopback by default ([`http`](crate::http)); the
+//!   an `Origin` rule and loopback by default ([`http`](crate::http)),
+//!   bounded connections, header timeout and buffers before the token is
+//!   checked ([`listen`](crate::listen)), and a checked body and a capped
+//!   number of sessions after it ([`admission`](crate::admission)); the
 //!   async runtime they need stays inside this crate.
 //!
 //! It must not know any particular environment nor the NDJSON wire format:
@@ -31,10 +37,14 @@
 
 #![deny(missing_docs)]
 
+mod admission;
+mod answer;
 mod arguments;
 mod call;
 mod error;
 mod http;
+mod listen;
+mod message;
 mod result;
 mod session;
 mod settings;
@@ -50,7 +60,9 @@ use envhost_core::{CancelFlag, Orchestrator};
 
 pub use crate::error::ServeError;
 pub use crate::http::ALLOWED_ORIGIN_RULE;
-pub use crate::settings::{DEFAULT_YIELD_AFTER, HttpSettings, PROGRESS_EVERY, Settings};
+pub use crate::settings::{
+    DEFAULT_YIELD_AFTER, HttpLimits, HttpSettings, PROGRESS_EVERY, Settings,
+};
 
 /// Serves one MCP client on stdin/stdout until stdin closes or a signal
 /// arrives; returns why it stopped. `cancel` is the host's flag: a signal

@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use crate::arguments::{self, Call};
 use crate::call::{self, Progress};
+use crate::message;
 use crate::result;
 use crate::settings::Settings;
 use crate::tools::{self, ToolSet};
@@ -180,9 +181,7 @@ impl ServerHandler for Session {
             "tools/list" => params_problem::<PaginatedRequestParams>(params),
             "initialize" => params_problem::<InitializeRequestParams>(params),
             _ => {
-                let message = format!(
-                    "Unknown method: {method}. envhost answers initialize, ping, tools/list and tools/call."
-                );
+                let message = message::unknown_method(&method);
                 self.shared.orchestrator.emit(Event::ProtocolError {
                     message: message.clone(),
                 });

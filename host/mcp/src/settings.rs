@@ -1,7 +1,8 @@
 //! What the MCP server does beyond what the orchestrator settles: how long
 //! a call waits before it answers with the output so far, how often it
-//! reports progress, and where the HTTP server listens and whom it lets in.
-//! Plain values; it must not know the transports or the tools.
+//! reports progress, where the HTTP server listens, whom it lets in and how
+//! much it holds for its clients. Plain values; it must not know the
+//! transports or the tools.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -51,4 +52,40 @@ pub struct HttpSettings {
     /// Browser origins allowed besides the server's own (see
     /// [`ALLOWED_ORIGIN_RULE`](crate::http::ALLOWED_ORIGIN_RULE)).
     pub allowed_origins: Vec<String>,
+    /// How much the server holds for its clients.
+    pub limits: HttpLimits,
+}
+
+/// How much the HTTP server holds for its clients, whoever they are: the
+/// connection limits apply before a request is read, so before the token
+/// is checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// Connections held at once; further ones wait in the kernel's queue
+    /// until one closes.
+    pub max_connections: usize,
+    /// How long a connection may take to send a request's headers, counted
+    /// from when it opens or from the end of the previous answer (so an
+    /// idle connection is closed after it too), and then the request's body.
+    pub header_timeout: Duration,
+    /// MCP sessions held at once; past it a new session is refused until
+    /// one ends.
+    pub max_sessions: usize,
+    /// A session that gets no request for this long ends.
+    pub session_idle_timeout: Duration,
+}
+
+impl Default for HttpLimits {
+    /// Room for a few dozen clients, each with its streams, far under the
+    /// usual 1024 open files; a header timeout no client on a working
+    /// network comes near; sessions that outlive a person's pause between
+    /// two requests.
+    fn default() -> Self {
+        HttpLimits {
+            max_connections: 256,
+            header_timeout: Duration::from_secs(10),
+            max_sessions: 64,
+            session_idle_timeout: Duration::from_secs(30 * 60),
+        }
+    }
 }

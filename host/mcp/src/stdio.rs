@@ -1,25 +1,25 @@
 //! MCP on stdin/stdout: one session, until the client closes stdin or a
 //! signal arrives.
 //!
-//! Every line from the client is checked before rmcp sees it, with rmcp's
-//! own message types, because rmcp drops a line that is not JSON without a
-//! word and answers a malformed request with an error that has no id (so
-//! the client waits for its answer forever). Here each bad line gets a
-//! JSON-RPC error that says what is wrong, with the request's id when it
-//! has one, and the event the NDJSON server records for a bad line. Good
-//! lines go to rmcp unchanged; everything written to stdout goes through
-//! one writer, a whole line at a time.
+//! Every line from the client is checked before rmcp sees it
+//! ([`message`](crate::message), as over HTTP), because rmcp drops a line
+//! that is not JSON without a word and answers a malformed request with an
+//! error that has no id (so the client waits for its answer forever). Here
+//! each bad line gets a JSON-RPC error that says what is wrong, with the
+//! request's id as the client wrote it, and the event the NDJSON server
+//! records for a bad line. Good lines go to rmcp unchanged; everything
+//! written to stdout goes through one writer, a whole line at a time.
 
 use std::sync::Arc;
 
 use envhost_core::Event;
-use rmcp::model::ClientJsonRpcMessage;
 use rmcp::service::{QuitReason, ServerInitializeError};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::mpsc;
 
 use crate::error::ServeError;
+use crate::message::{self, Framing};
 use crate::session::{Session, Shared};
 use crate::stop;
 
@@ -94,7 +94,6 @@ async fn check_lines(
         let reply = match read {
             Read::End => return,
             Read::TooLong => Some(error_line(
-                None,
                 -32600,
                 &format!(
                     "Invalid request: the line is longer than {} MiB; send each message on one line, smaller than that.",
@@ -165,57 +164,29 @@ async fn read_line(
     }
 }
 
-/// `None` for a line rmcp can take (a blank one included); otherwise what
-/// is wrong and the error line to answer.
+/// `None` for a line rmcp can take (a blank one included, and a
+/// notification it cannot parse, which rmcp drops as the protocol asks);
+/// otherwise what is wrong and the error line to answer.
 fn check(line: &[u8]) -> Option<(String, Vec<u8>)> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     if line.trim_ascii().is_empty() {
         return None;
     }
-    // rmcp's own parse of the line, so that exactly what it takes passes.
-    let err = match serde_json::from_slice::<ClientJsonRpcMessage>(line) {
-        Ok(_) => return None,
-        Err(err) => err,
-    };
-    let value: Value = match serde_json::from_slice(line) {
-        Ok(value) => value,
-        Err(err) => {
-            return Some(error_line(
-                None,
-                -32700,
-                &format!(
-                    "Parse error: the line is not JSON ({err}); send one JSON-RPC message per line."
-                ),
-            ));
+    match message::check(line, Framing::Line, None) {
+        Ok(_) => None,
+        Err(refusal) if refusal.notification => None,
+        Err(refusal) => {
+            let mut reply = refusal.to_json();
+            reply.push(b'\n');
+            Some((refusal.message, reply))
         }
-    };
-    let id = value
-        .get("id")
-        .filter(|id| id.is_string() || id.is_number());
-    let method = value.get("method").and_then(Value::as_str);
-    match (id, method) {
-        // A notification rmcp does not know is ignored, as the protocol
-        // asks; one it knows with bad fields it answers itself.
-        (None, Some(_)) => None,
-        (Some(id), Some(method)) => Some(error_line(
-            Some(id.clone()),
-            -32602,
-            &format!("Invalid params for {method}: {err}."),
-        )),
-        _ => Some(error_line(
-            id.cloned(),
-            -32600,
-            &format!(
-                "Invalid request: {err}. A JSON-RPC message is an object with \"jsonrpc\": \"2.0\" and a \"method\" (with an \"id\" for a request), or an answer to the server's request."
-            ),
-        )),
     }
 }
 
-fn error_line(id: Option<Value>, code: i64, message: &str) -> (String, Vec<u8>) {
+fn error_line(code: i64, message: &str) -> (String, Vec<u8>) {
     let reply = json!({
         "jsonrpc": "2.0",
-        "id": id.unwrap_or(Value::Null),
+        "id": Value::Null,
         "error": {"code": code, "message": message},
     });
     let mut line = reply.to_string().into_bytes();
