@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
+import time
 import unittest
 from pathlib import Path
 
@@ -71,6 +73,18 @@ def tool_outputs(sample) -> list:
     return [message.text for message in sample.messages if message.role == "tool"]
 
 
+def assert_nothing_left(test: unittest.TestCase) -> None:
+    """No process this test started is left (a host killed from outside
+    may take a moment to take its shell and interpreter with it)."""
+    deadline = time.monotonic() + 10
+    while True:
+        left = [pid for pid in descendants(os.getpid()) if alive(pid)]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    test.assertEqual(left, [], "processes left after the eval")
+
+
 class InspectAI(unittest.TestCase):
     def setUp(self) -> None:
         check_installed()
@@ -83,8 +97,7 @@ class InspectAI(unittest.TestCase):
         return logs[0]
 
     def assert_nothing_left(self):
-        left = [pid for pid in descendants(os.getpid()) if alive(pid)]
-        self.assertEqual(left, [], "processes left after the eval")
+        assert_nothing_left(self)
 
     def dataset(self):
         return [Sample(input="Work in sample alpha", id="alpha"), Sample(input="Work in sample beta", id="beta")]
@@ -163,6 +176,42 @@ class InspectAI(unittest.TestCase):
         self.assertTrue(outputs[2].startswith("yes\n"), outputs[2])
         self.assert_nothing_left()
 
+    def test_a_host_that_dies_is_replaced_on_the_next_call_which_says_so(self):
+        hosts = []
+
+        @solver
+        def note_host():
+            async def solve(state, generate):
+                hosts.append(current_session().pid)
+                return state
+
+            return solve
+
+        def steps(name):
+            return [call("bash", command="export MARK=kept"), call("bash", command="true"), call("bash", command='echo "mark=${MARK:-unset}"')]
+
+        def next_output(messages, tools, tool_choice, config):
+            done = sum(1 for m in messages if m.role == "tool")
+            if done == 1:
+                # Between two calls, the host is killed.
+                os.kill(hosts[0], signal.SIGKILL)
+            plan = steps("")
+            return plan[done] if done < len(plan) else answer("done")
+
+        task = Task(
+            dataset=[Sample(input="Work in sample alpha")],
+            solver=with_envhost([note_host(), use_tools(envhost_tools()), generate()]),
+        )
+        log = self.run_eval(task, get_model(MODEL, custom_outputs=next_output))
+        self.assertEqual(log.status, "success", log.error)
+        tools = [message for message in log.samples[0].messages if message.role == "tool"]
+        self.assertIsNotNone(tools[1].error)
+        self.assertIn("The envhost session ended", tools[1].error.message)
+        self.assertIn("The next call starts a fresh one", tools[1].error.message)
+        self.assertTrue(tools[2].text.startswith("[envhost] This is a fresh session"), tools[2].text)
+        self.assertIn("mark=unset", tools[2].text)
+        self.assert_nothing_left()
+
     def test_the_tools_refuse_to_run_outside_with_envhost(self):
         # Rather than a host per call, whose state would vanish between calls.
         task = Task(dataset=[Sample(input="Work in sample alpha")], solver=[use_tools(envhost_tools()), generate()])
@@ -195,8 +244,7 @@ class HandWiredMCP(unittest.TestCase):
         task = Task(dataset=[Sample(input="Work in sample alpha")], solver=solver_chain)
         logs = inspect_eval(task, model=scripted_model(lambda name: steps), log_dir=str(self.logs), display="none")
         self.assertEqual(logs[0].status, "success", logs[0].error)
-        left = [pid for pid in descendants(os.getpid()) if alive(pid)]
-        self.assertEqual(left, [], "processes left after the eval")
+        assert_nothing_left(self)
         return tool_outputs(logs[0].samples[0])[1]
 
     def server(self):
