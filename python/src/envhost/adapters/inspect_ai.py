@@ -84,8 +84,8 @@ class _SampleHost:
     by the tools, closed at the sample's end. A host that dies is replaced
     on the next call, and that call's result says what was lost."""
 
-    def __init__(self, argv_project: Optional[str], command: Optional[Sequence[str]], options: Dict[str, Any]):
-        self._project = argv_project
+    def __init__(self, project: Optional[str], command: Optional[Sequence[str]], options: Dict[str, Any]):
+        self._project = project
         self._command = list(command) if command is not None else None
         self._options = options
         self._session: Optional[AsyncSession] = None
