@@ -112,3 +112,19 @@ class SmolAgents(ProjectTest):
             executor("import time\ntime.sleep(30)")
         self.assertIn("KeyboardInterrupt", str(caught.exception))
         self.assertEqual(executor("kept").output, "'yes'")
+
+    def test_the_step_timeout_does_not_bound_the_interpreter_start(self):
+        # The interpreter starts on the first command, which is the
+        # executor's own preparation; on a loaded machine that start took
+        # longer than a short step timeout and the first step failed
+        # ("could not prepare envhost's python environment"). An
+        # interpreter that takes a second to start makes that certain.
+        slow_python = self.project / "slow-python"
+        slow_python.write_text(f"#!/bin/sh\nsleep 1\nexec {sys.executable} \"$@\"\n")
+        slow_python.chmod(0o755)
+        executor = EnvhostExecutor(["json"], project=self.project, python=slow_python, timeout=0.5, pip_install=False)
+        self.addCleanup(executor.cleanup)
+        self.assertEqual(executor("kept = 'yes'\nkept").output, "'yes'")
+        with self.assertRaises(AgentError) as caught:
+            executor("import time\ntime.sleep(30)")
+        self.assertIn("KeyboardInterrupt", str(caught.exception))

@@ -12,7 +12,7 @@ and a client for it.
 `docker exec -i`, `kubectl exec -i`, ...) and speaks its NDJSON protocol;
 `AsyncSession` does the same on an asyncio event loop. Adapters for agent
 frameworks live in `envhost.adapters` (optional extras: `envhost[mini]`,
-`envhost[smolagents]`, `envhost[deepagents]`).
+`envhost[smolagents]`, `envhost[deepagents]`, `envhost[inspect]`).
 """
 
 from ._aio import AsyncSession

@@ -87,6 +87,10 @@ class EnvhostExecutor(RemotePythonExecutor):
     requirements (smolagents' own `final_answer` code imports numpy and
     PIL), with pip, and only those the interpreter cannot import yet.
     ``pip_install=False`` never installs anything.
+
+    `timeout` (seconds) bounds each step of the agent's code; the
+    executor's own setup (the interpreter's start, the package probe,
+    installs) runs under the session's timeout instead.
     """
 
     def __init__(
@@ -113,7 +117,10 @@ class EnvhostExecutor(RemotePythonExecutor):
     def _prepare(self) -> None:
         if self._ready:
             return
-        result = self.session.run("python", _RUNNER, timeout=self.timeout)
+        # Setup, not a step of the agent's: the first command starts the
+        # interpreter, which can take longer than a short step timeout on a
+        # loaded machine, so it runs under the session's own timeout.
+        result = self.session.run("python", _RUNNER)
         if not result.success:
             raise AgentError(f"could not prepare envhost's python environment:\n{result.output}", self.logger)
         self._ready = True
@@ -149,7 +156,6 @@ class EnvhostExecutor(RemotePythonExecutor):
         probe = self.session.run(
             "python",
             f"[n for n in {sorted(set(imports.values()))!r} if __import__('importlib.util').util.find_spec(n) is None]",
-            timeout=self.timeout,
         )
         try:
             missing_imports = set(ast.literal_eval(probe.output.strip() or "[]"))
@@ -163,7 +169,7 @@ class EnvhostExecutor(RemotePythonExecutor):
                 "import subprocess as _s, sys as _y\n"
                 f"_s.run([_y.executable, '-m', 'pip', 'install', '--quiet', *{missing!r}], check=True)"
             )
-            result = self.session.run("python", code, timeout=self.timeout)
+            result = self.session.run("python", code)
             self.logger.log(result.output)
             if not result.success:
                 raise AgentError(f"could not install {', '.join(missing)}:\n{result.output}", self.logger)
