@@ -23,6 +23,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use crate::untrusted::Bound;
+
 mod watch;
 
 use watch::{FolderWatch, Look};
@@ -60,35 +62,11 @@ pub struct ProducedFile {
 
 impl ProducedFile {
     /// Its bytes, if it is still a regular file of at most `limit` bytes
-    /// (it may have changed since it was described).
+    /// (it may have changed since it was described; a symlink or a FIFO
+    /// swapped in is neither followed nor waited for).
     pub fn read_bounded(&self, limit: u64) -> Option<Vec<u8>> {
-        read_regular(&self.absolute, limit)
+        crate::untrusted::read_file(&self.absolute, Bound::new(limit, "a produced file")).ok()
     }
-}
-
-/// `path` opened for reading if it is a regular file: a symlink is not
-/// followed, and a FIFO swapped in does not block the host (the agent's
-/// commands can put either where a file is expected).
-pub fn open_regular(path: &Path) -> Option<fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW)
-        .open(path)
-        .ok()?;
-    file.metadata().ok()?.is_file().then_some(file)
-}
-
-/// The first bytes of a regular file ([`open_regular`]), up to `limit`;
-/// `None` when `path` is not one or holds more than `limit` bytes.
-pub fn read_regular(path: &Path, limit: u64) -> Option<Vec<u8>> {
-    use std::io::Read;
-    let file = open_regular(path)?;
-    let mut bytes = Vec::new();
-    file.take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .ok()?;
-    (bytes.len() as u64 <= limit).then_some(bytes)
 }
 
 /// When a command started, on the clock the kernel stamps modification

@@ -378,7 +378,7 @@ impl EditorEnvironment {
             })
             .collect();
         if visible.is_empty() {
-            let suggestion = suggest_view(&path, &display, range);
+            let suggestion = suggest_view(&self.root, &path, &display, range);
             return CommandResponse::failure(edit::no_view_help(&display, range, &suggestion));
         }
         let new_lines = parse::content_lines(body);
@@ -388,7 +388,7 @@ impl EditorEnvironment {
         let mut attempt = 0;
         let (new_bytes, written) = loop {
             attempt += 1;
-            let bytes = match files::read_resolved(&path) {
+            let bytes = match files::read_resolved(&self.root, &path) {
                 Ok(bytes) => bytes,
                 Err(problem) => {
                     return CommandResponse::failure(format!(
@@ -539,9 +539,14 @@ impl EditorEnvironment {
 /// A `view` command that would show the lines an edit asked for: their
 /// first and last lines as literal patterns when the file has them, the
 /// help's example otherwise.
-fn suggest_view(path: &ResolvedPath, display: &str, range: LineRange) -> String {
+fn suggest_view(
+    root: &ProjectRoot,
+    path: &ResolvedPath,
+    display: &str,
+    range: LineRange,
+) -> String {
     let fallback = format!("view {display} /^def main/ /^$/");
-    let Ok(bytes) = files::read_resolved(path) else {
+    let Ok(bytes) = files::read_resolved(root, path) else {
         return fallback;
     };
     let all = split_lines(&bytes);
