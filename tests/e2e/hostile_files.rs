@@ -257,6 +257,32 @@ fn an_editor_refuses_sockets_folders_devices_and_links_to_fifos_without_blocking
 }
 
 #[test]
+fn an_editor_search_reads_planted_ignore_files_as_hostile_files() {
+    let project = Project::new();
+    project.write("src/a.py", "# TODO here\n");
+    project.write("sub/b.py", "# TODO there\n");
+    let mut host = bounded().start(project.path());
+    command(
+        &mut host,
+        "bash",
+        "mkfifo .gitignore && ln -s /dev/zero sub/.ignore",
+    )
+    .ok();
+    let reply = command(&mut host, "editor", "search \"TODO\"");
+    let output = reply.ok();
+    assert!(
+        output.contains("src/a.py:1: # TODO here") && output.contains("sub/b.py:1: # TODO there"),
+        "{output}"
+    );
+    assert!(
+        output.contains(".gitignore is a FIFO, not a regular file")
+            && output.contains("sub/.ignore is a symlink"),
+        "{output}"
+    );
+    assert_bounded_memory(&host, "search");
+}
+
+#[test]
 fn bashs_state_dump_swapped_for_a_fifo_or_dev_zero_is_refused_and_the_shell_serves() {
     for (swap, words) in [
         ("mkfifo", "is a FIFO, not a regular file"),

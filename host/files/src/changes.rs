@@ -62,10 +62,19 @@ pub struct ProducedFile {
 
 impl ProducedFile {
     /// Its bytes, if it is still a regular file of at most `limit` bytes
-    /// (it may have changed since it was described; a symlink or a FIFO
-    /// swapped in is neither followed nor waited for).
+    /// (it may have changed since it was described: inside the project no
+    /// symlink swapped in on the way is followed, outside none at its
+    /// name, and a FIFO is never waited for).
     pub fn read_bounded(&self, limit: u64) -> Option<Vec<u8>> {
-        crate::untrusted::read_file(&self.absolute, Bound::new(limit, "a produced file")).ok()
+        let bound = Bound::new(limit, "a produced file");
+        let relative = Path::new(&self.path);
+        let project = (!relative.is_absolute())
+            .then(|| self.absolute.ancestors().nth(relative.components().count()))
+            .flatten();
+        match project {
+            Some(project) => crate::untrusted::read_beneath(project, relative, bound).ok(),
+            None => crate::untrusted::read_file(&self.absolute, bound).ok(),
+        }
     }
 }
 
@@ -461,6 +470,22 @@ mod tests {
         reported.remember(&[root.join("edited.py")]);
         let found = reported.changed_since(&root, std::slice::from_ref(&root), since);
         assert!(found.is_empty(), "{found:?}");
+    }
+
+    #[test]
+    fn a_produced_file_is_read_without_following_a_folder_swapped_for_a_link() {
+        let project = tempfile::tempdir().unwrap();
+        let root = project.path().canonicalize().unwrap();
+        fs::create_dir(root.join("out")).unwrap();
+        fs::write(root.join("out/plot.png"), "png").unwrap();
+        let produced = describe(&root, &root.join("out/plot.png")).unwrap();
+        assert_eq!(produced.read_bounded(10).unwrap(), b"png");
+        assert!(produced.read_bounded(2).is_none(), "over its bound");
+        let elsewhere = tempfile::tempdir().unwrap();
+        fs::write(elsewhere.path().join("plot.png"), "secret").unwrap();
+        fs::remove_dir_all(root.join("out")).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), root.join("out")).unwrap();
+        assert!(produced.read_bounded(10).is_none());
     }
 
     #[test]

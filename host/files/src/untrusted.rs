@@ -426,15 +426,27 @@ impl Folder {
         self.path.join(name)
     }
 
-    /// Opens the regular file `name` in the folder for reading, not
-    /// following it if it is a symlink.
-    pub fn open_file(&self, name: impl AsRef<Path>) -> Result<Opened, FileRefusal> {
-        let name = name.as_ref();
-        let shown = self.path.join(name);
-        let opened = openat(Some(self.fd.as_raw_fd()), name, read_flags(), Mode::empty());
-        let fd =
-            opened.map_err(|errno| refusal_at(Some(self.fd.as_raw_fd()), name, &shown, errno))?;
-        regular(own(fd), shown)
+    /// Opens the regular file at `relative` (a name, or a plain path below
+    /// the folder) for reading, following no symlink on the way or at the
+    /// end.
+    pub fn open_file(&self, relative: impl AsRef<Path>) -> Result<Opened, FileRefusal> {
+        let relative = relative.as_ref();
+        let fd = resolve_beneath(self.fd.as_fd(), &self.path, relative, read_flags())?;
+        regular(fd, self.path.join(relative))
+    }
+
+    /// Opens `path` as [`open_file`](Folder::open_file) when it lies below
+    /// the folder, else as the free [`open_file`] (outside, where the
+    /// operator allowed it, only its own name is not followed).
+    pub fn open_within(&self, path: &Path) -> Result<Opened, FileRefusal> {
+        match path.strip_prefix(&self.path) {
+            Ok(relative) if relative.as_os_str().is_empty() => Err(FileRefusal::new(
+                path,
+                RefusalReason::NotRegular(FileKind::Folder),
+            )),
+            Ok(relative) => self.open_file(relative),
+            Err(_) => open_file(path),
+        }
     }
 
     /// [`open_file`](Folder::open_file), then [`Opened::read`].
@@ -744,7 +756,8 @@ fn is_symlink_at(dir: RawFd, name: &Path) -> bool {
 /// `errno`; `shown` names the file in the words.
 fn refusal_at(dir: Option<RawFd>, name: &Path, shown: &Path, errno: Errno) -> FileRefusal {
     let reason = match errno {
-        Errno::ENOENT => RefusalReason::Missing,
+        // ENOTDIR: a file where a folder on the way should be.
+        Errno::ENOENT | Errno::ENOTDIR => RefusalReason::Missing,
         Errno::ELOOP => RefusalReason::Symlink,
         // Opening a socket fails with ENXIO: say what it is.
         Errno::ENXIO => {

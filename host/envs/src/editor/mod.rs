@@ -7,12 +7,14 @@
 //! `Commands:`). The work itself lives in the submodules: `parse` (command
 //! syntax), `files` (reading text files), `patterns` (Python-style regexes
 //! on Rust's engine), `views` (pattern views and their rendering), `edit`
-//! (verified splices) and `search`; staying inside the project and writes
+//! (verified splices), `search` and `ignore_files` (the project's ignore
+//! files, read as hostile files); staying inside the project and writes
 //! that lose nothing are the project-files crate's (`envhost_files`).
 //! Nothing here knows about the protocol.
 
 mod edit;
 mod files;
+mod ignore_files;
 mod lines;
 mod parse;
 mod patterns;
