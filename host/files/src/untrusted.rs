@@ -704,7 +704,7 @@ fn walk(
 
 /// Only plain relative paths are opened beneath a folder.
 fn check_relative(root: &Path, relative: &Path) -> Result<(), FileRefusal> {
-    let plain = relative.as_os_str().len() > 0
+    let plain = !relative.as_os_str().is_empty()
         && relative
             .components()
             .all(|part| matches!(part, Component::Normal(_)));

@@ -204,7 +204,7 @@ impl OutputCapture {
                 return;
             }
             if let Err(err) = file.write_all(&text.as_bytes()[..take]) {
-                let reason = match folder.remove(&name) {
+                let reason = match folder.remove(name) {
                     Ok(()) => format!(
                         "writing {} failed ({err}); the partial file was removed",
                         path.display()
