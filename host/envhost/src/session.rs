@@ -316,8 +316,10 @@ mod tests {
 
     #[test]
     fn a_state_round_trips_and_another_project_is_refused() {
-        let project = tempfile::tempdir().unwrap();
-        let store = SessionStore::new(Identity::new(project.path()));
+        let parent = tempfile::tempdir().unwrap();
+        let project = parent.path().join("project");
+        std::fs::create_dir(&project).unwrap();
+        let store = SessionStore::new(Identity::new(&project));
         store.prepare().unwrap();
         store.keep("bash", "{\"x\":1}").unwrap();
         use std::os::unix::fs::PermissionsExt;
@@ -330,10 +332,11 @@ mod tests {
             store.load().unwrap(),
             [("bash".to_owned(), "{\"x\":1}".to_owned())]
         );
-        let elsewhere = SessionStore {
-            dir: store.dir.clone(),
-            identity: Identity::new(Path::new("/elsewhere")),
-        };
+        // The store is found below the project it serves: a project moved
+        // elsewhere finds records that name the old place.
+        let moved = parent.path().join("moved");
+        std::fs::rename(&project, &moved).unwrap();
+        let elsewhere = SessionStore::new(Identity::new(&moved));
         let refusal = elsewhere.load().unwrap_err();
         assert!(refusal.contains("belongs to the project"), "{refusal}");
     }
