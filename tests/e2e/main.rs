@@ -17,6 +17,7 @@ mod figures;
 mod files;
 mod harness;
 mod hostile;
+mod hostile_files;
 mod isolation;
 mod loopback_http;
 mod mcp;

@@ -61,25 +61,10 @@ pub fn duration(duration: Duration) -> String {
 }
 
 /// A size as the agent reads it: `512 B`, `92.7 KiB`, `256 MiB`, `4.0 GiB`.
+/// (The wording lives in `envhost-files`, the lowest crate, whose refusals
+/// of oversized files say sizes too.)
 pub fn bytes(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64;
-    let mut unit = "B";
-    for next in UNITS {
-        if value < 1024.0 {
-            break;
-        }
-        value /= 1024.0;
-        unit = next;
-    }
-    if value.fract() == 0.0 && value >= 10.0 {
-        format!("{value:.0} {unit}")
-    } else {
-        format!("{value:.1} {unit}")
-    }
+    envhost_files::untrusted::size_words(bytes)
 }
 
 /// `noun` in the form that goes with `count`: `line`, `lines`;

@@ -18,18 +18,34 @@
 //! a sentence that says why and what to do; the orchestrator tells the
 //! agent and hands the state again after the next answer.
 //!
+//! Commands can write in the project, so the folder is reached from the
+//! project without following any symlink, and each file in it is read as
+//! a hostile one ([`envhost_files::untrusted`]): a symlink, a FIFO, a
+//! folder or a file over [`RECORD_BOUND`] is refused with a sentence, never
+//! followed, waited on or read whole. Temporary files are created `O_EXCL`
+//! at random names.
+//!
 //! It must not know what an environment's state holds: that is each
 //! environment's own format, carried as a string.
 
 use std::collections::BTreeMap;
-use std::fs::{self, DirBuilder};
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use envhost_core::StateKeeper;
+use envhost_files::{Bound, FileRefusal, Folder, untrusted};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+/// The most bytes of one session record read back (and written: a bigger
+/// state is not saved, and the failure says why).
+pub const RECORD_BOUND: Bound = Bound::new(256 << 20, "a session record");
+
+/// The most bytes of a plugin file hashed for the identity.
+const PLUGIN_HASH_BOUND: Bound = Bound::new(1 << 30, "a plugin file");
+
+/// The session folder, inside the project.
+const FOLDER: &str = ".envhost/session";
 
 /// What a saved state must match to be restored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,9 +67,9 @@ impl Identity {
 
     /// Adds the plugin `name` loaded from `file`.
     pub fn add_plugin(&mut self, name: &str, file: &Path) {
-        let hash = match fs::read(file) {
-            Ok(bytes) => format!("{:x}", Sha256::digest(&bytes)),
-            Err(err) => format!("unreadable: {err}"),
+        let hash = match hash_plugin(file) {
+            Ok(hash) => hash,
+            Err(refusal) => format!("unreadable: {refusal}"),
         };
         self.plugins.insert(name.to_owned(), hash);
     }
@@ -99,6 +115,45 @@ struct StateFile {
     state: String,
 }
 
+/// The sha256 of a plugin file, read as a hostile file (not followed, not
+/// waited on) and in pieces, at most [`PLUGIN_HASH_BOUND`] bytes.
+fn hash_plugin(file: &Path) -> Result<String, FileRefusal> {
+    let opened = untrusted::open_file(file)?;
+    let too_large = |size| FileRefusal {
+        path: file.to_owned(),
+        reason: envhost_files::RefusalReason::TooLarge {
+            size,
+            bound: PLUGIN_HASH_BOUND,
+        },
+    };
+    if opened.metadata().len() > PLUGIN_HASH_BOUND.bytes {
+        return Err(too_large(opened.metadata().len()));
+    }
+    let mut hasher = Sha256::new();
+    let mut reader = opened.file().take(PLUGIN_HASH_BOUND.bytes + 1);
+    let mut buffer = vec![0; 1 << 16];
+    let mut total = 0u64;
+    loop {
+        let read = match reader.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(read) => read,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(err) => {
+                return Err(FileRefusal {
+                    path: file.to_owned(),
+                    reason: envhost_files::RefusalReason::Io(err),
+                });
+            }
+        };
+        total += read as u64;
+        hasher.update(&buffer[..read]);
+    }
+    if total > PLUGIN_HASH_BOUND.bytes {
+        return Err(too_large(total));
+    }
+    Ok(format!("{:x}", hasher.finalize()))
+}
+
 /// The session folder of one project.
 pub struct SessionStore {
     dir: PathBuf,
@@ -108,7 +163,7 @@ pub struct SessionStore {
 impl SessionStore {
     pub fn new(identity: Identity) -> Self {
         SessionStore {
-            dir: identity.project.join(".envhost").join("session"),
+            dir: identity.project.join(FOLDER),
             identity,
         }
     }
@@ -117,24 +172,38 @@ impl SessionStore {
         &self.dir
     }
 
+    /// The folder, reached from the project without following a symlink;
+    /// with `create`, made (0700) if missing.
+    fn folder(&self, create: bool) -> Result<Folder, FileRefusal> {
+        Folder::beneath(
+            &self.identity.project,
+            Path::new(FOLDER),
+            create.then_some(0o700),
+        )
+    }
+
     /// Every saved environment's state, or why none can be used (a file
-    /// that is corrupted or belongs to another project or build: then
-    /// nothing is, never a mix).
+    /// that is corrupted, belongs to another project or build, or is not a
+    /// regular file: then nothing is, never a mix).
     pub fn load(&self) -> Result<Vec<(String, String)>, String> {
-        let entries = match fs::read_dir(&self.dir) {
-            Ok(entries) => entries,
-            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(err) => return Err(format!("cannot read {}: {err}", self.dir.display())),
+        let folder = match self.folder(false) {
+            Ok(folder) => folder,
+            Err(refusal) if refusal.is_missing() => return Ok(Vec::new()),
+            Err(refusal) => return Err(refusal.to_string()),
         };
+        let entries = folder
+            .entries()
+            .map_err(|err| format!("cannot read {}: {err}", self.dir.display()))?;
         let mut states = Vec::new();
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+        for (name, _) in entries {
+            if Path::new(&name).extension().and_then(|e| e.to_str()) != Some("json") {
                 continue;
             }
-            let text = fs::read_to_string(&path)
-                .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
-            let file: StateFile = serde_json::from_str(&text).map_err(|err| {
+            let path = folder.join(&name);
+            let bytes = folder
+                .read(&name, RECORD_BOUND)
+                .map_err(|refusal| refusal.to_string())?;
+            let file: StateFile = serde_json::from_slice(&bytes).map_err(|err| {
                 format!("the saved state {} is corrupted ({err})", path.display())
             })?;
             if let Some(why) = self.identity.mismatch(&file.identity) {
@@ -150,51 +219,53 @@ impl SessionStore {
     }
 
     /// Removes every saved state, and temporary files a killed host left
-    /// (a fresh session starts).
+    /// (a fresh session starts). A folder that is a symlink is left alone:
+    /// nothing is removed where it leads.
     pub fn clear(&self) {
-        if let Ok(entries) = fs::read_dir(&self.dir) {
-            for entry in entries.flatten() {
-                let name = entry.file_name();
-                let name = name.to_string_lossy();
-                if name.ends_with(".json") || name.starts_with(".state-") {
-                    let _ = fs::remove_file(entry.path());
-                }
+        let Ok(folder) = self.folder(false) else {
+            return;
+        };
+        for (name, stat) in folder.entries().unwrap_or_default() {
+            let text = name.to_string_lossy();
+            if !(text.ends_with(".json") || text.starts_with(".state-")) {
+                continue;
+            }
+            let is_folder =
+                stat.is_some_and(|stat| stat.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR);
+            if is_folder {
+                // An empty folder where a state goes would block every save.
+                let _ = folder.remove_folder(&name);
+            } else {
+                let _ = folder.remove(&name);
             }
         }
     }
 
     /// Removes `environment`'s saved state.
     pub fn forget(&self, environment: &str) {
-        let _ = fs::remove_file(self.file(environment));
+        if let Ok(folder) = self.folder(false) {
+            let _ = folder.remove(file_name(environment));
+        }
     }
 
     /// Creates the folder (0700, ignored by git like the output folder)
     /// if it is not there.
     pub fn prepare(&self) -> io::Result<()> {
-        if let Some(parent) = self.dir.parent() {
-            fs::create_dir_all(parent)?;
-            refuse_symlink(parent)?;
-        }
-        let created = DirBuilder::new().mode(0o700).create(&self.dir);
         // A project may hold a symlink here to make the host write (and
         // chmod) somewhere else: only a real folder is used.
-        refuse_symlink(&self.dir)?;
-        match created {
-            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
-                fs::set_permissions(&self.dir, fs::Permissions::from_mode(0o700))?
-            }
-            other => other?,
-        }
-        let ignore = self.dir.join(".gitignore");
-        if !ignore.exists() {
-            // Best effort: the session works without it, git just shows it.
-            let _ = fs::write(&ignore, "# envhost's saved session state\n*\n");
+        let folder = self.folder(true).map_err(|refusal| {
+            io::Error::other(format!(
+                "{} is not a folder (a symlink or a file, or behind one: {}); remove it to record the session",
+                self.dir.display(),
+                refusal.reason
+            ))
+        })?;
+        folder.set_mode(0o700)?;
+        // Best effort: the session works without it, git just shows it.
+        if let Ok(mut ignore) = folder.create_new(".gitignore", 0o666) {
+            let _ = ignore.write_all(b"# envhost's saved session state\n*\n");
         }
         Ok(())
-    }
-
-    fn file(&self, environment: &str) -> PathBuf {
-        self.dir.join(format!("{environment}.json"))
     }
 
     fn write(&self, environment: &str, state: &str) -> io::Result<()> {
@@ -204,28 +275,32 @@ impl SessionStore {
             state: state.to_owned(),
         })
         .map_err(io::Error::other)?;
-        // tempfile creates it 0600.
-        let mut temporary = tempfile::Builder::new()
-            .prefix(".state-")
-            .tempfile_in(&self.dir)?;
-        temporary.write_all(&content)?;
-        temporary.as_file().sync_all()?;
-        temporary
-            .persist(self.file(environment))
-            .map_err(|err| err.error)?;
-        Ok(())
+        if content.len() as u64 > RECORD_BOUND.bytes {
+            return Err(io::Error::other(format!(
+                "the state is {}, more than the {} {} may be",
+                untrusted::size_words(content.len() as u64),
+                untrusted::size_words(RECORD_BOUND.bytes),
+                RECORD_BOUND.what
+            )));
+        }
+        let folder = self
+            .folder(false)
+            .map_err(|refusal| io::Error::other(refusal.to_string()))?;
+        let (temporary, mut file) = folder.create_unique(".state-", ".tmp", 0o600)?;
+        let written = file
+            .write_all(&content)
+            .and_then(|()| file.sync_all())
+            .and_then(|()| folder.rename(&temporary, file_name(environment)));
+        if written.is_err() {
+            let _ = folder.remove(&temporary);
+        }
+        written
     }
 }
 
-fn refuse_symlink(path: &Path) -> io::Result<()> {
-    let meta = fs::symlink_metadata(path)?;
-    if meta.file_type().is_symlink() || !meta.is_dir() {
-        return Err(io::Error::other(format!(
-            "{} is not a folder (a symlink or a file); remove it to record the session",
-            path.display()
-        )));
-    }
-    Ok(())
+/// The record of `environment` in the folder.
+fn file_name(environment: &str) -> String {
+    format!("{environment}.json")
 }
 
 impl StateKeeper for SessionStore {
@@ -269,11 +344,14 @@ mod tests {
 
     #[test]
     fn a_state_round_trips_and_another_project_is_refused() {
-        let project = tempfile::tempdir().unwrap();
-        let store = SessionStore::new(Identity::new(project.path()));
+        let parent = tempfile::tempdir().unwrap();
+        let project = parent.path().join("project");
+        std::fs::create_dir(&project).unwrap();
+        let store = SessionStore::new(Identity::new(&project));
         store.prepare().unwrap();
         store.keep("bash", "{\"x\":1}").unwrap();
-        let mode = fs::metadata(store.file("bash"))
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(store.dir.join("bash.json"))
             .unwrap()
             .permissions()
             .mode();
@@ -282,10 +360,11 @@ mod tests {
             store.load().unwrap(),
             [("bash".to_owned(), "{\"x\":1}".to_owned())]
         );
-        let elsewhere = SessionStore {
-            dir: store.dir.clone(),
-            identity: Identity::new(Path::new("/elsewhere")),
-        };
+        // The store is found below the project it serves: a project moved
+        // elsewhere finds records that name the old place.
+        let moved = parent.path().join("moved");
+        std::fs::rename(&project, &moved).unwrap();
+        let elsewhere = SessionStore::new(Identity::new(&moved));
         let refusal = elsewhere.load().unwrap_err();
         assert!(refusal.contains("belongs to the project"), "{refusal}");
     }

@@ -12,16 +12,19 @@
 //! byte, so that every link keeps showing the same file: the trade-off is
 //! that a crash in the middle of that write can leave it half written.
 //!
+//! The temporary file is created `O_EXCL` at a name nobody can guess, and
+//! the target is opened without following a symlink swapped in for it or
+//! waiting on a FIFO ([`untrusted`](crate::untrusted)).
+//!
 //! This module owns those sequences and creating a new file without ever
 //! replacing one that appeared meanwhile. It must not decide what to write.
 
-use std::ffi::OsString;
 use std::fs::{self, File, Metadata, OpenOptions};
-use std::io::{self, ErrorKind, Read, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::untrusted::{self, FileRefusal, RefusalReason};
 use crate::writers::{self, Writer};
 
 /// Why an edit's content did not go in cleanly.
@@ -60,7 +63,9 @@ pub fn replace_verified(
     expected: &[u8],
     content: &[u8],
 ) -> Result<Written, WriteProblem> {
-    let current = File::open(target)?;
+    let current = untrusted::open_file(target)
+        .map_err(refusal_to_io)?
+        .into_file();
     let before = current.metadata()?;
     if before.len() != expected.len() as u64 || read_whole(&current)? != expected {
         return Err(WriteProblem::Changed);
@@ -116,7 +121,11 @@ fn write_in_place(
     expected: &[u8],
     content: &[u8],
 ) -> Result<Written, WriteProblem> {
-    let file = OpenOptions::new().write(true).open(target)?;
+    // Never through a symlink swapped in, never waiting on a FIFO.
+    let file = OpenOptions::new()
+        .write(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(target)?;
     if !same_file(before, &file.metadata()?) || !unchanged(before, &current.metadata()?) {
         return Err(WriteProblem::Changed);
     }
@@ -204,33 +213,22 @@ fn finish(result: io::Result<()>, temp: &Path, target: &Path) -> io::Result<()> 
 }
 
 /// A fresh file next to `target` (same folder, so the rename is atomic),
-/// created with the mode a new file gets.
+/// created `O_EXCL` at a name nobody can guess, with the mode a new file
+/// gets.
 pub(crate) fn open_temp_beside(target: &Path) -> io::Result<(PathBuf, File)> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let folder = match target.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
+    let folder = target.parent().unwrap_or(Path::new(""));
     let name = target.file_name().unwrap_or_default().to_string_lossy();
-    loop {
-        let attempt = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let mut temp_name = OsString::from(".");
-        temp_name.push(format!(
-            "{name}.envhost-{}-{attempt}.tmp",
-            std::process::id()
-        ));
-        let temp = folder.join(temp_name);
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o666)
-            .open(&temp)
-        {
-            Ok(file) => return Ok((temp, file)),
-            Err(err) if err.kind() == ErrorKind::AlreadyExists => continue,
-            Err(err) => return Err(err),
-        }
-    }
+    untrusted::create_unique(folder, &format!(".{name}.envhost-"), ".tmp", 0o666)
+}
+
+/// A refusal as the `io::Error` the write sequences report.
+fn refusal_to_io(refusal: FileRefusal) -> io::Error {
+    let kind = match &refusal.reason {
+        RefusalReason::Missing => io::ErrorKind::NotFound,
+        RefusalReason::Io(err) => err.kind(),
+        _ => io::ErrorKind::InvalidInput,
+    };
+    io::Error::new(kind, refusal.to_string())
 }
 
 /// Renames only if nothing is at `to` (renameat2 RENAME_NOREPLACE, or a
@@ -366,7 +364,7 @@ mod tests {
         create_new(&target, b"one").unwrap();
         assert_eq!(fs::read(&target).unwrap(), b"one");
         let err = create_new(&target, b"two").unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::AlreadyExists);
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
         assert_eq!(fs::read(&target).unwrap(), b"one");
         assert!(leftovers(&dir.path().join("a/b")).is_empty());
     }

@@ -23,6 +23,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use crate::untrusted::Bound;
+
 mod watch;
 
 use watch::{FolderWatch, Look};
@@ -60,35 +62,20 @@ pub struct ProducedFile {
 
 impl ProducedFile {
     /// Its bytes, if it is still a regular file of at most `limit` bytes
-    /// (it may have changed since it was described).
+    /// (it may have changed since it was described: inside the project no
+    /// symlink swapped in on the way is followed, outside none at its
+    /// name, and a FIFO is never waited for).
     pub fn read_bounded(&self, limit: u64) -> Option<Vec<u8>> {
-        read_regular(&self.absolute, limit)
+        let bound = Bound::new(limit, "a produced file");
+        let relative = Path::new(&self.path);
+        let project = (!relative.is_absolute())
+            .then(|| self.absolute.ancestors().nth(relative.components().count()))
+            .flatten();
+        match project {
+            Some(project) => crate::untrusted::read_beneath(project, relative, bound).ok(),
+            None => crate::untrusted::read_file(&self.absolute, bound).ok(),
+        }
     }
-}
-
-/// `path` opened for reading if it is a regular file: a symlink is not
-/// followed, and a FIFO swapped in does not block the host (the agent's
-/// commands can put either where a file is expected).
-pub fn open_regular(path: &Path) -> Option<fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW)
-        .open(path)
-        .ok()?;
-    file.metadata().ok()?.is_file().then_some(file)
-}
-
-/// The first bytes of a regular file ([`open_regular`]), up to `limit`;
-/// `None` when `path` is not one or holds more than `limit` bytes.
-pub fn read_regular(path: &Path, limit: u64) -> Option<Vec<u8>> {
-    use std::io::Read;
-    let file = open_regular(path)?;
-    let mut bytes = Vec::new();
-    file.take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .ok()?;
-    (bytes.len() as u64 <= limit).then_some(bytes)
 }
 
 /// When a command started, on the clock the kernel stamps modification
@@ -483,6 +470,22 @@ mod tests {
         reported.remember(&[root.join("edited.py")]);
         let found = reported.changed_since(&root, std::slice::from_ref(&root), since);
         assert!(found.is_empty(), "{found:?}");
+    }
+
+    #[test]
+    fn a_produced_file_is_read_without_following_a_folder_swapped_for_a_link() {
+        let project = tempfile::tempdir().unwrap();
+        let root = project.path().canonicalize().unwrap();
+        fs::create_dir(root.join("out")).unwrap();
+        fs::write(root.join("out/plot.png"), "png").unwrap();
+        let produced = describe(&root, &root.join("out/plot.png")).unwrap();
+        assert_eq!(produced.read_bounded(10).unwrap(), b"png");
+        assert!(produced.read_bounded(2).is_none(), "over its bound");
+        let elsewhere = tempfile::tempdir().unwrap();
+        fs::write(elsewhere.path().join("plot.png"), "secret").unwrap();
+        fs::remove_dir_all(root.join("out")).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), root.join("out")).unwrap();
+        assert!(produced.read_bounded(10).is_none());
     }
 
     #[test]

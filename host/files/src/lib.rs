@@ -15,7 +15,11 @@
 //!   `read_file` / `write_file`), a chunked write appearing all at once.
 //!
 //! - [`changes`]: the files a command created or changed, found with a
-//!   bounded look at a few directories, never a walk of the project.
+//!   bounded look at a few directories, never a walk of the project;
+//! - [`untrusted`]: how the host opens and creates any file where a
+//!   command can write (the project, `.envhost/`, `env/`, the shells'
+//!   private folders): no symlink followed, nothing that blocks, nothing
+//!   read without bound, nothing written through a planted name.
 //!
 //! The editor uses the first two; the front ends use the third. It must
 //! not know the wire format (JSON, base64) or any environment.
@@ -26,6 +30,7 @@ mod atomic;
 pub mod changes;
 mod paths;
 mod transfer;
+pub mod untrusted;
 pub mod writers;
 
 pub use crate::atomic::{WriteProblem, Written, create_new, replace_verified};
@@ -33,3 +38,4 @@ pub use crate::paths::{PathError, ProjectRoot, ResolvedPath};
 pub use crate::transfer::{
     FileChunk, FileError, FileWritten, MAX_READ_CHUNK, MAX_UNFINISHED_WRITES, ProjectFiles,
 };
+pub use crate::untrusted::{Bound, FileKind, FileRefusal, Folder, Opened, RefusalReason};

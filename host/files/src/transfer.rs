@@ -10,13 +10,14 @@
 //! or any environment.
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, ErrorKind, Write};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::atomic;
 use crate::paths::{PathError, ProjectRoot};
+use crate::untrusted::{self, FileKind, FileRefusal, RefusalReason};
 
 /// Most bytes one `read_file` answer carries (and the default): 8 MiB,
 /// about 11 MiB of base64, well under the protocol's 16 MiB line.
@@ -74,6 +75,10 @@ pub enum FileError {
         /// The path as given.
         path: String,
     },
+    /// A symlink swapped in (inside the project nothing on the way to a
+    /// file is followed), or another refusal of the file itself.
+    #[error("{0}")]
+    Refused(FileRefusal),
     /// The host's user may not do it.
     #[error("{path}: permission denied ({detail})")]
     PermissionDenied {
@@ -118,11 +123,22 @@ impl FileError {
             FileError::Path(_) => "outside_project",
             FileError::NotFound { .. } => "not_found",
             FileError::IsDirectory { .. } => "is_directory",
-            FileError::NotAFile { .. } => "not_a_file",
+            FileError::NotAFile { .. } | FileError::Refused(_) => "not_a_file",
             FileError::PermissionDenied { .. } => "permission_denied",
             FileError::NoWriteInProgress { .. } => "no_write_in_progress",
             FileError::TooManyWrites { .. } => "too_many_writes",
             FileError::Io { .. } => "io",
+        }
+    }
+
+    fn from_refusal(path: &str, refusal: FileRefusal) -> FileError {
+        let path = path.to_owned();
+        match refusal.reason {
+            RefusalReason::Missing => FileError::NotFound { path },
+            RefusalReason::NotRegular(FileKind::Folder) => FileError::IsDirectory { path },
+            RefusalReason::NotRegular(_) => FileError::NotAFile { path },
+            RefusalReason::Io(error) => FileError::from_io(&path, error),
+            _ => FileError::Refused(refusal),
         }
     }
 
@@ -178,26 +194,13 @@ impl ProjectFiles {
         length: Option<u64>,
     ) -> Result<FileChunk, FileError> {
         let real = self.root.resolve(path)?.real;
-        // O_NONBLOCK: opening a FIFO must not wait for a writer (it is
-        // refused below); no effect on regular files.
-        let file = OpenOptions::new()
-            .read(true)
-            .custom_flags(nix::libc::O_NONBLOCK)
-            .open(&real)
-            .map_err(|error| FileError::from_io(path, error))?;
-        let metadata = file
-            .metadata()
-            .map_err(|error| FileError::from_io(path, error))?;
-        if metadata.is_dir() {
-            return Err(FileError::IsDirectory {
-                path: path.to_owned(),
-            });
-        }
-        if !metadata.is_file() {
-            return Err(FileError::NotAFile {
-                path: path.to_owned(),
-            });
-        }
+        // Nothing on the way followed inside the project (a symlink swapped
+        // in since the path was resolved is refused), and a FIFO refused
+        // without waiting for a writer.
+        let opened = untrusted::open_within(self.root.path(), &real)
+            .map_err(|refusal| FileError::from_refusal(path, refusal))?;
+        let metadata = opened.metadata().clone();
+        let file = opened.into_file();
         let size = metadata.len();
         let wanted = length.unwrap_or(MAX_READ_CHUNK).min(MAX_READ_CHUNK);
         let available = size.saturating_sub(offset);

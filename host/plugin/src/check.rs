@@ -25,7 +25,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::grants::config_file::ConfigFile;
+use crate::grants::config_file::{ConfigFile, Origin};
 use crate::grants::{self, Grants, GrantsApplied};
 use crate::guest_io::LogSink;
 use crate::limits;
@@ -84,7 +84,7 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
     // the file to apply: a downloaded bundle's own envhost.toml must not
     // grant its plugin `sh` while it is being checked.
     let (config, applied) = if settings.config_file.is_some() {
-        read_grants(&config_file, &config_shown)
+        read_grants(&config_file, &config_shown, Origin::Operator)
     } else {
         if config_file.is_file() {
             notes.push(format!(
@@ -105,8 +105,12 @@ pub fn check_file(path: &Path, settings: &PluginSettings, log: Arc<dyn LogSink>)
 }
 
 /// The grants file, read, and whether it was found.
-fn read_grants(config_file: &Path, config_shown: &str) -> (Option<ConfigFile>, GrantsApplied) {
-    let config = ConfigFile::read(config_file, config_shown);
+fn read_grants(
+    config_file: &Path,
+    config_shown: &str,
+    origin: Origin,
+) -> (Option<ConfigFile>, GrantsApplied) {
+    let config = ConfigFile::read(config_file, config_shown, origin);
     let applied = if config.is_some() {
         GrantsApplied::Read
     } else {
@@ -140,7 +144,11 @@ pub fn check_as(
     };
     let folder = crate::settings::plugin_dir(project);
     let (config_file, config_shown) = config_path(settings, &folder, Some(project));
-    let (config, applied) = read_grants(&config_file, &config_shown);
+    let (config, applied) = read_grants(
+        &config_file,
+        &config_shown,
+        crate::settings::config_origin(settings),
+    );
     let place = Place {
         folder,
         project: project.to_owned(),

@@ -85,6 +85,17 @@ pub fn config_path(
     (path, shown)
 }
 
+/// Whether the grants file [`config_path`] names is the operator's
+/// (`--plugin-config`, a symlink there is followed) or the one in `env/`
+/// (where commands can write: never followed).
+pub fn config_origin(settings: &PluginSettings) -> config_file::Origin {
+    if settings.config_file.is_some() {
+        config_file::Origin::Operator
+    } else {
+        config_file::Origin::Project
+    }
+}
+
 /// `<project>/env`.
 pub fn plugin_dir(project_dir: &Path) -> PathBuf {
     project_dir.join("env")

@@ -8,14 +8,21 @@
 //! on first need, ignored by git, the newest [`RETAINED_FILES`] kept) and the
 //! response holds the first and last halves of the cap with a marker saying
 //! how many bytes were left out and where the whole text is.
+//!
+//! Commands can write in that folder. So it is reached from the project
+//! without following any symlink (a `.envhost` or `output` that leads
+//! elsewhere is refused, so nothing is written or pruned there), and each
+//! file is created `O_EXCL` at a name with a random part: a name planted in
+//! advance (a symlink to the host's own stdout) is never written through.
 
+use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use envhost_core::Incident;
+use envhost_files::Folder;
 
 /// Default cap on the output returned for one command: 128 KiB. An agent's
 /// context is the scarce resource; a build log or a data dump bigger than
@@ -37,6 +44,9 @@ pub struct OutputLimits {
     pub cap_bytes: usize,
     /// Folder for full outputs over the cap.
     pub spill_dir: PathBuf,
+    /// The folder below which `spill_dir` is reached without following a
+    /// symlink (the project); a `spill_dir` outside it is the operator's.
+    pub spill_root: PathBuf,
     /// Largest full-output file written.
     pub spill_limit_bytes: u64,
 }
@@ -47,6 +57,7 @@ impl OutputLimits {
         OutputLimits {
             cap_bytes: DEFAULT_CAP_BYTES,
             spill_dir: project.join(".envhost").join("output"),
+            spill_root: project.to_path_buf(),
             spill_limit_bytes: DEFAULT_SPILL_LIMIT_BYTES,
         }
     }
@@ -54,6 +65,8 @@ impl OutputLimits {
 
 enum Spill {
     Writing {
+        folder: Folder,
+        name: OsString,
         path: PathBuf,
         file: BufWriter<File>,
         written: u64,
@@ -156,9 +169,11 @@ impl OutputCapture {
     fn start_spilling(&mut self, text: &str) {
         let mut all = std::mem::take(&mut self.head);
         all.push_str(text);
-        self.spill = Some(match open_spill_file(&self.limits.spill_dir, &self.label) {
-            Ok((path, file)) => Spill::Writing {
-                path,
+        self.spill = Some(match open_spill_file(&self.limits, &self.label) {
+            Ok((folder, name, file)) => Spill::Writing {
+                path: folder.join(&name),
+                folder,
+                name,
                 file,
                 written: 0,
             },
@@ -179,6 +194,8 @@ impl OutputCapture {
             file,
             written,
             path,
+            folder,
+            name,
         }) = &mut self.spill
         {
             let room = limit.saturating_sub(*written);
@@ -187,25 +204,18 @@ impl OutputCapture {
                 return;
             }
             if let Err(err) = file.write_all(&text.as_bytes()[..take]) {
-                let path = path.clone();
-                self.abandon_spill(&path, &err);
+                let reason = match folder.remove(name) {
+                    Ok(()) => format!(
+                        "writing {} failed ({err}); the partial file was removed",
+                        path.display()
+                    ),
+                    Err(_) => format!("writing {} failed ({err})", path.display()),
+                };
+                self.spill = Some(Spill::Failed { reason });
                 return;
             }
             *written += take as u64;
         }
-    }
-
-    /// Writing the file failed (a full disk, most likely): a partial file
-    /// is removed rather than left taking the space that is missing.
-    fn abandon_spill(&mut self, path: &Path, err: &std::io::Error) {
-        let reason = match fs::remove_file(path) {
-            Ok(()) => format!(
-                "writing {} failed ({err}); the partial file was removed",
-                path.display()
-            ),
-            Err(_) => format!("writing {} failed ({err})", path.display()),
-        };
-        self.spill = Some(Spill::Failed { reason });
     }
 
     /// The text for the response.
@@ -228,6 +238,8 @@ impl OutputCapture {
                 path,
                 mut file,
                 written,
+                folder,
+                name,
             } => match file.flush() {
                 Ok(()) if written < total => (
                     Some(path.clone()),
@@ -241,8 +253,10 @@ impl OutputCapture {
                     Some(path.clone()),
                     format!("the full output is saved in {}", path.display()),
                 ),
+                // A full disk, most likely: a partial file is removed rather
+                // than left taking the space that is missing.
                 Err(err) => {
-                    let removed = if fs::remove_file(&path).is_ok() {
+                    let removed = if folder.remove(&name).is_ok() {
                         "; the partial file was removed"
                     } else {
                         ""
@@ -280,45 +294,68 @@ impl OutputCapture {
     }
 }
 
-/// Creates the output folder (ignored by git) and a new file in it, and
-/// removes the oldest files beyond [`RETAINED_FILES`].
-fn open_spill_file(dir: &Path, label: &str) -> Result<(PathBuf, BufWriter<File>), String> {
-    static SEQUENCE: AtomicU64 = AtomicU64::new(0);
-    fs::create_dir_all(dir)
-        .map_err(|e| format!("cannot create the output folder {}: {e}", dir.display()))?;
-    let ignore = dir.join(".gitignore");
-    if !ignore.exists() {
-        // Best effort: the folder works without it, git just shows it.
-        let _ = fs::write(&ignore, "# envhost's saved command outputs\n*\n");
+/// Opens the output folder (made if missing, ignored by git), removes the
+/// oldest files beyond [`RETAINED_FILES`], and creates a new file in it:
+/// `<label>-<UTC time>-<random>.txt`. Returns the folder and the name.
+fn open_spill_file(
+    limits: &OutputLimits,
+    label: &str,
+) -> Result<(Folder, OsString, BufWriter<File>), String> {
+    let folder = output_folder(limits)?;
+    // Best effort: the folder works without it, git just shows it.
+    if let Ok(mut ignore) = folder.create_new(".gitignore", 0o666) {
+        let _ = ignore.write_all(b"# envhost's saved command outputs\n*\n");
     }
-    prune_old_files(dir, RETAINED_FILES.saturating_sub(1));
+    prune_old_files(&folder, RETAINED_FILES.saturating_sub(1));
     let stamp = humantime::format_rfc3339_seconds(SystemTime::now())
         .to_string()
         .replace(':', "");
-    let sequence = SEQUENCE.fetch_add(1, Ordering::Relaxed);
-    let path = dir.join(format!(
-        "{label}-{stamp}-{}-{sequence}.txt",
-        std::process::id()
-    ));
-    let file = File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-    Ok((path, BufWriter::with_capacity(256 * 1024, file)))
+    let (name, file) = folder
+        .create_unique(&format!("{label}-{stamp}-"), ".txt", 0o666)
+        .map_err(|e| format!("cannot create a file in {}: {e}", folder.path().display()))?;
+    Ok((folder, name, BufWriter::with_capacity(256 * 1024, file)))
 }
 
-fn prune_old_files(dir: &Path, keep: usize) {
-    let Ok(entries) = fs::read_dir(dir) else {
+/// The output folder, made if missing: below the project, reached without
+/// following a symlink.
+fn output_folder(limits: &OutputLimits) -> Result<Folder, String> {
+    let dir = &limits.spill_dir;
+    let cannot = |why: String| format!("cannot use the output folder {}: {why}", dir.display());
+    match dir.strip_prefix(&limits.spill_root) {
+        Ok(relative) if !relative.as_os_str().is_empty() => {
+            Folder::beneath(&limits.spill_root, relative, Some(0o777))
+                .map_err(|refusal| format!("{refusal}"))
+        }
+        _ => fs::create_dir_all(dir)
+            .and_then(|()| Folder::open(dir))
+            .map_err(|e| cannot(e.to_string())),
+    }
+}
+
+/// Removes the oldest of the regular `*.txt` files in `folder` beyond
+/// `keep`.
+fn prune_old_files(folder: &Folder, keep: usize) {
+    let Ok(entries) = folder.entries() else {
         return;
     };
-    let mut files: Vec<(SystemTime, PathBuf)> = entries
-        .filter_map(|e| e.ok())
-        .filter(|e| e.path().extension().is_some_and(|x| x == "txt"))
-        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+    let mut files: Vec<(SystemTime, OsString)> = entries
+        .into_iter()
+        .filter(|(name, _)| Path::new(name).extension().is_some_and(|x| x == "txt"))
+        .filter_map(|(name, stat)| {
+            let stat = stat.filter(envhost_files::untrusted::is_regular)?;
+            let since_epoch = Duration::new(
+                u64::try_from(stat.st_mtime).ok()?,
+                u32::try_from(stat.st_mtime_nsec).ok()?,
+            );
+            Some((SystemTime::UNIX_EPOCH + since_epoch, name))
+        })
         .collect();
     if files.len() <= keep {
         return;
     }
     files.sort();
-    for (_, path) in &files[..files.len() - keep] {
-        let _ = fs::remove_file(path);
+    for (_, name) in &files[..files.len() - keep] {
+        let _ = folder.remove(name);
     }
 }
 
@@ -333,6 +370,7 @@ mod tests {
         OutputLimits {
             cap_bytes: cap,
             spill_dir: dir,
+            spill_root: std::env::temp_dir(),
             spill_limit_bytes: DEFAULT_SPILL_LIMIT_BYTES,
         }
     }
@@ -420,6 +458,51 @@ mod tests {
             })
             .count();
         assert_eq!(count, RETAINED_FILES);
+        fs::remove_dir_all(&limits.spill_dir).unwrap();
+    }
+
+    #[test]
+    fn a_spill_folder_reached_through_a_symlink_is_neither_written_nor_pruned() {
+        let root = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        for n in 0..RETAINED_FILES + 5 {
+            fs::write(elsewhere.path().join(format!("{n}.txt")), "mine").unwrap();
+        }
+        std::os::unix::fs::symlink(elsewhere.path(), root.path().join("link")).unwrap();
+        let limits = OutputLimits {
+            cap_bytes: 10,
+            spill_dir: root.path().join("link/output"),
+            spill_root: root.path().to_owned(),
+            spill_limit_bytes: DEFAULT_SPILL_LIMIT_BYTES,
+        };
+        let mut capture = OutputCapture::new(&limits, "bash");
+        capture.push(&"x".repeat(100));
+        let out = capture.finish();
+        assert!(out.text.contains("could not be saved"), "{}", out.text);
+        assert!(out.text.contains("lies behind the symlink"), "{}", out.text);
+        assert_eq!(
+            fs::read_dir(elsewhere.path()).unwrap().count(),
+            RETAINED_FILES + 5
+        );
+    }
+
+    #[test]
+    fn saved_files_get_names_nobody_can_plant_in_advance() {
+        let limits = limits(10, "names");
+        let mut names = Vec::new();
+        for _ in 0..2 {
+            let mut capture = OutputCapture::new(&limits, "bash");
+            capture.push(&"x".repeat(100));
+            let saved = capture.finish().overflow.unwrap().saved_to.unwrap();
+            names.push(saved.file_name().unwrap().to_string_lossy().into_owned());
+        }
+        // `bash-<time>-<16 random hex digits>.txt`
+        for name in &names {
+            let random = name.trim_end_matches(".txt").rsplit('-').next().unwrap();
+            assert_eq!(random.len(), 16, "{name}");
+            assert!(random.bytes().all(|b| b.is_ascii_hexdigit()), "{name}");
+        }
+        assert_ne!(names[0], names[1]);
         fs::remove_dir_all(&limits.spill_dir).unwrap();
     }
 }

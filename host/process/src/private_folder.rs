@@ -1,6 +1,12 @@
 //! Private folders for an environment's plumbing (bash's start-up script
-//! and command file, python's state file): `envhost-<kind>-<pid>-<n>` in
-//! the temporary directory, mode 0700, removed when dropped.
+//! and command file, python's state file): `envhost-<kind>-<pid>-<random>`
+//! in the temporary directory, mode 0700, removed when dropped.
+//!
+//! The folder is held open ([`Folder`]): the environments read and create
+//! their files through that handle, never through its path, and its name
+//! has a random part, so no folder can be planted for it in advance. The
+//! programs that run there are the host user's, so they can still swap a
+//! file inside: [`Folder`] refuses symlinks, FIFOs and files over bound.
 //!
 //! A host killed with SIGKILL drops nothing, and its folders would stay in
 //! `/tmp` for ever, holding a dump of its shell's variables. So the host
@@ -18,26 +24,27 @@
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+
+use envhost_files::Folder;
 
 /// A folder of this host's, removed with everything in it when dropped.
 #[derive(Debug)]
 pub struct PrivateFolder {
     dir: PathBuf,
-    /// Held for the folder's life: a folder nobody holds is a dead host's.
-    _lock: File,
+    /// Held open and locked for the folder's life: a folder nobody holds
+    /// is a dead host's.
+    folder: Folder,
 }
 
 impl PrivateFolder {
-    /// A new folder `envhost-<kind>-<pid>-<n>` in `parent`, mode 0700.
-    /// The first one of a `kind` this process creates in `parent` first
-    /// removes the folders of that kind left by hosts that died.
+    /// A new folder `envhost-<kind>-<pid>-<random>` in `parent`, mode
+    /// 0700. The first one of a `kind` this process creates in `parent`
+    /// first removes the folders of that kind left by hosts that died.
     pub fn create(parent: &Path, kind: &str) -> io::Result<PrivateFolder> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
         static SWEPT: Mutex<Vec<(PathBuf, String)>> = Mutex::new(Vec::new());
         let parent_lock = open_dir(parent).ok().filter(lock);
         if parent_lock.is_some() {
@@ -50,29 +57,26 @@ impl PrivateFolder {
                 swept.push(key);
             }
         }
-        loop {
-            let dir = parent.join(format!(
-                "envhost-{kind}-{}-{}",
-                std::process::id(),
-                NEXT.fetch_add(1, Ordering::Relaxed)
-            ));
+        for _ in 0..16 {
+            let name = envhost_files::untrusted::unpredictable_name(
+                &format!("envhost-{kind}-{}-", std::process::id()),
+                "",
+            )?;
+            let dir = parent.join(name);
             match DirBuilder::new().mode(0o700).create(&dir) {
                 Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(err) => return Err(err),
                 Ok(()) => {}
             }
-            let held = open_dir(&dir).and_then(|lock_file| {
-                if lock(&lock_file) {
-                    Ok(lock_file)
+            let held = Folder::open(&dir).and_then(|folder| {
+                if lock(&folder) {
+                    Ok(folder)
                 } else {
                     Err(io::Error::other("another process holds it locked"))
                 }
             });
             return match held {
-                Ok(lock_file) => Ok(PrivateFolder {
-                    dir,
-                    _lock: lock_file,
-                }),
+                Ok(folder) => Ok(PrivateFolder { dir, folder }),
                 Err(err) => {
                     let _ = fs::remove_dir(&dir);
                     Err(io::Error::new(
@@ -82,11 +86,23 @@ impl PrivateFolder {
                 }
             };
         }
+        Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "16 random names for a private folder in {} were all taken",
+                parent.display()
+            ),
+        ))
     }
 
     /// The folder.
     pub fn path(&self) -> &Path {
         &self.dir
+    }
+
+    /// The folder, held open: read and create its files through this.
+    pub fn folder(&self) -> &Folder {
+        &self.folder
     }
 }
 
@@ -96,7 +112,7 @@ impl Drop for PrivateFolder {
     }
 }
 
-/// Removes `envhost-<kind>-<pid>-<n>` folders in `parent` that are this
+/// Removes `envhost-<kind>-<pid>-…` folders in `parent` that are this
 /// user's, that nobody holds locked and whose pid is not alive here.
 fn remove_abandoned(parent: &Path, kind: &str) {
     let Ok(entries) = fs::read_dir(parent) else {
@@ -145,9 +161,14 @@ fn open_dir(path: &Path) -> io::Result<File> {
 }
 
 /// An exclusive `flock` on `dir` if nobody holds one; never waits.
-fn lock(dir: &File) -> bool {
+fn lock(dir: &impl AsFd) -> bool {
     // SAFETY: flock on a descriptor this function borrows.
-    unsafe { nix::libc::flock(dir.as_raw_fd(), nix::libc::LOCK_EX | nix::libc::LOCK_NB) == 0 }
+    unsafe {
+        nix::libc::flock(
+            dir.as_fd().as_raw_fd(),
+            nix::libc::LOCK_EX | nix::libc::LOCK_NB,
+        ) == 0
+    }
 }
 
 #[cfg(test)]

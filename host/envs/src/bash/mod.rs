@@ -95,6 +95,9 @@ pub struct BashEnvironment {
     dump_pending: bool,
     /// The state last handed out, so that an unchanged one is not.
     last_kept: Option<KeptShell>,
+    /// Why the last dump could not be read (a command swapped the file):
+    /// on the screen until one can.
+    dump_refused: Option<String>,
 }
 
 impl BashEnvironment {
@@ -115,6 +118,7 @@ impl BashEnvironment {
             current: None,
             dump_pending: false,
             last_kept: None,
+            dump_refused: None,
         }
     }
 
@@ -171,10 +175,19 @@ impl BashEnvironment {
 
     /// The prompt's last dump of the shell's state, if the session is
     /// recorded and it is there.
-    fn read_dump(&self) -> Option<Dump> {
-        let path = self.files.as_ref()?.state_path()?;
-        let bytes = std::fs::read(path).ok()?;
-        Some(Dump::parse(&String::from_utf8_lossy(&bytes)))
+    fn read_dump(&mut self) -> Option<Dump> {
+        let read = self.files.as_ref()?.read_state()?;
+        match read {
+            Ok(bytes) => {
+                self.dump_refused = None;
+                Some(Dump::parse(&String::from_utf8_lossy(&bytes)))
+            }
+            Err(refusal) if refusal.is_missing() => None,
+            Err(refusal) => {
+                self.dump_refused = Some(refusal.to_string());
+                None
+            }
+        }
     }
 
     /// The state to keep as of the last prompt.
@@ -724,19 +737,19 @@ impl Environment for BashEnvironment {
         })?;
         let mut output = CommandOutput::new(&self.limits, "bash");
         self.ready_shell(context, &mut output)?;
-        let path = self
-            .files
-            .as_ref()
-            .map(SessionFiles::restore_path)
-            .ok_or_else(|| {
-                EnvironmentError::Failed("the shell's private folder is missing".into())
-            })?;
-        std::fs::write(&path, kept.restore_script())
+        let files = self.files.as_ref().ok_or_else(|| {
+            EnvironmentError::Failed("the shell's private folder is missing".into())
+        })?;
+        let path = files
+            .write_restore(&kept.restore_script())
             .map_err(|e| EnvironmentError::io("cannot write the restore script", e))?;
         let quoted = path.to_string_lossy().replace('\'', r"'\''");
         self.status.used = true;
-        self.run_command(&format!(". '{quoted}'"), context, &mut output)?;
-        let _ = std::fs::remove_file(&path);
+        let ran = self.run_command(&format!(". '{quoted}'"), context, &mut output);
+        if let Some(files) = &self.files {
+            files.remove(&path);
+        }
+        ran?;
         let said = output.finish().output;
         let mut words = kept.describe();
         if self.status.cwd != kept.cwd {
@@ -773,7 +786,13 @@ impl Environment for BashEnvironment {
         let shell = self.shell.as_ref().map(Shell::pid);
         let job_alive =
             |group| shell.is_some_and(|shell| envhost_process::child_in_group(shell, group));
-        Ok(ScreenSection::new(self.status.render(&job_alive)))
+        let mut text = self.status.render(&job_alive);
+        if let Some(refused) = &self.dump_refused {
+            text.push_str(&format!(
+                "\n\nSession state: not saved after the last command: {refused}."
+            ));
+        }
+        Ok(ScreenSection::new(text))
     }
 
     fn shutdown(&mut self) {

@@ -23,6 +23,14 @@
 //! - `no-editor`, a script set as `EDITOR`/`VISUAL`/`GIT_EDITOR` that fails
 //!   at once with a sentence saying what to do instead.
 //!
+//! - `state`, the prompt's dump of the shell's state when the session is
+//!   recorded, and `restore-<random>.bash`, a saved state being restored.
+//!
+//! The host creates each file `O_EXCL` through the folder's handle and reads
+//! the dump through it too ([`envhost_files::Folder`]): the commands run as
+//! the same user and can swap any of them, for a symlink, a FIFO or a huge
+//! file, and the host neither follows, blocks nor reads without bound.
+//!
 //! This module also decides the variables the shell starts with (secrets
 //! filtered by [`SecretPolicy`], pagers off, `TERM=dumb`). It starts no
 //! process.
@@ -36,7 +44,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::marker::ReportFormat;
+use envhost_files::{Bound, FileRefusal, Folder};
 use envhost_process::{PrivateFolder, SecretPolicy};
+
+/// The most of the prompt's dump the host reads: a shell holding more in
+/// its variables is not kept (its screen says so).
+pub const STATE_DUMP: Bound = Bound::new(128 << 20, "the shell's state dump");
+
+/// The dump's name in the private folder.
+const STATE_FILE: &str = "state";
 
 /// `TERM=dumb`: programs see a terminal (line-buffered output, job control,
 /// password prompts behave) that cannot do colours or cursor movement, so
@@ -102,27 +118,24 @@ impl SessionFiles {
         record: bool,
     ) -> io::Result<SessionFiles> {
         let dir = PrivateFolder::create(parent, "bash")?;
-        let state = record.then(|| dir.path().join("state"));
+        let state = record.then(|| dir.path().join(STATE_FILE));
         let init = dir.path().join("init.bash");
         let command = dir.path().join("command");
         let no_editor = dir.path().join("no-editor");
+        let folder = dir.folder();
         let typed = TypedMark {
             path: Arc::new(dir.path().join("typed")),
             set: Arc::new(AtomicBool::new(false)),
         };
         let created = (|| {
-            fs::write(
-                &init,
-                init_script(&command, &typed.path, report_fd, state.as_deref()),
-            )?;
-            write_executable(&no_editor, NO_EDITOR_SCRIPT)?;
-            OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&command)
+            let script = init_script(&command, &typed.path, report_fd, state.as_deref());
+            folder
+                .create_new("init.bash", 0o600)?
+                .write_all(script.as_bytes())?;
+            folder
+                .create_new("no-editor", 0o700)?
+                .write_all(NO_EDITOR_SCRIPT.as_bytes())?;
+            folder.create_new("command", 0o600)
         })();
         match created {
             Ok(command_file) => Ok(SessionFiles {
@@ -162,14 +175,35 @@ impl SessionFiles {
         self.dump_next = self.state.is_some();
     }
 
-    /// The file the prompt dumps the shell's state to, if it does.
-    pub fn state_path(&self) -> Option<&Path> {
-        self.state.as_deref()
+    /// The prompt's last dump of the shell's state, if the session is
+    /// recorded (`Missing` before the first dump).
+    pub fn read_state(&self) -> Option<Result<Vec<u8>, FileRefusal>> {
+        self.state.as_ref()?;
+        Some(self.folder().read(STATE_FILE, STATE_DUMP))
     }
 
-    /// Where a restore script goes (beside the other private files).
-    pub fn restore_path(&self) -> PathBuf {
-        self.dir.path().join("restore.bash")
+    /// Writes `script` to a new file beside the other private files, at a
+    /// name nobody can plant in advance, and returns its path (for the
+    /// shell to source; [`remove`](SessionFiles::remove) it after).
+    pub fn write_restore(&self, script: &str) -> io::Result<PathBuf> {
+        let (name, mut file) = self.folder().create_unique("restore-", ".bash", 0o600)?;
+        let path = self.folder().join(&name);
+        if let Err(err) = file.write_all(script.as_bytes()) {
+            let _ = self.folder().remove(&name);
+            return Err(err);
+        }
+        Ok(path)
+    }
+
+    /// Removes a file [`write_restore`](SessionFiles::write_restore) wrote.
+    pub fn remove(&self, path: &Path) {
+        if let Some(name) = path.file_name() {
+            let _ = self.folder().remove(name);
+        }
+    }
+
+    fn folder(&self) -> &Folder {
+        self.dir.folder()
     }
 
     /// What says that text was typed into the running command.
@@ -250,12 +284,18 @@ impl TypedMark {
     /// code would not look for leftovers: type nothing then.
     pub fn set(&self) -> io::Result<()> {
         if !self.set.load(Ordering::SeqCst) {
-            OpenOptions::new()
+            // O_EXCL: whatever a command put there (a FIFO, a symlink) is
+            // never opened; it being there already is the mark.
+            let created = OpenOptions::new()
                 .write(true)
-                .create(true)
-                .truncate(false)
+                .create_new(true)
                 .mode(0o600)
-                .open(self.path.as_path())?;
+                .open(self.path.as_path());
+            match created {
+                Ok(_) => {}
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(err) => return Err(err),
+            }
             self.set.store(true, Ordering::SeqCst);
         }
         Ok(())
@@ -266,15 +306,6 @@ impl TypedMark {
             let _ = fs::remove_file(self.path.as_path());
         }
     }
-}
-
-fn write_executable(path: &Path, content: &str) -> io::Result<()> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o700)
-        .open(path)?;
-    file.write_all(content.as_bytes())
 }
 
 const NO_EDITOR_SCRIPT: &str = "#!/bin/sh

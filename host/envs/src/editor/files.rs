@@ -1,22 +1,31 @@
 //! Reading a file the editor may show or edit: the path resolved inside the
-//! project, the whole content, and the refusals (missing, a folder, binary,
-//! too large), each phrased so the agent knows what to do instead.
+//! project, the whole content, and the refusals (missing, a folder, a FIFO,
+//! a socket or a device, binary, too large), each phrased so the agent
+//! knows what to do instead.
+//!
+//! The file is opened as any file a command can swap
+//! ([`envhost_files::untrusted`]): inside the project nothing on the way to
+//! its resolved path is followed (a symlink swapped in since it was
+//! resolved is refused), nothing blocks, and at most [`MAX_FILE_BYTES`]
+//! are read. A view re-reads its file on every screen, so a hostile swap
+//! costs the view one marker, never a hang.
 //!
 //! This module owns those checks so views, edits and the screen refuse the
 //! same things in the same words. It must not interpret the content.
 
 use std::fmt;
-use std::fs::File;
-use std::io::{ErrorKind, Read};
 
 use envhost_core::text;
 
 use super::lines::is_binary;
-use envhost_files::{ProjectRoot, ResolvedPath};
+use envhost_files::{Bound, FileKind, ProjectRoot, RefusalReason, ResolvedPath, untrusted};
 
 /// Views re-read their file on every screen, so a view's file is kept
 /// below a size that re-reading cannot make slow.
 pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// [`MAX_FILE_BYTES`] as the bound files are read with.
+const VIEWABLE: Bound = Bound::new(MAX_FILE_BYTES, "a file the editor re-reads");
 
 /// Why a file cannot be shown or edited.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +34,8 @@ pub enum FileProblem {
     Refused(String),
     NotFound,
     Directory,
+    /// A FIFO, a socket or a device: reading it could block or never end.
+    NotRegular(FileKind),
     Binary,
     TooLarge {
         bytes: u64,
@@ -39,6 +50,7 @@ impl FileProblem {
         match self {
             FileProblem::NotFound => "[ERROR: file not found]".to_owned(),
             FileProblem::Directory => "[ERROR: now a folder, not a file]".to_owned(),
+            FileProblem::NotRegular(kind) => format!("[ERROR: now {kind}, not a regular file]"),
             FileProblem::Binary => "[ERROR: now a binary file]".to_owned(),
             FileProblem::TooLarge { bytes } => {
                 format!(
@@ -46,7 +58,7 @@ impl FileProblem {
                     text::bytes(*bytes)
                 )
             }
-            FileProblem::Unreadable(reason) => format!("[ERROR: cannot read the file: {reason}]"),
+            FileProblem::Unreadable(reason) => format!("[ERROR: {reason}]"),
             FileProblem::Refused(reason) => format!("[ERROR: {reason}]"),
         }
     }
@@ -61,6 +73,9 @@ impl FileProblem {
             FileProblem::Directory => {
                 format!("{display} is a folder; give the path of a file inside it.")
             }
+            FileProblem::NotRegular(kind) => format!(
+                "{display} is {kind}, not a regular file; the editor only shows and edits regular files."
+            ),
             FileProblem::Binary => format!(
                 "{display} is a binary file (it contains NUL bytes); the editor only shows and edits text. Use bash to inspect it (e.g. xxd, file)."
             ),
@@ -68,7 +83,7 @@ impl FileProblem {
                 "{display} is {}, over the 64 MiB the editor re-reads on every screen; use search, or bash (grep -n, sed -n 'A,Bp') to look into it.",
                 text::bytes(*bytes)
             ),
-            FileProblem::Unreadable(reason) => format!("{display} cannot be read: {reason}"),
+            FileProblem::Unreadable(reason) => format!("{display} {reason}"),
         }
     }
 }
@@ -90,44 +105,25 @@ pub fn read_text(root: &ProjectRoot, written: &str) -> Result<TextFile, (String,
     let path = root
         .resolve(written)
         .map_err(|err| (written.to_owned(), FileProblem::Refused(err.to_string())))?;
-    match read_resolved(&path) {
+    match read_resolved(root, &path) {
         Ok(bytes) => Ok(TextFile { path, bytes }),
         Err(problem) => Err((path.display, problem)),
     }
 }
 
 /// Reads a resolved path, refusing what is not a text file.
-pub fn read_resolved(path: &ResolvedPath) -> Result<Vec<u8>, FileProblem> {
-    let file = File::open(&path.real).map_err(io_problem)?;
-    let metadata = file.metadata().map_err(io_problem)?;
-    if metadata.is_dir() {
-        return Err(FileProblem::Directory);
-    }
-    if metadata.len() > MAX_FILE_BYTES {
-        return Err(FileProblem::TooLarge {
-            bytes: metadata.len(),
-        });
-    }
-    // Bounded even if the file grows between the check and the read.
-    let mut bytes = Vec::with_capacity(metadata.len() as usize);
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io_problem)?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(FileProblem::TooLarge {
-            bytes: bytes.len() as u64,
-        });
-    }
+pub fn read_resolved(root: &ProjectRoot, path: &ResolvedPath) -> Result<Vec<u8>, FileProblem> {
+    let bytes = untrusted::open_within(root.path(), &path.real)
+        .and_then(|opened| opened.read(VIEWABLE))
+        .map_err(|refusal| match refusal.reason {
+            RefusalReason::Missing => FileProblem::NotFound,
+            RefusalReason::NotRegular(FileKind::Folder) => FileProblem::Directory,
+            RefusalReason::NotRegular(kind) => FileProblem::NotRegular(kind),
+            RefusalReason::TooLarge { size, .. } => FileProblem::TooLarge { bytes: size },
+            other => FileProblem::Unreadable(other.to_string()),
+        })?;
     if is_binary(&bytes) {
         return Err(FileProblem::Binary);
     }
     Ok(bytes)
-}
-
-fn io_problem(err: std::io::Error) -> FileProblem {
-    match err.kind() {
-        ErrorKind::NotFound => FileProblem::NotFound,
-        ErrorKind::IsADirectory => FileProblem::Directory,
-        _ => FileProblem::Unreadable(err.to_string()),
-    }
 }

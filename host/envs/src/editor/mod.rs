@@ -7,12 +7,14 @@
 //! `Commands:`). The work itself lives in the submodules: `parse` (command
 //! syntax), `files` (reading text files), `patterns` (Python-style regexes
 //! on Rust's engine), `views` (pattern views and their rendering), `edit`
-//! (verified splices) and `search`; staying inside the project and writes
+//! (verified splices), `search` and `ignore_files` (the project's ignore
+//! files, read as hostile files); staying inside the project and writes
 //! that lose nothing are the project-files crate's (`envhost_files`).
 //! Nothing here knows about the protocol.
 
 mod edit;
 mod files;
+mod ignore_files;
 mod lines;
 mod parse;
 mod patterns;
@@ -378,7 +380,7 @@ impl EditorEnvironment {
             })
             .collect();
         if visible.is_empty() {
-            let suggestion = suggest_view(&path, &display, range);
+            let suggestion = suggest_view(&self.root, &path, &display, range);
             return CommandResponse::failure(edit::no_view_help(&display, range, &suggestion));
         }
         let new_lines = parse::content_lines(body);
@@ -388,7 +390,7 @@ impl EditorEnvironment {
         let mut attempt = 0;
         let (new_bytes, written) = loop {
             attempt += 1;
-            let bytes = match files::read_resolved(&path) {
+            let bytes = match files::read_resolved(&self.root, &path) {
                 Ok(bytes) => bytes,
                 Err(problem) => {
                     return CommandResponse::failure(format!(
@@ -539,9 +541,14 @@ impl EditorEnvironment {
 /// A `view` command that would show the lines an edit asked for: their
 /// first and last lines as literal patterns when the file has them, the
 /// help's example otherwise.
-fn suggest_view(path: &ResolvedPath, display: &str, range: LineRange) -> String {
+fn suggest_view(
+    root: &ProjectRoot,
+    path: &ResolvedPath,
+    display: &str,
+    range: LineRange,
+) -> String {
     let fallback = format!("view {display} /^def main/ /^$/");
-    let Ok(bytes) = files::read_resolved(path) else {
+    let Ok(bytes) = files::read_resolved(root, path) else {
         return fallback;
     };
     let all = split_lines(&bytes);

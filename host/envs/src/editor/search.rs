@@ -8,14 +8,17 @@
 //! `/` it matches the path from the project root; `**` spans folders), the
 //! cap and its "N more" note, and stopping at the command's deadline. The
 //! walk is ripgrep's (`ignore`, parallel) and so is the line search
-//! (`grep-searcher`). It must not know about views.
+//! (`grep-searcher`); the ignore files are read by [`IgnoreFiles`], and
+//! each file is opened as a hostile one (a FIFO or a symlink swapped in
+//! during the walk is refused, never waited on) and searched with a bound on
+//! the longest line held. It must not know about views.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
@@ -23,9 +26,14 @@ use grep_regex::RegexMatcher;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
 use ignore::{WalkBuilder, WalkState};
 
+use super::ignore_files::IgnoreFiles;
 use super::patterns::LinePattern;
 use envhost_core::CancelFlag;
-use envhost_files::ProjectRoot;
+use envhost_files::{Folder, ProjectRoot};
+
+/// The most memory the searcher holds for one file's lines: a file with a
+/// longer line (a gigabyte of text with no newline) is not read further.
+const MAX_LINE_BUFFER: usize = 64 << 20;
 
 /// Matches listed in a response; the rest are counted.
 pub const MAX_SHOWN_MATCHES: usize = 100;
@@ -69,6 +77,8 @@ pub struct Report {
     pub files_searched: usize,
     pub binary_files: usize,
     pub unreadable_files: usize,
+    /// Why ignore files could not be read (their patterns were not applied).
+    pub ignore_files_refused: Vec<String>,
     pub stopped: Option<Stopped>,
 }
 
@@ -244,12 +254,21 @@ pub fn run(
     let cancelled = AtomicBool::new(false);
 
     let walk_root = filter.walk_root.clone();
+    let open_root = || {
+        Folder::open(&project).map_err(|err| format!("the project folder cannot be opened: {err}"))
+    };
+    let root_folder = open_root()?;
+    let ignore_files = Arc::new(IgnoreFiles::new(open_root()?));
+    let skips = Arc::clone(&ignore_files);
     let mut builder = WalkBuilder::new(&walk_root);
     builder
         .hidden(false)
-        .git_ignore(true)
-        .git_exclude(true)
+        // Read by `IgnoreFiles` instead, as hostile files.
+        .ignore(false)
+        .git_ignore(false)
+        .git_exclude(false)
         .git_global(false)
+        .parents(false)
         .require_git(false)
         .follow_links(false)
         .threads(
@@ -258,22 +277,28 @@ pub fn run(
                 .min(8),
         )
         .filter_entry(move |entry| {
-            entry.depth() == 0
-                || !(entry.file_type().is_some_and(|t| t.is_dir())
-                    && entry
-                        .file_name()
-                        .to_str()
-                        .is_some_and(|name| SKIPPED_FOLDERS.contains(&name)))
+            if entry.depth() == 0 {
+                return true;
+            }
+            let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+            let skipped_folder = is_dir
+                && entry
+                    .file_name()
+                    .to_str()
+                    .is_some_and(|name| SKIPPED_FOLDERS.contains(&name));
+            !skipped_folder && !skips.ignored(entry.path(), is_dir)
         });
     let matcher: &RegexMatcher = query.pattern.matcher();
     builder.build_parallel().run(|| {
         let mut searcher = SearcherBuilder::new()
             .line_number(true)
             .binary_detection(BinaryDetection::quit(0))
+            .heap_limit(Some(MAX_LINE_BUFFER))
             .build();
         let matcher = matcher.clone();
         let filter = &filter;
         let project = &project;
+        let root_folder = &root_folder;
         let collected = &collected;
         let files_searched = &files_searched;
         let binary_files = &binary_files;
@@ -307,7 +332,15 @@ pub fn run(
                 count: 0,
                 binary: false,
             };
-            if searcher.search_path(&matcher, path, &mut sink).is_err() {
+            // Swapped since the walk listed it: refused, never waited on.
+            let Ok(opened) = root_folder.open_within(path) else {
+                unreadable_files.fetch_add(1, Ordering::Relaxed);
+                return WalkState::Continue;
+            };
+            if searcher
+                .search_file(&matcher, opened.file(), &mut sink)
+                .is_err()
+            {
                 unreadable_files.fetch_add(1, Ordering::Relaxed);
                 return WalkState::Continue;
             }
@@ -354,6 +387,7 @@ pub fn run(
         files_searched: files_searched.into_inner(),
         binary_files: binary_files.into_inner(),
         unreadable_files: unreadable_files.into_inner(),
+        ignore_files_refused: ignore_files.refused(),
         stopped,
     })
 }
@@ -419,6 +453,12 @@ impl Report {
             notes.push(format!(
                 "could not read {}",
                 count(self.unreadable_files, "file")
+            ));
+        }
+        if !self.ignore_files_refused.is_empty() {
+            notes.push(format!(
+                "ignore files not read, so what they list was searched too: {}",
+                self.ignore_files_refused.join("; ")
             ));
         }
         if !notes.is_empty() {

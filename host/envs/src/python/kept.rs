@@ -5,23 +5,37 @@
 //! why, its imports and its working directory to a private file after the
 //! command ([`StateFile`] names it through `ENVHOST_STATE_FILE`, which the
 //! driver removes from its environment at start), and says so in its
-//! answer. This module reads the file then (and checks, with one `stat`,
+//! answer. This module reads the file then (and checks, with one `fstat`,
 //! that it did change), and turns a kept state back into code the next
 //! interpreter runs, and its report into the agent's words.
+//!
+//! The agent's code shares the interpreter with the driver, so it can put
+//! anything at that name: the file is read through the private folder's
+//! handle, never followed if it is a symlink, never waited on if it is a
+//! FIFO, and never read past [`STATE_BOUND`]; a refusal is kept for the
+//! screen ([`StateFile::refused`]).
 //!
 //! It owns the private folder, the restore code and the words. It must not
 //! know where the session is stored, nor talk to the interpreter itself.
 
-use std::fs;
+use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use envhost_files::Bound;
 use envhost_process::PrivateFolder;
 use serde::Deserialize;
 
 /// The state of an interpreter that holds nothing: what is kept after a
 /// restart.
 pub const EMPTY: &str = r#"{"cwd":null,"imports":[],"unsaved":{},"variables":{}}"#;
+
+/// The most of the driver's state file the host reads (the driver keeps
+/// at most 64 MiB of pickled variables, base64 and names around them).
+pub const STATE_BOUND: Bound = Bound::new(128 << 20, "python's saved state");
+
+/// The state file's name in the private folder.
+const STATE_FILE: &str = "state.json";
 
 /// The private folder (0700) that holds the driver's state file.
 pub struct StateFile {
@@ -32,6 +46,8 @@ pub struct StateFile {
     /// The driver said it wrote the file, or the file was removed, since
     /// the last look.
     maybe_changed: bool,
+    /// Why the last state written could not be read, if it could not.
+    refused: Option<String>,
 }
 
 impl StateFile {
@@ -41,26 +57,50 @@ impl StateFile {
             dir,
             seen: None,
             maybe_changed: false,
+            refused: None,
         })
     }
 
     pub fn path(&self) -> PathBuf {
-        self.dir.path().join("state.json")
+        self.dir.path().join(STATE_FILE)
     }
 
-    pub fn restore_path(&self) -> PathBuf {
-        self.dir.path().join("restore.json")
+    /// Writes `state` to a new file only its owner can read, at a name
+    /// nobody can plant in advance; returns its path ([`remove`] it after).
+    ///
+    /// [`remove`]: StateFile::remove
+    pub fn write_restore(&self, state: &str) -> std::io::Result<PathBuf> {
+        let folder = self.dir.folder();
+        let (name, mut file) = folder.create_unique("restore-", ".json", 0o600)?;
+        if let Err(err) = file.write_all(state.as_bytes()) {
+            let _ = folder.remove(&name);
+            return Err(err);
+        }
+        Ok(folder.join(name))
+    }
+
+    /// Removes a file [`write_restore`](StateFile::write_restore) wrote.
+    pub fn remove(&self, path: &Path) {
+        if let Some(name) = path.file_name() {
+            let _ = self.dir.folder().remove(name);
+        }
     }
 
     /// A fresh interpreter holds nothing: the old file goes.
     pub fn forget(&mut self) {
-        let _ = fs::remove_file(self.path());
+        let _ = self.dir.folder().remove(STATE_FILE);
         self.maybe_changed = true;
     }
 
     /// The driver said it wrote the file.
     pub fn written(&mut self) {
         self.maybe_changed = true;
+    }
+
+    /// Why the state the driver last wrote could not be read (a file the
+    /// agent's code swapped in), until one can.
+    pub fn refused(&self) -> Option<&str> {
+        self.refused.as_deref()
     }
 
     /// The state if the driver wrote a new one since the last call; the
@@ -71,16 +111,31 @@ impl StateFile {
         if !std::mem::take(&mut self.maybe_changed) {
             return None;
         }
-        match fs::metadata(self.path()) {
-            Err(_) => self.seen.take().map(|_| EMPTY.to_owned()),
-            Ok(meta) => {
-                let now = (meta.ino(), meta.mtime(), meta.mtime_nsec(), meta.len());
-                if self.seen == Some(now) {
-                    return None;
-                }
-                let text = fs::read_to_string(self.path()).ok()?;
+        let opened = match self.dir.folder().open_file(STATE_FILE) {
+            Ok(opened) => opened,
+            Err(refusal) if refusal.is_missing() => {
+                self.refused = None;
+                return self.seen.take().map(|_| EMPTY.to_owned());
+            }
+            Err(refusal) => {
+                self.refused = Some(refusal.to_string());
+                return None;
+            }
+        };
+        let meta = opened.metadata();
+        let now = (meta.ino(), meta.mtime(), meta.mtime_nsec(), meta.len());
+        if self.seen == Some(now) {
+            return None;
+        }
+        match opened.read(STATE_BOUND) {
+            Ok(bytes) => {
+                self.refused = None;
                 self.seen = Some(now);
-                Some(text)
+                String::from_utf8(bytes).ok()
+            }
+            Err(refusal) => {
+                self.refused = Some(refusal.to_string());
+                None
             }
         }
     }

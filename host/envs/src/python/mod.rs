@@ -951,15 +951,18 @@ impl Environment for PythonEnvironment {
         let saved: kept::Kept = serde_json::from_str(state).map_err(|err| {
             EnvironmentError::Failed(format!("the saved python state is unreadable: {err}"))
         })?;
-        let Some(path) = self.kept.as_ref().map(kept::StateFile::restore_path) else {
+        let Some(kept) = self.kept.as_ref() else {
             return Err(EnvironmentError::Failed(
                 "this host keeps no python state".to_owned(),
             ));
         };
-        fs_write_private(&path, state)
+        let path = kept
+            .write_restore(state)
             .map_err(|err| EnvironmentError::io("cannot write the restore file", err))?;
         let answer = self.handle_command(&kept::restore_code(&path), context);
-        let _ = std::fs::remove_file(&path);
+        if let Some(kept) = &self.kept {
+            kept.remove(&path);
+        }
         let answer = answer?;
         Ok(kept::describe(&saved, &answer.output))
     }
@@ -1022,20 +1025,12 @@ impl PythonEnvironment {
             text.push_str(&figures);
             text.push('\n');
         }
+        if let Some(refused) = self.kept.as_ref().and_then(kept::StateFile::refused) {
+            text.push_str(&format!(
+                "Session state: not saved after the last command: {refused}.\n\n"
+            ));
+        }
         text.push_str(HELP);
         text
     }
-}
-
-/// Writes `text` to a new file only its owner can read.
-fn fs_write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(text.as_bytes())
 }

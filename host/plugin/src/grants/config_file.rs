@@ -29,6 +29,11 @@
 //! top-level key) concerns the whole file. This module only reads and
 //! checks the text: it must not look at the file system beyond reading the
 //! file (resolving directories and programs is `grants`).
+//!
+//! The file in `env/` is where commands can write, so it is read as a
+//! hostile file ([`Origin::Project`]: not followed if a symlink, not waited
+//! on if a FIFO, at most [`GRANTS_BOUND`]); a file the operator named
+//! ([`Origin::Operator`]) may be a symlink, and is otherwise read alike.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -36,8 +41,46 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use envhost_files::{Bound, FileRefusal, RefusalReason, untrusted};
 use serde::Deserialize;
 use toml::Spanned;
+
+/// The most bytes of a grants file read.
+pub const GRANTS_BOUND: Bound = Bound::new(1 << 20, "a grants file");
+
+/// Where a grants file's path comes from, which decides whether a symlink
+/// at it is followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// `env/envhost.toml`, where commands can write: never followed.
+    Project,
+    /// Named by the operator (`--plugin-config`, `--grants`): followed.
+    Operator,
+}
+
+/// The text of the grants file at `path`; `Ok(None)` when there is none,
+/// `Err` with the words (without the file's name) when it cannot be used.
+pub fn read_text(path: &Path, origin: Origin) -> Result<Option<String>, String> {
+    let opened = match origin {
+        Origin::Project => untrusted::open_file(path),
+        Origin::Operator => untrusted::open_named(path),
+    };
+    let bytes = match opened.and_then(|opened| opened.read(GRANTS_BOUND)) {
+        Ok(bytes) => bytes,
+        Err(FileRefusal {
+            reason: RefusalReason::Missing,
+            ..
+        }) => return Ok(None),
+        Err(FileRefusal {
+            reason: RefusalReason::Io(err),
+            ..
+        }) => return Err(format!("the file cannot be read: {err}")),
+        Err(refusal) => return Err(format!("the file {}", refusal.reason)),
+    };
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| "the file is not valid UTF-8".to_owned())
+}
 use toml::de::{DeTable, DeValue, ValueDeserializer};
 
 use crate::grants::network::AllowedHost;
@@ -166,34 +209,21 @@ impl ConfigFile {
     }
 
     /// Reads `path`; a missing file gives `None`.
-    pub fn read(path: &Path, shown: &str) -> Option<ConfigFile> {
-        match std::fs::read(path) {
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
-            Err(err) => {
+    pub fn read(path: &Path, shown: &str, origin: Origin) -> Option<ConfigFile> {
+        match read_text(path, origin) {
+            Ok(None) => None,
+            Ok(Some(text)) => Some(ConfigFile::parse(path, shown, &text)),
+            Err(message) => {
                 let mut file = ConfigFile::empty(path, shown);
                 file.file_error = Some(ConfigError {
                     file: shown.to_owned(),
                     at: None,
                     plugin: None,
                     key: None,
-                    message: format!("the file cannot be read: {err}"),
+                    message,
                 });
                 Some(file)
             }
-            Ok(bytes) => Some(match String::from_utf8(bytes) {
-                Ok(text) => ConfigFile::parse(path, shown, &text),
-                Err(_) => {
-                    let mut file = ConfigFile::empty(path, shown);
-                    file.file_error = Some(ConfigError {
-                        file: shown.to_owned(),
-                        at: None,
-                        plugin: None,
-                        key: None,
-                        message: "the file is not valid UTF-8".to_owned(),
-                    });
-                    file
-                }
-            }),
         }
     }
 

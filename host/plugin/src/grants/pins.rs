@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use toml_edit::{DocumentMut, InlineTable, Item, Table, Value};
 
-use crate::grants::config_file::{ConfigFile, PluginEntry, Verify};
-use crate::settings::{PluginSettings, config_path, plugin_dir};
+use crate::grants::config_file::{self, ConfigFile, PluginEntry, Verify};
+use crate::settings::{PluginSettings, config_origin, config_path, plugin_dir};
 use envhost_core::text;
 
 /// One plugin's entry, for the distribution commands.
@@ -56,11 +56,8 @@ impl GrantsFile {
 /// the file, line and key, since a pin that cannot be read cannot be kept.
 pub fn grants_file(project: &Path, settings: &PluginSettings) -> Result<GrantsFile, String> {
     let (path, shown) = config_path(settings, &plugin_dir(project), Some(project));
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => Some(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(format!("{shown}: the file cannot be read: {e}")),
-    };
+    let text = config_file::read_text(&path, config_origin(settings))
+        .map_err(|e| format!("{shown}: {e}"))?;
     let mut entries = Vec::new();
     if let Some(text) = &text {
         let file = ConfigFile::parse(&path, &shown, text);

@@ -37,7 +37,7 @@ use std::fs::{self, File};
 use std::hash::Hasher;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -276,22 +276,16 @@ fn load_entry(
     content_sha256: &str,
 ) -> Result<Component, Miss> {
     let reject = |why: String| Miss::Rejected(why);
-    let mut file = match fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc_o_nofollow())
-        .open(path)
-    {
-        Ok(file) => file,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Err(Miss::Absent),
-        Err(err) => return Err(reject(format!("it cannot be opened: {err}"))),
+    // Not followed if a symlink, not waited on if a FIFO: a process of the
+    // same user can put anything here.
+    let opened = match envhost_files::untrusted::open_file(path) {
+        Ok(opened) => opened,
+        Err(refusal) if refusal.is_missing() => return Err(Miss::Absent),
+        Err(refusal) => return Err(reject(format!("it {}", refusal.reason))),
     };
-    let metadata = file
-        .metadata()
-        .map_err(|err| reject(format!("it cannot be inspected: {err}")))?;
+    let metadata = opened.metadata().clone();
+    let mut file = opened.into_file();
     owned_privately(&metadata, path).map_err(reject)?;
-    if !metadata.is_file() {
-        return Err(reject("it is not a plain file".to_owned()));
-    }
     let size = metadata.len();
     if size > MAX_ENTRY_BYTES || size < (ENTRY_MAGIC.len() + MAC_BYTES) as u64 {
         return Err(reject(format!("it is {size} bytes long")));
@@ -320,10 +314,6 @@ fn load_entry(
     sealed
         .component(engine)
         .map_err(|err| reject(format!("wasmtime refused it: {err}")))
-}
-
-fn libc_o_nofollow() -> i32 {
-    nix::fcntl::OFlag::O_NOFOLLOW.bits()
 }
 
 /// An entry's code copied into an anonymous memory file and sealed: nobody
@@ -419,16 +409,11 @@ fn cache_key(dir: &Path) -> Result<[u8; KEY_BYTES], String> {
     File::open("/dev/urandom")
         .and_then(|mut random| random.read_exact(&mut key))
         .map_err(|err| format!("no random bytes for the cache key: {err}"))?;
-    let temporary = temporary_name(dir, KEY_FILE);
-    let written = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&temporary)
-        .and_then(|mut file| {
-            file.write_all(&key)?;
-            file.sync_all()
-        })
+    let (temporary, mut file) = temporary_file(dir, KEY_FILE)
+        .map_err(|err| format!("cannot write the cache key {}: {err}", path.display()))?;
+    let written = file
+        .write_all(&key)
+        .and_then(|()| file.sync_all())
         // A link never replaces: two hosts starting at once agree on the
         // first key.
         .and_then(|()| fs::hard_link(&temporary, &path));
@@ -446,23 +431,17 @@ fn cache_key(dir: &Path) -> Result<[u8; KEY_BYTES], String> {
 }
 
 fn read_key(path: &Path) -> Result<Option<[u8; KEY_BYTES]>, String> {
-    let mut file = match fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc_o_nofollow())
-        .open(path)
-    {
-        Ok(file) => file,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(err) => {
+    let opened = match envhost_files::untrusted::open_file(path) {
+        Ok(opened) => opened,
+        Err(refusal) if refusal.is_missing() => return Ok(None),
+        Err(refusal) => {
             return Err(format!(
-                "cannot read the cache key {}: {err}",
-                path.display()
+                "cannot read the cache key: {refusal}; remove it (a new one is made)"
             ));
         }
     };
-    let metadata = file
-        .metadata()
-        .map_err(|err| format!("cannot inspect {}: {err}", path.display()))?;
+    let metadata = opened.metadata().clone();
+    let mut file = opened.into_file();
     owned_privately(&metadata, path)?;
     if metadata.mode() & 0o077 != 0 {
         return Err(format!(
@@ -542,22 +521,17 @@ fn save(
     let mut mac = mac_for(key, content_sha256, engine);
     mac.update(serialized);
     let mac = mac.finalize().into_bytes();
-    let temporary = temporary_name(
+    let (temporary, mut file) = temporary_file(
         dir,
         path.file_name().and_then(|n| n.to_str()).unwrap_or("entry"),
-    );
-    let written = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temporary)
-        .and_then(|mut file| {
-            file.write_all(ENTRY_MAGIC)?;
-            file.write_all(&mac)?;
-            file.write_all(serialized)?;
-            file.sync_all()
-        });
+    )
+    .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+    let written = (|| {
+        file.write_all(ENTRY_MAGIC)?;
+        file.write_all(&mac)?;
+        file.write_all(serialized)?;
+        file.sync_all()
+    })();
     if let Err(err) = written.and_then(|()| fs::rename(&temporary, path)) {
         let _ = fs::remove_file(&temporary);
         return Err(format!("cannot write {}: {err}", path.display()));
@@ -565,13 +539,10 @@ fn save(
     Ok(path.to_owned())
 }
 
-/// A name in `dir` for writing `name` before it is put in place: unique to
-/// this process and this write (plugins load on several threads at once).
-fn temporary_name(dir: &Path, name: &str) -> PathBuf {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static WRITES: AtomicU64 = AtomicU64::new(0);
-    let write = WRITES.fetch_add(1, Ordering::Relaxed);
-    dir.join(format!(".{name}.{}.{write}.tmp", std::process::id()))
+/// A new file in `dir` for writing `name` before it is put in place,
+/// created `O_EXCL` (0600) at a name nobody can plant in advance.
+fn temporary_file(dir: &Path, name: &str) -> std::io::Result<(PathBuf, File)> {
+    envhost_files::untrusted::create_unique(dir, &format!(".{name}."), ".tmp", 0o600)
 }
 
 /// Hex SHA-256 of a plugin's bytes: its identity in the cache (and what an

@@ -20,7 +20,7 @@
 
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -33,6 +33,9 @@ const SETTLED_NS: i128 = 2_000_000_000;
 /// Format tag of a record line, so a future format cannot be misread.
 const FORMAT: &str = "envhost-file-hash-1";
 
+/// A record is one line of a few numbers and a hash.
+const RECORD_BOUND: envhost_files::Bound = envhost_files::Bound::new(4096, "a file-hash record");
+
 /// What identifies a file's content without reading it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileIdentity {
@@ -44,9 +47,13 @@ pub struct FileIdentity {
 }
 
 impl FileIdentity {
-    /// The identity of the file `path` leads to.
+    /// The identity of the regular file at `path` (not followed if it is
+    /// a symlink: the plugin is then refused when it is read).
     pub fn of(path: &Path) -> std::io::Result<FileIdentity> {
-        let metadata = fs::metadata(path)?;
+        let metadata = fs::symlink_metadata(path)?;
+        if !metadata.is_file() {
+            return Err(std::io::Error::other("not a regular file"));
+        }
         Ok(FileIdentity {
             device: metadata.dev(),
             inode: metadata.ino(),
@@ -83,7 +90,8 @@ impl FileHashes {
         let record = self.record_path(path)?;
         private_to_user(&self.dir).ok()?;
         private_to_user(&record).ok()?;
-        let text = fs::read_to_string(&record).ok()?;
+        let bytes = envhost_files::untrusted::read_file(&record, RECORD_BOUND).ok()?;
+        let text = String::from_utf8(bytes).ok()?;
         let fields: Vec<&str> = text.split_whitespace().collect();
         let [
             format,
@@ -137,15 +145,13 @@ impl FileHashes {
             identity.modified_ns,
             identity.changed_ns
         );
-        let temporary = self.dir.join(format!(".record.{}.tmp", std::process::id()));
-        let written = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&temporary)
-            .and_then(|mut file| file.write_all(line.as_bytes()));
-        if written
+        let Ok((temporary, mut file)) =
+            envhost_files::untrusted::create_unique(&self.dir, ".record.", ".tmp", 0o600)
+        else {
+            return;
+        };
+        if file
+            .write_all(line.as_bytes())
             .and_then(|()| fs::rename(&temporary, &record))
             .is_err()
         {

@@ -436,24 +436,24 @@ fn too_large(size: u64, max_size: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// The plugin's bytes. Commands can write in `env/`: a symlink there is
+/// not followed, a FIFO not waited on, and at most `max_size` bytes are
+/// read (through the same handle, one byte past the limit: a file that
+/// grows in between is caught too).
 fn read_plugin(path: &Path, max_size: u64) -> Result<Vec<u8>, String> {
-    use std::io::Read;
-    let file = fs::File::open(path).map_err(|err| format!("the file cannot be read: {err}"))?;
-    let metadata = file
-        .metadata()
-        .map_err(|err| format!("the file cannot be read: {err}"))?;
-    if !metadata.is_file() {
-        return Err("it is not a regular file".to_owned());
-    }
-    too_large(metadata.len(), max_size)?;
-    // Read through the same handle, at most one byte past the limit: a file
-    // that grows in between is caught too.
-    let mut bytes = Vec::with_capacity(metadata.len() as usize);
-    file.take(max_size + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|err| format!("the file cannot be read: {err}"))?;
-    too_large(bytes.len() as u64, max_size)?;
-    Ok(bytes)
+    use envhost_files::{Bound, RefusalReason};
+    let problem = |reason: RefusalReason| match reason {
+        RefusalReason::Missing => "the file cannot be read: it does not exist".to_owned(),
+        RefusalReason::Io(err) => format!("the file cannot be read: {err}"),
+        RefusalReason::TooLarge { size, .. } => too_large(size, max_size).err().unwrap_or_default(),
+        other => format!("it {other}"),
+    };
+    let opened =
+        envhost_files::untrusted::open_file(path).map_err(|refusal| problem(refusal.reason))?;
+    too_large(opened.metadata().len(), max_size)?;
+    opened
+        .read(Bound::new(max_size, "a plugin"))
+        .map_err(|refusal| problem(refusal.reason))
 }
 
 /// Loads every candidate with its grants, several at a time, keeping their

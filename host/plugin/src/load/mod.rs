@@ -33,7 +33,7 @@ use crate::guest_io::LogSink;
 use crate::limits;
 use crate::load::refusals::Refusal;
 use crate::sandbox::Sandbox;
-use crate::settings::{PluginSettings, config_path, plugin_dir};
+use crate::settings::{PluginSettings, config_origin, config_path, plugin_dir};
 
 /// The screen section that lists refused plugins. Not an identifier, so it
 /// can never be an environment's name.
@@ -151,7 +151,8 @@ pub fn load(
     };
     let folder = plugin_dir(project_dir);
     let (config_path, config_shown) = config_path(settings, &folder, Some(project_dir));
-    let config = config_file::ConfigFile::read(&config_path, &config_shown);
+    let config =
+        config_file::ConfigFile::read(&config_path, &config_shown, config_origin(settings));
     let discovery = loader::discover(&folder, settings.max_plugins);
     report.refused = discovery.refusals;
     let notices = config_notices(config.as_ref(), &discovery.candidates, &report.refused);
@@ -339,7 +340,7 @@ pub fn load_file(
     let folder = plugin_dir(project_dir);
     let (config_path, config_shown) = config_path(settings, &folder, Some(project_dir));
     let config = if file.apply_grants {
-        config_file::ConfigFile::read(&config_path, &config_shown)
+        config_file::ConfigFile::read(&config_path, &config_shown, config_origin(settings))
     } else {
         None
     };
