@@ -378,7 +378,7 @@ mod tests {
         let project = tempfile::tempdir().unwrap();
         let store = SessionStore::new(Identity::new(project.path()));
         store.prepare().unwrap();
-        fs::remove_dir_all(store.dir()).unwrap();
+        std::fs::remove_dir_all(store.dir()).unwrap();
 
         let refusal = store.keep("bash", "{\"x\":1}").unwrap_err();
         assert!(
