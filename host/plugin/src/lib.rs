@@ -82,5 +82,7 @@ pub use crate::load::compile::{COMPILE_SUBCOMMAND, serve_compile};
 pub use crate::load::names::{
     MAX_NAME_BYTES, NameRefusal, plugin_name, reads_like_builtin, reads_like_plugin,
 };
-pub use crate::load::{LoadReport, Plugin, PluginFile, Plugins, load, load_file};
+pub use crate::load::{
+    LoadReport, Plugin, PluginFile, Plugins, file_sha256, load, load_changed, load_file,
+};
 pub use crate::settings::{PluginSettings, plugin_dir};

@@ -75,7 +75,7 @@ pub fn discover(env_dir: &Path, max_plugins: usize) -> Discovery {
         .filter(|path| path.extension().is_some_and(|ext| ext == "wasm"))
         .collect();
     paths.sort();
-    let mut keys: Vec<(String, String)> = Vec::new();
+    let mut admitted: Vec<String> = Vec::new();
     for path in paths {
         let found = match candidate(&path) {
             Ok(Some(found)) => found,
@@ -85,34 +85,42 @@ pub fn discover(env_dir: &Path, max_plugins: usize) -> Discovery {
                 continue;
             }
         };
-        let name = found.name.as_str();
-        let key = names::look_alike_key(name);
-        if let Some((_, earlier)) = keys.iter().find(|(other, _)| *other == key) {
-            let refusal = names::NameRefusal::ReadsLikePlugin {
-                name: name.to_owned(),
-                other: earlier.clone(),
-            };
-            discovery.refusals.push(Refusal::new(
-                name,
-                &path,
-                format!("{refusal}; rename one of them"),
-            ));
+        if let Err(refusal) = admit(&found, &admitted, max_plugins) {
+            discovery.refusals.push(refusal);
             continue;
         }
-        if discovery.candidates.len() >= max_plugins {
-            discovery.refusals.push(Refusal::new(
-                name,
-                &path,
-                format!(
-                    "the host loads at most {max_plugins} plugins and env/ has more; they load in name order (--max-plugins N raises the limit)"
-                ),
-            ));
-            continue;
-        }
-        keys.push((key, name.to_owned()));
+        admitted.push(found.name.as_str().to_owned());
         discovery.candidates.push(found);
     }
     discovery
+}
+
+/// Whether `found` may join the plugins already admitted (`admitted`, by
+/// name): the rules that depend on the others, one function for start-up
+/// ([`discover`]) and for a plugin file that appears or changes while a
+/// watching host runs. A name that reads like an admitted plugin's is
+/// refused, and so is a plugin past the most the host loads; a name
+/// already admitted is the same plugin rebuilt, which takes its own place.
+pub fn admit(found: &Candidate, admitted: &[String], max_plugins: usize) -> Result<(), Refusal> {
+    let name = found.name.as_str();
+    if let Some(refusal) = names::reads_like_plugin(name, admitted.iter().map(String::as_str)) {
+        return Err(Refusal::new(
+            name,
+            &found.path,
+            format!("{refusal}; rename one of them"),
+        ));
+    }
+    let replaces = admitted.iter().any(|other| other == name);
+    if !replaces && admitted.len() >= max_plugins {
+        return Err(Refusal::new(
+            name,
+            &found.path,
+            format!(
+                "the host loads at most {max_plugins} plugins and env/ has more; they load in name order (--max-plugins N raises the limit)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The candidate for one `*.wasm` path; `None` for private (`_name.wasm`).
@@ -434,6 +442,15 @@ fn too_large(size: u64, max_size: u64) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The sha256 of the plugin file at `path`, read as [`load`] reads it (no
+/// symlink followed, at most `max_size` bytes); `None` when it cannot be
+/// read that way (loading it then says why).
+pub fn file_sha256(path: &Path, max_size: u64) -> Option<String> {
+    read_plugin(path, max_size)
+        .ok()
+        .map(|bytes| content_sha256(&bytes))
 }
 
 /// The plugin's bytes. Commands can write in `env/`: a symlink there is
