@@ -534,6 +534,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn admitting_beside_loaded_plugins_applies_the_start_up_rules() {
+        let found = |name: &str| Candidate {
+            name: EnvironmentName::new(name).unwrap(),
+            path: PathBuf::from(format!("env/{name}.wasm")),
+        };
+        let loaded = ["notes".to_owned(), "timer".to_owned()];
+        assert!(admit(&found("extra"), &loaded, 3).is_ok());
+        let refused = admit(&found("extra"), &loaded, 2).unwrap_err();
+        assert!(
+            refused.problem.contains("the host loads at most 2 plugins"),
+            "{}",
+            refused.problem
+        );
+        // A rebuilt plugin takes its own place: neither the cap nor its
+        // own name refuses it.
+        assert!(admit(&found("timer"), &loaded, 2).is_ok());
+        let refused = admit(&found("Timer"), &loaded, 10).unwrap_err();
+        assert!(
+            refused
+                .problem
+                .contains("reads like that of the plugin `timer`"),
+            "{}",
+            refused.problem
+        );
+    }
+
+    #[test]
     fn discovery_names_environments_after_their_files() {
         let dir = tempfile::tempdir().unwrap();
         for file in [
