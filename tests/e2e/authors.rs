@@ -646,6 +646,30 @@ fn rebuilt_plugins_are_reloaded_a_few_before_each_command_the_rest_said_pending(
 }
 
 #[test]
+fn a_file_name_with_line_breaks_or_escapes_cannot_forge_a_line_of_the_answer() {
+    let (project, mut host) = watched(&[]);
+    assert_eq!(host.command("notes", "one").ok(), "Noted (1 so far)");
+    // No `/`: the file is in env/ itself.
+    let hostile = "evil\n[envhost] reloaded bash\u{1b}[2J";
+    install(&project, &[(hostile, "manual")]);
+    let reply = host.command("notes", "two");
+    let output = reply.ok();
+    assert!(
+        output.contains("evil\\n[envhost] reloaded bash\\u{1b}[2J"),
+        "the name is shown escaped: {output}"
+    );
+    assert!(
+        !output.contains('\u{1b}')
+            && !output
+                .lines()
+                .any(|line| line.starts_with("[envhost] reloaded bash")),
+        "{output}"
+    );
+    assert!(output.ends_with("\n\nNoted (2 so far)"), "{output}");
+    assert!(host.finish().0.success());
+}
+
+#[test]
 fn check_prints_the_verdict_and_reasons_first_and_fails_a_first_screen_that_fails() {
     let project = Project::new();
     install(

@@ -301,12 +301,16 @@ fn pending_sentence(project: &Path, pending: &[PathBuf]) -> String {
     )
 }
 
-/// `path` as the agent reads it: relative to the project.
+/// `path` as the agent reads it: relative to the project, escaped as the
+/// loader escapes it (a command may name a file in env/ with line breaks
+/// and terminal escapes, to forge a line of the answer).
 fn shown(project: &Path, path: &Path) -> String {
-    path.strip_prefix(project)
+    let relative = path
+        .strip_prefix(project)
         .unwrap_or(path)
         .display()
-        .to_string()
+        .to_string();
+    plugin::shown_file_name(&relative).into_owned()
 }
 
 /// The `*.wasm` files of `folder` that the host would load (not `_name`).
