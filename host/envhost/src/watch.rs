@@ -21,8 +21,9 @@
 //! The work per command is bounded, so that a command that touches or
 //! rewrites plugin files in a loop costs each answer a bounded time: one
 //! wait of at most [`MOST_SETTLING`] for files still being written, at
-//! most [`MOST_HASHES`] files hashed and [`MOST_LOADS`] builds loaded; the
-//! rest are said to be pending and taken at the next commands.
+//! most [`MOST_HASHES`] files ([`MOST_HASHED_BYTES`]) hashed and
+//! [`MOST_LOADS`] builds loaded; the rest are said to be pending and taken
+//! first at the next commands.
 //!
 //! A host without `--watch` has no watcher: it pays nothing.
 //!
@@ -52,6 +53,10 @@ const MOST_SETTLING: Duration = Duration::from_secs(2);
 /// The most changed files hashed before one command; the others wait for
 /// the next commands.
 const MOST_HASHES: usize = 64;
+
+/// The most bytes hashed before one command (past the first file): the
+/// others wait for the next commands.
+const MOST_HASHED_BYTES: u64 = 128 << 20;
 
 /// The most builds loaded (compiled, instantiated) before one command; the
 /// others wait for the next commands.
@@ -108,6 +113,9 @@ pub struct Watcher {
     /// not waited for again (a file rewritten in a loop would cost every
     /// answer the whole wait), but taken as they are.
     restless: BTreeSet<PathBuf>,
+    /// Files left for later by the last command's bounds: taken first at
+    /// the next, so that files that keep changing cannot starve them.
+    pending: Vec<PathBuf>,
 }
 
 impl Watcher {
@@ -146,6 +154,7 @@ impl Watcher {
             files,
             plugins: BTreeSet::new(),
             restless: BTreeSet::new(),
+            pending: Vec::new(),
         }
     }
 
@@ -182,17 +191,22 @@ impl Watcher {
             .filter(|path| age(path) < SETTLE)
             .cloned()
             .collect();
+        // Stable: in name order, those left for later by the last command
+        // first.
+        changed.sort_by_key(|path| !self.pending.contains(path));
         let mut pending = Vec::new();
-        let (mut hashed, mut loads) = (0, 0);
+        let (mut hashed, mut hashed_bytes, mut loads) = (0, 0, 0);
         for path in changed.drain(..) {
-            if hashed >= MOST_HASHES || loads >= MOST_LOADS {
-                pending.push(path);
-                continue;
-            }
             let Some(stamp) = Stamp::of(&path) else {
                 continue;
             };
+            let over_bytes = hashed > 0 && hashed_bytes + stamp.size > MOST_HASHED_BYTES;
+            if hashed >= MOST_HASHES || over_bytes || loads >= MOST_LOADS {
+                pending.push(path);
+                continue;
+            }
             hashed += 1;
+            hashed_bytes += stamp.size.min(self.settings.max_size);
             let sha256 = plugin::file_sha256(&path, &self.settings);
             let known = self.files.entry(path.clone()).or_default();
             let was_present = known.stamp.is_some();
@@ -210,6 +224,7 @@ impl Watcher {
         if !pending.is_empty() {
             said.push(pending_sentence(&self.project, &pending));
         }
+        self.pending = pending;
         for (path, known) in self.files.iter_mut() {
             if known.stamp.is_some() && !present.contains(path) {
                 known.stamp = None;
