@@ -696,7 +696,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
     let mut plugin_settings = args.plugins.settings(args.plugin_config.clone());
     plugin_settings.baseline_above = Some(args.plugins.plugin_baseline_above as u64);
     // Before the plugins load: a change made while they load is seen.
-    let watcher = matches!(mode, Mode::Serve { watch: true }).then(|| {
+    let mut watcher = matches!(mode, Mode::Serve { watch: true }).then(|| {
         watch::Watcher::new(
             &project,
             plugin_settings.clone(),
@@ -713,7 +713,12 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
         let name = loaded.environment.name.to_string();
         identity.add_plugin(&name, &loaded.file);
         match register(&mut orchestrator, loaded.environment) {
-            Ok(()) => plugin_names.push(name),
+            Ok(()) => {
+                if let Some(watcher) = &mut watcher {
+                    watcher.loaded_at_start(&name, &loaded.file, &loaded.sha256);
+                }
+                plugin_names.push(name);
+            }
             Err(err) => plugins.refuse(&name, &loaded.file, err.to_string()),
         }
     }

@@ -4,26 +4,38 @@
 //! `<project>/env/`: one directory listing and one `stat` per `*.wasm`
 //! file (size, modification and change times, inode), never a read or a
 //! hash while nothing changed. A file whose stamp changed, or a new one, is
-//! loaded exactly as at start-up (`plugin::load_file`: grants and pin,
-//! compile or cache, link, instantiate, describe); a build that passes
-//! takes the place of the old instance, which is shut down (its state is
-//! lost), and that command's answer says so. A build that is refused
-//! leaves the old instance running, and the answer says why — once per
-//! build, not at every command. A file removed from env/ leaves its plugin
-//! running until the host restarts (the agent may be using it), and the
-//! answer says so once.
+//! first hashed: when its bytes are those of the build the watcher last
+//! took (loaded, or refused and told), nothing is reloaded — the running
+//! instance and its state stay, and only the stamp is updated (a `touch`,
+//! a copy of the same build). A file whose bytes changed is loaded through
+//! the start-up checks (`plugin::load_changed`: the name rules and the
+//! plugin count beside the plugins already loaded, then size, grants and
+//! pin, compile or cache, link, instantiate, describe); a build that
+//! passes takes the place of the old instance, which is shut down (its
+//! state is lost), and that command's answer says so. A build that is
+//! refused leaves the old instance running, and the answer says why, in
+//! the loader's words — once per build, not at every command. A file
+//! removed from env/ leaves its plugin running until the host restarts
+//! (the agent may be using it), and the answer says so once.
+//!
+//! The work per command is bounded, so that a command that touches or
+//! rewrites plugin files in a loop costs each answer a bounded time: one
+//! wait of at most [`MOST_SETTLING`] for files still being written, at
+//! most [`MOST_HASHES`] files ([`MOST_HASHED_BYTES`]) hashed and
+//! [`MOST_LOADS`] builds loaded; the rest are said to be pending and taken
+//! first at the next commands.
 //!
 //! A host without `--watch` has no watcher: it pays nothing.
 //!
 //! It must not know the protocol: it hands back sentences for the answer.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use envhost_core::{CancelFlag, LoadedEnvironment, Orchestrator};
 use envhost_plugin::{self as plugin, LogSink, PluginFile, PluginSettings};
@@ -33,10 +45,22 @@ use envhost_process::OutputLimits;
 /// watcher waits until it has been still this long before loading it.
 const SETTLE: Duration = Duration::from_millis(200);
 
-/// The longest the watcher waits for a file that keeps changing; then it
-/// loads what is there (a torn build is refused, and the next change is
+/// The longest one command waits for files that keep changing; then it
+/// takes what is there (a torn build is refused, and the next change is
 /// tried again).
 const MOST_SETTLING: Duration = Duration::from_secs(2);
+
+/// The most changed files hashed before one command; the others wait for
+/// the next commands.
+const MOST_HASHES: usize = 64;
+
+/// The most bytes hashed before one command (past the first file): the
+/// others wait for the next commands.
+const MOST_HASHED_BYTES: u64 = 128 << 20;
+
+/// The most builds loaded (compiled, instantiated) before one command; the
+/// others wait for the next commands.
+const MOST_LOADS: usize = 2;
 
 /// What identifies one build of a file without reading it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,13 +86,15 @@ impl Stamp {
 }
 
 /// What the watcher knows of one file in env/.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Seen {
-    /// This build is the one running (or was refused and told: either way
-    /// nothing more to do until it changes).
-    Current(Stamp),
-    /// The file is gone; the answer said so.
-    Removed,
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Known {
+    /// The stamp of the build last taken (loaded, refused and told, or
+    /// found to hold the same bytes); `None` once the file is gone and the
+    /// answer said so.
+    stamp: Option<Stamp>,
+    /// The sha256 of that build's bytes, when known: a file whose stamp
+    /// changes but whose bytes do not is not reloaded.
+    sha256: Option<String>,
 }
 
 /// Watches `<project>/env/` for a serving host.
@@ -79,13 +105,24 @@ pub struct Watcher {
     output_limits: OutputLimits,
     cancel: CancelFlag,
     log: Arc<dyn LogSink>,
-    files: BTreeMap<PathBuf, Seen>,
+    files: BTreeMap<PathBuf, Known>,
+    /// The plugins running, by name: the others a new plugin's name and
+    /// count are checked against, as at start-up.
+    plugins: BTreeSet<String>,
+    /// Files still being written after the last command's wait: they are
+    /// not waited for again (a file rewritten in a loop would cost every
+    /// answer the whole wait), but taken as they are.
+    restless: BTreeSet<PathBuf>,
+    /// Files left for later by the last command's bounds: taken first at
+    /// the next, so that files that keep changing cannot starve them.
+    pending: Vec<PathBuf>,
 }
 
 impl Watcher {
     /// A watcher of `<project>/env/` that knows the files there now: call
     /// it before the plugins are loaded, so that a change made while they
-    /// load is seen at the first command.
+    /// load is seen at the first command; then tell it each plugin that
+    /// start-up registered ([`Watcher::loaded_at_start`]).
     pub fn new(
         project: &Path,
         settings: PluginSettings,
@@ -96,7 +133,16 @@ impl Watcher {
         let folder = plugin::plugin_dir(project);
         let files = plugin_files(&folder)
             .into_iter()
-            .filter_map(|path| Some((path.clone(), Seen::Current(Stamp::of(&path)?))))
+            .filter_map(|path| {
+                let stamp = Stamp::of(&path)?;
+                Some((
+                    path,
+                    Known {
+                        stamp: Some(stamp),
+                        sha256: None,
+                    },
+                ))
+            })
             .collect();
         Watcher {
             project: project.to_owned(),
@@ -106,33 +152,84 @@ impl Watcher {
             cancel,
             log,
             files,
+            plugins: BTreeSet::new(),
+            restless: BTreeSet::new(),
+            pending: Vec::new(),
         }
     }
 
-    /// Looks at env/ and swaps in every plugin rebuilt since the last look;
-    /// returns what the next answer must say (nothing when nothing
-    /// changed).
+    /// Start-up registered the plugin `name`, built from `file` whose bytes
+    /// hash to `sha256`.
+    pub fn loaded_at_start(&mut self, name: &str, file: &Path, sha256: &str) {
+        self.plugins.insert(name.to_owned());
+        self.files.entry(file.to_owned()).or_default().sha256 = Some(sha256.to_owned());
+    }
+
+    /// Looks at env/ and swaps in every plugin rebuilt since the last look,
+    /// within the bounds of one command; returns what the next answer must
+    /// say (nothing when nothing changed).
     pub fn refresh(&mut self, orchestrator: &mut Orchestrator) -> Vec<String> {
         let mut said = Vec::new();
         let present = plugin_files(&self.folder);
-        for path in &present {
-            let Some(stamp) = Stamp::of(path) else {
+        let mut changed: Vec<PathBuf> = present
+            .iter()
+            .filter(|path| {
+                let stamp = Stamp::of(path);
+                stamp.is_some() && self.files.get(*path).and_then(|known| known.stamp) != stamp
+            })
+            .cloned()
+            .collect();
+        let calm: Vec<&PathBuf> = changed
+            .iter()
+            .filter(|path| !self.restless.contains(*path))
+            .collect();
+        if !calm.is_empty() {
+            settle(&calm);
+        }
+        self.restless = changed
+            .iter()
+            .filter(|path| age(path) < SETTLE)
+            .cloned()
+            .collect();
+        // Stable: in name order, those left for later by the last command
+        // first.
+        changed.sort_by_key(|path| !self.pending.contains(path));
+        let mut pending = Vec::new();
+        let (mut hashed, mut hashed_bytes, mut loads) = (0, 0, 0);
+        for path in changed.drain(..) {
+            let Some(stamp) = Stamp::of(&path) else {
                 continue;
             };
-            let known = self.files.get(path).copied();
-            if known == Some(Seen::Current(stamp)) {
+            let over_bytes = hashed > 0 && hashed_bytes + stamp.size > MOST_HASHED_BYTES;
+            if hashed >= MOST_HASHES || over_bytes || loads >= MOST_LOADS {
+                pending.push(path);
                 continue;
             }
-            let stamp = settle(path, stamp);
-            self.files.insert(path.clone(), Seen::Current(stamp));
-            let new = !matches!(known, Some(Seen::Current(_)));
-            said.push(self.load(path, new, orchestrator));
+            hashed += 1;
+            hashed_bytes += stamp.size.min(self.settings.max_size);
+            let sha256 = plugin::file_sha256(&path, &self.settings);
+            let known = self.files.entry(path.clone()).or_default();
+            let was_present = known.stamp.is_some();
+            let same_bytes = sha256.is_some() && sha256 == known.sha256;
+            known.stamp = Some(stamp);
+            if same_bytes {
+                // A touch or a copy of the same build: the instance and
+                // its state stay.
+                continue;
+            }
+            known.sha256 = sha256;
+            loads += 1;
+            said.push(self.load(&path, !was_present, orchestrator));
         }
-        for (path, seen) in self.files.iter_mut() {
-            if *seen != Seen::Removed && !present.contains(path) {
-                *seen = Seen::Removed;
+        if !pending.is_empty() {
+            said.push(pending_sentence(&self.project, &pending));
+        }
+        self.pending = pending;
+        for (path, known) in self.files.iter_mut() {
+            if known.stamp.is_some() && !present.contains(path) {
+                known.stamp = None;
                 let name = stem(path);
-                if orchestrator.environment_names().contains(&name.as_str()) {
+                if self.plugins.contains(&name) {
                     said.push(format!(
                         "[envhost] {} was removed from disk; {name} keeps running until the host restarts.",
                         shown(&self.project, path)
@@ -145,16 +242,18 @@ impl Watcher {
 
     /// Loads the build at `path` and puts it in place; the sentence for
     /// the answer.
-    fn load(&self, path: &Path, new: bool, orchestrator: &mut Orchestrator) -> String {
+    fn load(&mut self, path: &Path, new: bool, orchestrator: &mut Orchestrator) -> String {
         let shown = shown(&self.project, path);
         let name = stem(path);
-        let running = orchestrator.environment_names().contains(&name.as_str());
-        let loaded = plugin::load_file(
+        let running = self.plugins.contains(&name);
+        let loaded_plugins: Vec<String> = self.plugins.iter().cloned().collect();
+        let loaded = plugin::load_changed(
             &PluginFile {
                 path,
                 apply_grants: true,
                 sharing: orchestrator.environment_names().len().max(1),
             },
+            &loaded_plugins,
             &self.project,
             &self.settings,
             &self.output_limits,
@@ -190,18 +289,43 @@ impl Watcher {
             Ok(()) if running => format!(
                 "[envhost] reloaded {name} from {shown} ({why}). The old instance was shut down; {name} starts with fresh state."
             ),
-            Ok(()) => format!("[envhost] loaded {name} from {shown} ({why})."),
+            Ok(()) => {
+                self.plugins.insert(name.clone());
+                format!("[envhost] loaded {name} from {shown} ({why}).")
+            }
             Err(err) => refused(err.to_string()),
         }
     }
 }
 
-/// `path` as the agent reads it: relative to the project.
+/// The sentence for the changed files left for the next commands.
+fn pending_sentence(project: &Path, pending: &[PathBuf]) -> String {
+    let mut listed: Vec<String> = pending
+        .iter()
+        .take(5)
+        .map(|path| shown(project, path))
+        .collect();
+    if pending.len() > listed.len() {
+        listed.push(format!("and {} more", pending.len() - listed.len()));
+    }
+    format!(
+        "[envhost] {} more changed plugin file{} in env/ ({}) will be looked at before the next commands (at most {MOST_LOADS} plugins are reloaded before one command).",
+        pending.len(),
+        if pending.len() == 1 { "" } else { "s" },
+        listed.join(", ")
+    )
+}
+
+/// `path` as the agent reads it: relative to the project, escaped as the
+/// loader escapes it (a command may name a file in env/ with line breaks
+/// and terminal escapes, to forge a line of the answer).
 fn shown(project: &Path, path: &Path) -> String {
-    path.strip_prefix(project)
+    let relative = path
+        .strip_prefix(project)
         .unwrap_or(path)
         .display()
-        .to_string()
+        .to_string();
+    plugin::shown_file_name(&relative).into_owned()
 }
 
 /// The `*.wasm` files of `folder` that the host would load (not `_name`).
@@ -229,28 +353,30 @@ fn stem(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// Waits until the file at `path` has been still for [`SETTLE`] (a build
-/// being copied in), at most [`MOST_SETTLING`]; its stamp then.
-fn settle(path: &Path, mut stamp: Stamp) -> Stamp {
-    let began = SystemTime::now();
+/// Waits until every file of `paths` has been still for [`SETTLE`] (a
+/// build being copied in): one wait for all of them, at most
+/// [`MOST_SETTLING`] before one command, however many files change and
+/// however often.
+fn settle(paths: &[&PathBuf]) {
+    let began = Instant::now();
     loop {
-        let age = fs::metadata(path)
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|modified| SystemTime::now().duration_since(modified).ok())
-            .unwrap_or(SETTLE);
-        let waited = SystemTime::now()
-            .duration_since(began)
-            .unwrap_or(MOST_SETTLING);
-        if age >= SETTLE || waited >= MOST_SETTLING {
-            return Stamp::of(path).unwrap_or(stamp);
+        let youngest = paths.iter().map(|path| age(path)).min().unwrap_or(SETTLE);
+        let waited = began.elapsed();
+        if youngest >= SETTLE || waited >= MOST_SETTLING {
+            return;
         }
-        thread::sleep(SETTLE - age);
-        match Stamp::of(path) {
-            Some(now) => stamp = now,
-            None => return stamp,
-        }
+        thread::sleep((SETTLE - youngest).min(MOST_SETTLING - waited));
     }
+}
+
+/// How long ago the file at `path` was last modified ([`SETTLE`] when that
+/// cannot be told: a file gone, a time in the future).
+fn age(path: &Path) -> Duration {
+    fs::metadata(path)
+        .and_then(|metadata| metadata.modified())
+        .ok()
+        .and_then(|modified| SystemTime::now().duration_since(modified).ok())
+        .unwrap_or(SETTLE)
 }
 
 #[cfg(test)]

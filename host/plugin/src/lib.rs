@@ -82,5 +82,15 @@ pub use crate::load::compile::{COMPILE_SUBCOMMAND, serve_compile};
 pub use crate::load::names::{
     MAX_NAME_BYTES, NameRefusal, plugin_name, reads_like_builtin, reads_like_plugin,
 };
-pub use crate::load::{LoadReport, Plugin, PluginFile, Plugins, load, load_file};
+pub use crate::load::{
+    LoadReport, Plugin, PluginFile, Plugins, file_sha256, load, load_changed, load_file,
+};
 pub use crate::settings::{PluginSettings, plugin_dir};
+
+/// A plugin file's name for the host's own sentences, as every refusal
+/// shows it: control characters and line breaks escaped (`\n`, `\u{1b}`),
+/// so that a name in env/ cannot add a line to an answer or act on a
+/// terminal.
+pub fn shown_file_name(name: &str) -> std::borrow::Cow<'_, str> {
+    plugin_text::name(name)
+}

@@ -75,7 +75,7 @@ pub fn discover(env_dir: &Path, max_plugins: usize) -> Discovery {
         .filter(|path| path.extension().is_some_and(|ext| ext == "wasm"))
         .collect();
     paths.sort();
-    let mut keys: Vec<(String, String)> = Vec::new();
+    let mut admitted: Vec<String> = Vec::new();
     for path in paths {
         let found = match candidate(&path) {
             Ok(Some(found)) => found,
@@ -85,34 +85,42 @@ pub fn discover(env_dir: &Path, max_plugins: usize) -> Discovery {
                 continue;
             }
         };
-        let name = found.name.as_str();
-        let key = names::look_alike_key(name);
-        if let Some((_, earlier)) = keys.iter().find(|(other, _)| *other == key) {
-            let refusal = names::NameRefusal::ReadsLikePlugin {
-                name: name.to_owned(),
-                other: earlier.clone(),
-            };
-            discovery.refusals.push(Refusal::new(
-                name,
-                &path,
-                format!("{refusal}; rename one of them"),
-            ));
+        if let Err(refusal) = admit(&found, &admitted, max_plugins) {
+            discovery.refusals.push(refusal);
             continue;
         }
-        if discovery.candidates.len() >= max_plugins {
-            discovery.refusals.push(Refusal::new(
-                name,
-                &path,
-                format!(
-                    "the host loads at most {max_plugins} plugins and env/ has more; they load in name order (--max-plugins N raises the limit)"
-                ),
-            ));
-            continue;
-        }
-        keys.push((key, name.to_owned()));
+        admitted.push(found.name.as_str().to_owned());
         discovery.candidates.push(found);
     }
     discovery
+}
+
+/// Whether `found` may join the plugins already admitted (`admitted`, by
+/// name): the rules that depend on the others, one function for start-up
+/// ([`discover`]) and for a plugin file that appears or changes while a
+/// watching host runs. A name that reads like an admitted plugin's is
+/// refused, and so is a plugin past the most the host loads; a name
+/// already admitted is the same plugin rebuilt, which takes its own place.
+pub fn admit(found: &Candidate, admitted: &[String], max_plugins: usize) -> Result<(), Refusal> {
+    let name = found.name.as_str();
+    if let Some(refusal) = names::reads_like_plugin(name, admitted.iter().map(String::as_str)) {
+        return Err(Refusal::new(
+            name,
+            &found.path,
+            format!("{refusal}; rename one of them"),
+        ));
+    }
+    let replaces = admitted.iter().any(|other| other == name);
+    if !replaces && admitted.len() >= max_plugins {
+        return Err(Refusal::new(
+            name,
+            &found.path,
+            format!(
+                "the host loads at most {max_plugins} plugins and env/ has more; they load in name order (--max-plugins N raises the limit)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The candidate for one `*.wasm` path; `None` for private (`_name.wasm`).
@@ -436,6 +444,15 @@ fn too_large(size: u64, max_size: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// The sha256 of the plugin file at `path`, read as [`load`] reads it (no
+/// symlink followed, at most `max_size` bytes); `None` when it cannot be
+/// read that way (loading it then says why).
+pub fn file_sha256(path: &Path, max_size: u64) -> Option<String> {
+    read_plugin(path, max_size)
+        .ok()
+        .map(|bytes| content_sha256(&bytes))
+}
+
 /// The plugin's bytes. Commands can write in `env/`: a symlink there is
 /// not followed, a FIFO not waited on, and at most `max_size` bytes are
 /// read (through the same handle, one byte past the limit: a file that
@@ -515,6 +532,33 @@ pub fn load_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn admitting_beside_loaded_plugins_applies_the_start_up_rules() {
+        let found = |name: &str| Candidate {
+            name: EnvironmentName::new(name).unwrap(),
+            path: PathBuf::from(format!("env/{name}.wasm")),
+        };
+        let loaded = ["notes".to_owned(), "timer".to_owned()];
+        assert!(admit(&found("extra"), &loaded, 3).is_ok());
+        let refused = admit(&found("extra"), &loaded, 2).unwrap_err();
+        assert!(
+            refused.problem.contains("the host loads at most 2 plugins"),
+            "{}",
+            refused.problem
+        );
+        // A rebuilt plugin takes its own place: neither the cap nor its
+        // own name refuses it.
+        assert!(admit(&found("timer"), &loaded, 2).is_ok());
+        let refused = admit(&found("Timer"), &loaded, 10).unwrap_err();
+        assert!(
+            refused
+                .problem
+                .contains("reads like that of the plugin `timer`"),
+            "{}",
+            refused.problem
+        );
+    }
 
     #[test]
     fn discovery_names_environments_after_their_files() {

@@ -50,6 +50,9 @@ pub struct Plugin {
     pub environment: LoadedEnvironment,
     /// The `.wasm` file, for a refusal's sentence.
     pub file: PathBuf,
+    /// The sha256 of the bytes it was built from: a watching host keeps
+    /// it running while the file's content stays the same.
+    pub sha256: String,
 }
 
 /// What loading the project's plugins gave: the plugins ready to register
@@ -231,6 +234,7 @@ fn environment_of(
         log.line(&line);
     }
     let file = loaded.path.clone();
+    let sha256 = loaded.sha256.clone();
     let environment = plugin_environment(
         loaded,
         sandbox,
@@ -247,6 +251,7 @@ fn environment_of(
             detail: Some(detail),
         },
         file,
+        sha256,
     }
 }
 
@@ -311,8 +316,8 @@ pub struct PluginFile<'a> {
 /// Loads one plugin file exactly as [`load`] loads each plugin of env/
 /// (name, grants and pin, compile or cache, link, instantiate, describe,
 /// requests), on a sandbox of its own: for `envhost call` and `envhost
-/// test`, and for a plugin rebuilt while a watching host runs. The error is
-/// the refusal's sentence.
+/// test` (a watching host uses [`load_changed`], which also checks it
+/// beside the plugins already loaded). The error is the refusal's sentence.
 pub fn load_file(
     file: &PluginFile<'_>,
     project_dir: &Path,
@@ -321,18 +326,80 @@ pub fn load_file(
     cancel: &CancelFlag,
     log: Arc<dyn LogSink>,
 ) -> Result<Plugin, String> {
-    let candidate = match loader::candidate(file.path) {
-        Ok(Some(candidate)) => candidate,
-        Ok(None) => {
-            return Err(Refusal::new(
-                &file.path.to_string_lossy(),
-                file.path,
-                "its name starts with `_`, so the host skips it in env/; rename it to load it",
-            )
-            .sentence(Some(project_dir)));
-        }
-        Err(refusal) => return Err(refusal.sentence(Some(project_dir))),
-    };
+    let candidate = candidate_of(file.path, project_dir)?;
+    load_candidate(
+        &candidate,
+        file,
+        project_dir,
+        settings,
+        output_limits,
+        cancel,
+        log,
+    )
+}
+
+/// Loads a plugin file of env/ that appeared or changed while a watching
+/// host runs, with every check start-up applies ([`load`]): the name rules
+/// (an identifier, not a built-in's or one that reads like it), beside the
+/// plugins already loaded (`loaded`, by name: not one that reads like
+/// theirs, and not past `--max-plugins` unless it replaces one of them),
+/// then the size limit, grants and pin, compile or cache, link,
+/// instantiate and describe. The error is the refusal's sentence, in the
+/// words start-up uses.
+pub fn load_changed(
+    file: &PluginFile<'_>,
+    loaded: &[String],
+    project_dir: &Path,
+    settings: &PluginSettings,
+    output_limits: &OutputLimits,
+    cancel: &CancelFlag,
+    log: Arc<dyn LogSink>,
+) -> Result<Plugin, String> {
+    let candidate = candidate_of(file.path, project_dir)?;
+    loader::admit(&candidate, loaded, settings.max_plugins)
+        .map_err(|refusal| refusal.sentence(Some(project_dir)))?;
+    load_candidate(
+        &candidate,
+        file,
+        project_dir,
+        settings,
+        output_limits,
+        cancel,
+        log,
+    )
+}
+
+/// The sha256 of the plugin file at `path`, read as loading reads it (no
+/// symlink followed, at most the size limit); `None` when it cannot be
+/// read (loading it says why).
+pub fn file_sha256(path: &Path, settings: &PluginSettings) -> Option<String> {
+    loader::file_sha256(path, settings.max_size)
+}
+
+/// The candidate for `path`, or the refusal of its name in words.
+fn candidate_of(path: &Path, project_dir: &Path) -> Result<loader::Candidate, String> {
+    match loader::candidate(path) {
+        Ok(Some(candidate)) => Ok(candidate),
+        Ok(None) => Err(Refusal::new(
+            &path.to_string_lossy(),
+            path,
+            "its name starts with `_`, so the host skips it in env/; rename it to load it",
+        )
+        .sentence(Some(project_dir))),
+        Err(refusal) => Err(refusal.sentence(Some(project_dir))),
+    }
+}
+
+/// The load steps of one plugin once its name is admitted.
+fn load_candidate(
+    candidate: &loader::Candidate,
+    file: &PluginFile<'_>,
+    project_dir: &Path,
+    settings: &PluginSettings,
+    output_limits: &OutputLimits,
+    cancel: &CancelFlag,
+    log: Arc<dyn LogSink>,
+) -> Result<Plugin, String> {
     let name = candidate.name.clone();
     let refuse = |problem: String| {
         Refusal::new(name.as_str(), file.path, problem).sentence(Some(project_dir))
@@ -361,7 +428,7 @@ pub fn load_file(
     let sandbox = Sandbox::new(settings.memory_limit, open_files)
         .map_err(|err| refuse(format!("plugins cannot run on this host: {err}")))?;
     let sandbox = Arc::new(sandbox);
-    let loaded = loader::load(&sandbox, settings, &candidate, &Arc::new(granted))
+    let loaded = loader::load(&sandbox, settings, candidate, &Arc::new(granted))
         .map_err(|refusal| refusal.sentence(Some(project_dir)))?;
     Ok(environment_of(
         loaded,
