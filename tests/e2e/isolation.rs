@@ -289,19 +289,30 @@ fn a_root_command_that_unmounts_proc_and_cgroups_finds_nothing_of_the_host() {
     let project = Project::new();
     let mut host = Host::start(project.path());
     let h = host.pid();
+    // Never in the test's own mount namespace: against a host without
+    // namespaces (a regression, or an older build) these commands would
+    // unmount the machine's /proc and cgroups. The command checks first
+    // and then does nothing else.
+    let own = fs::read_link("/proc/self/ns/mnt").expect("the test's mount namespace");
     let reply = host.command(
         "bash",
         &format!(
-            "umount -l /sys/fs/cgroup 2>/dev/null; umount -l /proc; \
+            "if [ \"$(readlink /proc/self/ns/mnt)\" = '{own}' ]; then echo 'in the host mount namespace'; else \
+             umount -l /sys/fs/cgroup 2>/dev/null; umount -l /proc; \
              for sub in /sys/fs/cgroup/*; do umount -l $sub 2>/dev/null; done; \
              ls /proc | wc -l; [ -e /proc/{h} ] && echo \"host's proc\"; \
              find /sys/fs/cgroup -name 'envhost-*' | head -3; \
              mount -t proc proc /proc && [ -e /proc/{h} ] && echo \"host in new proc\"; \
              mount -t cgroup2 none /mnt 2>/dev/null && find /mnt -name 'envhost-*' | head -3; \
-             umount /mnt 2>/dev/null; echo end"
+             umount /mnt 2>/dev/null; fi; echo end",
+            own = own.display()
         ),
     );
     let output = reply.ok();
+    assert!(
+        !output.contains("in the host mount namespace"),
+        "commands run in the test's own mount namespace: {output}"
+    );
     assert!(
         output.starts_with("0\n"),
         "the host's /proc was beneath: {output}"
