@@ -11,7 +11,7 @@ from typing import AsyncIterator
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from support import DEADLINE, Project, wait_for_file, wait_until_dead
+from support import DEADLINE, Project, outer_pid, wait_for_file, wait_until_dead
 
 TOOLS = ["bash", "python", "editor", "rogue", "timer", "screen", "wait", "input", "interrupt", "restart"]
 
@@ -124,7 +124,17 @@ class Scenarios:
 
     async def test_a_client_that_gives_up_interrupts_the_command(self) -> None:
         pid_file = self.project.dir / "sleeper.pid"
+
+        def sleeper() -> int:
+            # Found while the call runs (3 s): the command prints its pid
+            # as its PID namespace numbers it, this test needs its own.
+            wait_for_file(pid_file)
+            return outer_pid(int(pid_file.read_text()), "sleep", 10)
+
         async with self.connect() as client:
+            # In threads: the SDK sends its cancellation from this event loop,
+            # which a blocking wait here would hold up.
+            found = asyncio.create_task(asyncio.to_thread(sleeper))
             with self.assertRaises(MCPError):
                 # The SDK sends notifications/cancelled when its read times out.
                 await client.call_tool(
@@ -132,10 +142,7 @@ class Scenarios:
                     {"command": "sh -c 'echo $$ > sleeper.pid; exec sleep 60'; echo finished"},
                     read_timeout_seconds=3,
                 )
-            # In threads: the SDK sends its cancellation from this event loop,
-            # which a blocking wait here would hold up.
-            await asyncio.to_thread(wait_for_file, pid_file)
-            dead = await asyncio.to_thread(wait_until_dead, int(pid_file.read_text()), 30)
+            dead = await asyncio.to_thread(wait_until_dead, await found, 30)
             self.assertTrue(dead, "the command outlived its cancelled call")
             after = await self.ok(client, "bash", {"command": "echo after"})
             self.assertIn("after\n", after)

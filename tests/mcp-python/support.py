@@ -67,6 +67,28 @@ def wait_until_dead(pid: int, limit: float) -> bool:
     return False
 
 
+def outer_pid(inner: int, name: str, limit: float = DEADLINE) -> int:
+    """The pid, as this test sees it, of the process called `name` that a
+    command saw as `inner`: commands run in a PID namespace of the host's
+    (the last number of NSpid in /proc/<pid>/status is the one they see)."""
+    deadline = time.monotonic() + limit
+    while True:
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                status = Path(f"/proc/{entry}/status").read_text()
+            except OSError:
+                continue
+            fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+            numbers = fields.get("NSpid", "").split()
+            if fields.get("Name") == name and numbers and numbers[-1] == str(inner):
+                return int(entry)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no process {name} numbered {inner} in its namespace")
+        time.sleep(0.02)
+
+
 def wait_for_file(path: Path, limit: float = DEADLINE) -> None:
     deadline = time.monotonic() + limit
     while not path.exists():
