@@ -129,7 +129,9 @@ class Sessions(ProjectTest):
 
     def test_a_refused_request_raises_and_the_session_goes_on(self):
         session = self.session()
-        bad = lambda request_id: {"type": "command", "id": request_id, "environment": "bash", "command": "ls", "timeout": 5}
+        def bad(request_id):
+            return {"type": "command", "id": request_id, "environment": "bash", "command": "ls", "timeout": 5}
+
         with self.assertRaises(envhost.RequestRefused) as caught:
             session._call(bad)
         self.assertIn("timeout", caught.exception.message)
@@ -315,7 +317,9 @@ class AsyncSessions(ProjectTest):
 
         async def refused():
             async with await envhost.AsyncSession.start(project=self.project) as session:
-                bad = lambda request_id: {"type": "nonsense", "id": request_id}
+                def bad(request_id):
+                    return {"type": "nonsense", "id": request_id}
+
                 try:
                     await session._call(bad)
                 except envhost.RequestRefused as error:

@@ -138,13 +138,13 @@ class AsyncSession:
                     "ended before answering" if not err.partial else "ended in the middle of an answer"
                 ) from None
             except asyncio.TimeoutError:
-                error = p.ReplyTimeout(f"envhost did not answer within {self.reply_timeout}s; the session was closed")
-                await self._close_with(error)
-                raise error from None
+                timed_out = p.ReplyTimeout(f"envhost did not answer within {self.reply_timeout}s; the session was closed")
+                await self._close_with(timed_out)
+                raise timed_out from None
             except asyncio.LimitOverrunError:
-                error = p.ProtocolViolation(f"envhost sent an answer longer than {_LINE_LIMIT} bytes; the session was closed")
-                await self._close_with(error)
-                raise error from None
+                overlong = p.ProtocolViolation(f"envhost sent an answer longer than {_LINE_LIMIT} bytes; the session was closed")
+                await self._close_with(overlong)
+                raise overlong from None
             try:
                 return p.decode(line[:-1], message)
             except p.LastWords as words:

@@ -179,7 +179,7 @@ def request(kind: str, request_id: int, **fields: Any) -> Dict[str, Any]:
 # Durations are seconds here and milliseconds on the wire.
 
 
-def command(request_id: int, environment: str, text: str, timeout: Optional[float], yield_after: Optional[float]):
+def command(request_id: int, environment: str, text: str, timeout: Optional[float], yield_after: Optional[float]) -> Dict[str, Any]:
     return request(
         "command",
         request_id,
@@ -190,31 +190,31 @@ def command(request_id: int, environment: str, text: str, timeout: Optional[floa
     )
 
 
-def wait(request_id: int, environment: str, timeout: Optional[float]):
+def wait(request_id: int, environment: str, timeout: Optional[float]) -> Dict[str, Any]:
     return request("wait", request_id, environment=environment, timeout_ms=milliseconds(timeout, "timeout"))
 
 
-def input_text(request_id: int, environment: str, text: str, timeout: Optional[float]):
+def input_text(request_id: int, environment: str, text: str, timeout: Optional[float]) -> Dict[str, Any]:
     return request("input", request_id, environment=environment, text=text, timeout_ms=milliseconds(timeout, "timeout"))
 
 
-def interrupt(request_id: int, environment: str):
+def interrupt(request_id: int, environment: str) -> Dict[str, Any]:
     return request("interrupt", request_id, environment=environment)
 
 
-def restart(request_id: int, environment: str):
+def restart(request_id: int, environment: str) -> Dict[str, Any]:
     return request("restart", request_id, environment=environment)
 
 
-def screen(request_id: int):
+def screen(request_id: int) -> Dict[str, Any]:
     return request("screen", request_id)
 
 
-def read_file(request_id: int, path: "os.PathLike[str] | str", offset: int, length: Optional[int]):
+def read_file(request_id: int, path: "os.PathLike[str] | str", offset: int, length: Optional[int]) -> Dict[str, Any]:
     return request("read_file", request_id, path=os.fspath(path), offset=offset, length=length)
 
 
-def write_file(request_id: int, path: "os.PathLike[str] | str", content: bytes, *, append: bool, more: bool):
+def write_file(request_id: int, path: "os.PathLike[str] | str", content: bytes, *, append: bool, more: bool) -> Dict[str, Any]:
     return request(
         "write_file",
         request_id,
@@ -367,7 +367,7 @@ class Collect:
         return bytes(self._data)
 
 
-def chunks_of(data: Union[bytes, bytearray, memoryview, IO[bytes]]):
+def chunks_of(data: Union[bytes, bytearray, memoryview, IO[bytes]]) -> Iterator[bytes]:
     """At least one chunk (an empty file is one empty chunk)."""
     if isinstance(data, (bytes, bytearray, memoryview)):
         view = memoryview(data)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Optional
+from typing import Mapping, Optional
 
 from .._protocol import Result
 
@@ -31,7 +31,7 @@ def was_cut(result: Result) -> bool:
     return _CUT_MARKER in result.output
 
 
-def quote_env(env: Optional[dict]) -> str:
+def quote_env(env: Optional[Mapping[str, object]]) -> str:
     """`export K='V' ...` for a set of variables (empty when there are none)."""
     if not env:
         return ""

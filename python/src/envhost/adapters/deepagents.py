@@ -20,7 +20,7 @@ a `Session`; it must not know how the session reaches the host.
 from __future__ import annotations
 
 import secrets
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from deepagents.backends.protocol import (
     FILE_NOT_FOUND,
@@ -39,7 +39,7 @@ from ._shell import exit_code, was_cut
 
 # envhost's one-word reasons for a refused file request, as deepagents'
 # standard error codes.
-_REASONS = {
+_REASONS: Dict[str, str] = {
     "not_found": FILE_NOT_FOUND,
     "is_directory": IS_DIRECTORY,
     "permission_denied": PERMISSION_DENIED,

@@ -78,7 +78,7 @@ class EnvhostEnvironment:
         self._session = session
         return session
 
-    def execute(self, action: dict, cwd: str = "", *, timeout: Optional[int] = None) -> Dict[str, Any]:
+    def execute(self, action: Dict[str, Any], cwd: str = "", *, timeout: Optional[int] = None) -> Dict[str, Any]:
         """Runs the action's command; returns mini-swe-agent's result dict."""
         command = action.get("command", "")
         if cwd or self.config.fresh_subshell:
@@ -117,7 +117,8 @@ class EnvhostEnvironment:
             )
 
     def get_template_vars(self, **kwargs: Any) -> Dict[str, Any]:
-        return recursive_merge(self.config.model_dump(), platform.uname()._asdict(), os.environ, kwargs)
+        merged: Dict[str, Any] = recursive_merge(self.config.model_dump(), platform.uname()._asdict(), os.environ, kwargs)
+        return merged
 
     def serialize(self) -> Dict[str, Any]:
         return {
