@@ -117,7 +117,7 @@ class EnvhostEnvironment:
             )
 
     def get_template_vars(self, **kwargs: Any) -> Dict[str, Any]:
-        merged: Dict[str, Any] = recursive_merge(self.config.model_dump(), platform.uname()._asdict(), os.environ, kwargs)
+        merged: Dict[str, Any] = recursive_merge(self.config.model_dump(), platform.uname()._asdict(), dict(os.environ), kwargs)
         return merged
 
     def serialize(self) -> Dict[str, Any]:
