@@ -127,6 +127,21 @@ class Sessions(ProjectTest):
         self.assertIn("Unknown environment: ruby", result.output)
         self.assertIn("bash", result.output)
 
+    def test_named_instances_keep_their_own_state_and_close(self):
+        session = self.session()
+        session.run("bash:server", "cd /tmp && export WHERE=server")
+        self.assertEqual(session.run("bash", "echo \"[$WHERE]\"").output, "[]\n")
+        here = session.run("bash:server", "echo $WHERE; pwd")
+        self.assertEqual(here.output, "server\n/tmp\n")
+        self.assertIn("bash:server", here.screen)
+        closed = session.close_instance("bash:server")
+        self.assertTrue(closed.success, closed.output)
+        self.assertTrue(closed.output.startswith("Closed bash:server: ended the shell"), closed.output)
+        self.assertNotIn("bash:server", closed.screen)
+        refused = session.close_instance("bash")
+        self.assertFalse(refused.success)
+        self.assertIn("restart", refused.output)
+
     def test_a_refused_request_raises_and_the_session_goes_on(self):
         session = self.session()
         def bad(request_id):

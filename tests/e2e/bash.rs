@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use crate::harness::{Host, Project, Reply, process_alive, skip_unprivileged, wait_until_dead};
 
-const HELP: &str = "Any bash command. Use & for background jobs.";
+/// The help line, and the line the default bash adds on opening another.
+const HELP: &str = "Any bash command. Use & for background jobs.\nAnother bash: send to \"bash:NAME\" to open one (its own state and section); close ends it.";
 
 /// A timeout far beyond what any command here needs: reaching it means the
 /// behaviour under test (e.g. early detection of input waits) is broken.

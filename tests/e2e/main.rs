@@ -18,6 +18,7 @@ mod files;
 mod harness;
 mod hostile;
 mod hostile_files;
+mod instances;
 mod isolation;
 mod loopback_http;
 mod mcp;

@@ -234,7 +234,8 @@ fn tools_are_the_environments_then_the_controls_with_truthful_hints() {
             "wait",
             "input",
             "interrupt",
-            "restart"
+            "restart",
+            "close"
         ]
     );
     let tool = |name: &str| tools.iter().find(|t| t.name == name).expect("listed");
@@ -757,5 +758,112 @@ fn mcp_resumes_a_recorded_session() {
     let first = mcp.ok("bash", json!({"command": "echo \"kept=$kept in $PWD\""}));
     assert!(first.contains("Session resumed"), "{first}");
     assert!(first.contains("kept=yes in /tmp"), "{first}");
+    mcp.close();
+}
+
+/// Issue #34 over MCP: the bash and python tools take `instance`, each
+/// instance keeps its own state and section, the controls reach it, and the
+/// `close` tool ends it and everything it runs.
+#[test]
+fn instances_over_mcp_keep_their_own_state_and_close_ends_what_they_run() {
+    let project = Project::new();
+    let mcp = Mcp::start(&project, &["--max-instances", "3"]);
+    let tools = mcp.tools();
+    let schema = |name: &str| {
+        let tool = tools.iter().find(|t| t.name == name).expect("listed");
+        Value::Object((*tool.input_schema).clone())
+    };
+    assert_eq!(schema("bash")["properties"]["instance"]["type"], "string");
+    assert_eq!(schema("python")["properties"]["instance"]["type"], "string");
+    assert!(schema("editor")["properties"].get("instance").is_none());
+    assert_eq!(
+        schema("close")["required"],
+        json!(["environment", "instance"])
+    );
+    assert_eq!(
+        schema("close")["properties"]["environment"]["enum"],
+        json!(["bash", "python"])
+    );
+
+    let opened = mcp.ok(
+        "bash",
+        json!({"command": "cd /tmp && X=1 && echo opened", "instance": "server"}),
+    );
+    assert!(opened.starts_with("opened\n"), "{opened}");
+    assert!(opened.contains("== BASH:SERVER =="), "{opened}");
+    let default = mcp.ok("bash", json!({"command": "echo \"[$X]\"; pwd"}));
+    assert!(
+        default.starts_with(&format!("[]\n{}\n", project.canonical().display())),
+        "{default}"
+    );
+    let again = mcp.ok(
+        "bash",
+        json!({"command": "echo $X; pwd", "instance": "server"}),
+    );
+    assert!(again.starts_with("1\n/tmp\n"), "{again}");
+    mcp.ok("python", json!({"command": "v = 7", "instance": "w"}));
+    let python = mcp.ok("python", json!({"command": "'v' in dir()"}));
+    assert!(python.starts_with("False"), "{python}");
+
+    // A job and a command left running end with close.
+    mcp.ok(
+        "bash",
+        json!({"command": "sleep 300 & echo $! > job.pid", "instance": "server"}),
+    );
+    let job = wait_for_pid(&project.path().join("job.pid"));
+    let running = mcp.ok(
+        "bash",
+        json!({
+            "command": "sh -c 'echo $$ > run.pid; exec sleep 301'",
+            "instance": "server",
+            "wait_seconds": 0.5
+        }),
+    );
+    assert!(running.contains("still running"), "{running}");
+    let command = wait_for_pid(&project.path().join("run.pid"));
+    let waited = mcp.ok(
+        "wait",
+        json!({"environment": "bash", "instance": "server", "wait_seconds": 0.2}),
+    );
+    assert!(waited.contains("still running"), "{waited}");
+    let closed = mcp.ok(
+        "close",
+        json!({"environment": "bash", "instance": "server"}),
+    );
+    assert!(
+        closed.starts_with("Closed bash:server: ended the shell, background job %1 `sleep 300`"),
+        "{closed}"
+    );
+    assert!(closed.contains("the running command `sh -c"), "{closed}");
+    for pid in [job, command] {
+        let pid = crate::harness::outer_pid(mcp.pid, pid);
+        assert!(
+            wait_until_dead(pid, Duration::from_secs(10)),
+            "{pid} outlived close"
+        );
+    }
+    let gone = mcp.failed(
+        "interrupt",
+        json!({"environment": "bash", "instance": "server"}),
+    );
+    assert!(gone.starts_with("bash:server is not open"), "{gone}");
+
+    // Refusals in words; the server goes on.
+    let bad = mcp.failed("bash", json!({"command": "true", "instance": "my server"}));
+    assert!(
+        bad.contains("bash:my server is not an instance name"),
+        "{bad}"
+    );
+    let editor = mcp.failed("editor", json!({"command": "search x", "instance": "x"}));
+    assert!(editor.contains("editor has one instance only"), "{editor}");
+    match mcp.try_call("close", json!({"environment": "bash"})) {
+        Ok(result) => {
+            assert_eq!(result.is_error, Some(true));
+            assert!(text(&result).contains("restart"), "{}", text(&result));
+        }
+        Err(err) => assert!(err.to_string().contains("restart"), "{err}"),
+    }
+    let kept = mcp.ok("python", json!({"command": "v", "instance": "w"}));
+    assert!(kept.starts_with('7'), "{kept}");
     mcp.close();
 }

@@ -256,7 +256,7 @@ fn wait_input_interrupt_and_restart_are_parsed_and_bad_ones_refused() {
         ),
         (
             r#"{"type":"stop"}"#,
-            r#"expected "command", "wait", "input", "interrupt", "restart", "screen", "read_file" or "write_file""#,
+            r#"expected "command", "wait", "input", "interrupt", "restart", "close", "screen", "read_file" or "write_file""#,
         ),
     ] {
         let answer = expect_error(&mut host, format!("{line}\n").as_bytes(), fragment);

@@ -9,7 +9,8 @@ use serde_json::json;
 
 use crate::harness::{Host, Project, Reply, process_alive, wait_until_dead};
 
-const HELP: &str = "Any Python code. Variables and imports persist across commands.";
+/// The help line, and the line the default python adds on opening another.
+const HELP: &str = "Any Python code. Variables and imports persist across commands.\nAnother python: send to \"python:NAME\" to open one (its own state and section); close ends it.";
 
 fn python(host: &mut Host, code: &str) -> Reply {
     host.command("python", code)

@@ -113,6 +113,8 @@ pub fn describe(event: &Event) -> String {
         } => format!("{environment} <- input {}", excerpt(text)),
         Event::InterruptRequested { environment, .. } => format!("{environment} <- interrupt"),
         Event::RestartRequested { environment, .. } => format!("{environment} <- restart"),
+        Event::CloseRequested { environment, .. } => format!("{environment} <- close"),
+        Event::EnvironmentClosed { name, ended } => format!("{name} closed; ended: {ended}"),
         Event::CommandTimedOut {
             environment,
             after_ms,

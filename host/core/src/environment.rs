@@ -50,6 +50,14 @@ pub trait Environment: Send {
     /// terminals, temporary files. Called once, when the host stops.
     fn shutdown(&mut self) {}
 
+    /// What [`shutdown`](Environment::shutdown) would end now, one short
+    /// phrase each in the agent's words ("the shell", "background job
+    /// `./server`"), for the answer to closing an instance. Empty when it
+    /// holds nothing (it never started).
+    fn holdings(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// How to use this environment, for front ends that describe it before
     /// any screen is shown (an MCP tool's description, the REPL's
     /// completion): a summary and the described commands — the same
@@ -172,6 +180,12 @@ pub trait StateKeeper: Send + Sync {
     /// Stores `state` as `environment`'s latest; returns once it is safe
     /// on disk. `Err` says in words why it could not be kept.
     fn keep(&self, environment: &str, state: &str) -> Result<(), String>;
+
+    /// Drops `environment`'s kept state: the instance was closed, and a
+    /// resumed session must not bring it back.
+    fn forget(&self, environment: &str) {
+        let _ = environment;
+    }
 }
 
 /// What the host watches over every answer beyond the environment that
@@ -515,6 +529,12 @@ impl EnvironmentName {
         } else {
             Err(InvalidName(name.to_owned()))
         }
+    }
+
+    /// The named instance `name` of `kind` (`bash:server`); `name` is
+    /// checked by [`instance::check_name`](crate::instance::check_name).
+    pub(crate) fn instance(kind: &EnvironmentName, name: &str) -> Self {
+        EnvironmentName(format!("{kind}:{name}"))
     }
 
     /// The name as text.

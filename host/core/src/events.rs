@@ -145,6 +145,21 @@ pub enum Event {
         /// The environment.
         environment: String,
     },
+    /// The agent closes an instance (`bash:server`).
+    CloseRequested {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        /// The agent's `id`, if the request had one.
+        id: Option<RequestId>,
+        /// The environment.
+        environment: String,
+    },
+    /// An instance was closed: it and everything it ran were ended.
+    EnvironmentClosed {
+        /// The instance's name (`bash:server`).
+        name: String,
+        /// What was ended, in the agent's words.
+        ended: String,
+    },
     /// A command ran past its timeout.
     CommandTimedOut {
         /// The environment.

@@ -24,6 +24,8 @@
 //! - the [`Orchestrator`]: the registry, routing (usable from several
 //!   threads at once, one request at a time per environment), screen
 //!   collection and panic containment;
+//! - [`instance`]: the rule for an instance's address (`bash:server`)
+//!   and the factory that makes another instance of a kind;
 //! - [`running`]: the words about a command that is still running (the
 //!   note that ends its answer, the busy refusal, its block on the screen);
 //! - the [`Screen`] and its truncation rule;
@@ -61,6 +63,7 @@ mod console;
 mod environment;
 mod events;
 mod help;
+pub mod instance;
 mod orchestrator;
 mod request;
 pub mod running;

@@ -14,11 +14,18 @@
 //! event bus has its own lock. A screen taken while another request is
 //! inside an environment shows that environment's last section, marked
 //! busy, instead of waiting for it.
+//!
+//! A kind given an [`InstanceFactory`] (bash, python) also has named
+//! instances (`bash:server`): the first request to one creates it, its
+//! section follows its kind's default section, and `close` ends it. They
+//! are held apart from the environments registered at start-up, behind a
+//! lock of their own, so that creating or closing one never waits for a
+//! request inside another environment.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, TryLockError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -29,6 +36,7 @@ use crate::environment::{
     EnvironmentName, HostWatch, Incident, Reach, RunningCommand, ScreenSection, StateKeeper, Usage,
 };
 use crate::events::{Event, EventBus, panic_message};
+use crate::instance::{self, DEFAULT_MAX_INSTANCES, InstanceFactory};
 use crate::request::{
     CommandRequest, Control, ControlRequest, DEFAULT_INPUT_WAIT, DEFAULT_WAIT, RequestId,
 };
@@ -123,11 +131,15 @@ pub struct Description {
     pub usage: Usage,
     /// What its commands can touch.
     pub reach: Reach,
+    /// It has named instances (`bash:NAME`) besides itself.
+    pub instances: bool,
 }
 
 struct Slot {
     name: EnvironmentName,
     kind: EnvironmentKind,
+    /// For a named instance (`bash:server`), its kind (`bash`).
+    instance_of: Option<EnvironmentName>,
     /// How to use it, asked once: it is fixed for the environment's life.
     usage: Usage,
     environment: Mutex<Box<dyn Environment>>,
@@ -212,6 +224,9 @@ pub struct OrchestratorSettings {
     /// paths: never named as files a command produced, though they change
     /// with every answer.
     pub own_files: Vec<PathBuf>,
+    /// How many named instances of one kind (`bash:NAME`) may live at
+    /// once (`--max-instances`).
+    pub max_instances: usize,
 }
 
 impl OrchestratorSettings {
@@ -222,6 +237,7 @@ impl OrchestratorSettings {
             yield_after: None,
             project_dir: None,
             own_files: Vec::new(),
+            max_instances: DEFAULT_MAX_INSTANCES,
         }
     }
 
@@ -249,13 +265,20 @@ pub enum RegisterError {
     #[error("an environment named {0} is already loaded")]
     /// An environment of that name is registered already.
     Duplicate(String),
+    /// Instances were allowed for a kind that is not registered.
+    #[error("no environment named {0} is loaded, so it cannot have instances")]
+    NoSuchKind(String),
 }
 
 /// The registry of environments: it routes each request to its
 /// environment and collects the screen after it, and nothing an
 /// environment does (an error, a panic) takes it down.
 pub struct Orchestrator {
-    slots: Vec<Slot>,
+    slots: Vec<Arc<Slot>>,
+    /// The named instances alive (`bash:server`), by name.
+    instances: RwLock<Vec<Arc<Slot>>>,
+    /// The kinds that have named instances, and how each makes one.
+    factories: Vec<(EnvironmentName, InstanceFactory)>,
     notices: Vec<NoticeSection>,
     bus: Mutex<EventBus>,
     settings: OrchestratorSettings,
@@ -281,6 +304,8 @@ impl Orchestrator {
     pub fn new(settings: OrchestratorSettings, bus: EventBus, cancel: CancelFlag) -> Self {
         Orchestrator {
             slots: Vec::new(),
+            instances: RwLock::default(),
+            factories: Vec::new(),
             notices: Vec::new(),
             bus: Mutex::new(bus),
             settings,
@@ -323,11 +348,15 @@ impl Orchestrator {
         states
             .iter()
             .map(|(name, state)| {
-                let Some(slot) = self.slot(name) else {
-                    return (
-                        name.clone(),
-                        Err("it is not loaded in this host".to_owned()),
-                    );
+                let slot = match self.open(name) {
+                    Ok(slot) => slot,
+                    Err(_) if instance::split(name).is_none() => {
+                        return (
+                            name.clone(),
+                            Err("it is not loaded in this host".to_owned()),
+                        );
+                    }
+                    Err(why) => return (name.clone(), Err(why)),
                 };
                 let context =
                     CommandContext::new(self.settings.default_timeout, self.cancel.clone());
@@ -459,14 +488,15 @@ impl Orchestrator {
                 Usage::default()
             }
         };
-        self.slots.push(Slot {
+        self.slots.push(Arc::new(Slot {
             name,
             kind,
+            instance_of: None,
             usage,
             environment: Mutex::new(environment),
             view: Mutex::new(View::default()),
-        });
-        self.slots.sort_by_key(display_rank);
+        }));
+        self.slots.sort_by_key(|slot| display_rank(slot));
         Ok(())
     }
 
@@ -487,17 +517,15 @@ impl Orchestrator {
             return Err(RegisterError::Duplicate(name.to_string()));
         }
         let old = self.slots.remove(index);
-        let mut old_environment = old
-            .environment
-            .into_inner()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut inside = old.enter("replace");
+        let old_environment = &mut inside.environment;
         if let Err(panic) = catch_unwind(AssertUnwindSafe(|| old_environment.shutdown())) {
             self.emit(Event::Error {
                 context: format!("{name} shutdown"),
                 message: panic_message(panic.as_ref()),
             });
         }
-        drop(old_environment);
+        drop(inside);
         self.register(name, kind, environment, detail)
     }
 
@@ -514,16 +542,57 @@ impl Orchestrator {
         self.notices.push(notice);
     }
 
-    /// The registered environments' names, in display order.
+    /// The registered environments' names, in display order (named
+    /// instances are in [`instance_names`](Orchestrator::instance_names)).
     pub fn environment_names(&self) -> Vec<&str> {
         self.slots.iter().map(|s| s.name.as_str()).collect()
     }
 
+    /// Lets `kind` (a registered environment: bash, python) have named
+    /// instances (`bash:NAME`), each made by `factory` on its first
+    /// request.
+    pub fn allow_instances(
+        &mut self,
+        kind: &str,
+        factory: InstanceFactory,
+    ) -> Result<(), RegisterError> {
+        let Some(slot) = self.slots.iter().find(|s| s.name.as_str() == kind) else {
+            return Err(RegisterError::NoSuchKind(kind.to_owned()));
+        };
+        let name = slot.name.clone();
+        self.factories.retain(|(known, _)| *known != name);
+        self.factories.push((name, factory));
+        Ok(())
+    }
+
+    /// The kinds that have named instances (bash, python), in display order.
+    pub fn instance_kinds(&self) -> Vec<&str> {
+        self.slots
+            .iter()
+            .filter(|slot| self.factory(slot.name.as_str()).is_some())
+            .map(|slot| slot.name.as_str())
+            .collect()
+    }
+
+    /// The named instances alive (`bash:server`), in display order.
+    pub fn instance_names(&self) -> Vec<String> {
+        self.instances
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|slot| slot.name.to_string())
+            .collect()
+    }
+
     /// How to use `environment` (its summary and described commands), for
     /// front ends that describe environments up front; without waiting for
-    /// a request inside it.
+    /// a request inside it. A named instance is used as its kind is.
     pub fn usage(&self, environment: &str) -> Option<&Usage> {
-        self.slot(environment).map(|slot| &slot.usage)
+        let base = instance::split(environment).map_or(environment, |(kind, _)| kind);
+        self.slots
+            .iter()
+            .find(|slot| slot.name.as_str() == base)
+            .map(|slot| &slot.usage)
     }
 
     /// Every environment's name, kind, usage and reach, in display order.
@@ -551,6 +620,7 @@ impl Orchestrator {
                     kind: slot.kind,
                     usage: slot.usage.clone(),
                     reach,
+                    instances: self.factory(slot.name.as_str()).is_some(),
                 }
             })
             .collect()
@@ -576,7 +646,7 @@ impl Orchestrator {
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
             Err(TryLockError::WouldBlock) => return None,
         };
-        self.running_in(slot, &**guard)
+        self.running_in(&slot, &**guard)
     }
 
     /// Emits an event from outside (the protocol layer's bad-input errors).
@@ -613,9 +683,10 @@ impl Orchestrator {
             yield_ms: yield_after.map(duration_ms),
         });
         let started = Instant::now();
-        let response = match self.slot(&request.environment) {
-            None => self.unknown_environment(&request.environment),
-            Some(slot) => {
+        let response = match self.open(&request.environment) {
+            Err(refusal) => CommandResponse::failure(refusal),
+            Ok(slot) => {
+                let slot = &*slot;
                 let mut inside = slot.enter("command");
                 match self.running_in(slot, &**inside.environment) {
                     Some(running) => CommandResponse::failure(running::busy_refusal(
@@ -682,10 +753,22 @@ impl Orchestrator {
             },
             Control::Interrupt => Event::InterruptRequested { id, environment },
             Control::Restart => Event::RestartRequested { id, environment },
+            Control::Close => Event::CloseRequested { id, environment },
         });
+        if request.control == Control::Close {
+            let response = self.close(request);
+            return self.outcome(response);
+        }
         let Some(slot) = self.slot(&request.environment) else {
-            return self.outcome(self.unknown_environment(&request.environment));
+            let words = match instance::split(&request.environment) {
+                Some(_) => CommandResponse::failure(
+                    self.not_open(&request.environment, request.control.name()),
+                ),
+                None => self.unknown_environment(&request.environment),
+            };
+            return self.outcome(words);
         };
+        let slot = &*slot;
         let mut inside = slot.enter(request.control.name());
         if request.control == Control::Restart {
             let context = CommandContext::new(self.settings.default_timeout, cancel.clone());
@@ -713,7 +796,9 @@ impl Orchestrator {
                 text,
                 &waiting.yielding_after(Some(timeout.unwrap_or(DEFAULT_INPUT_WAIT))),
             ),
-            Control::Interrupt | Control::Restart => environment.interrupt(&waiting),
+            Control::Interrupt | Control::Restart | Control::Close => {
+                environment.interrupt(&waiting)
+            }
         });
         let since = Since::before_now(running.started.elapsed());
         let response = self.with_changed_files(&inside, response, since);
@@ -729,8 +814,175 @@ impl Orchestrator {
         self.outcome(response)
     }
 
-    fn slot(&self, name: &str) -> Option<&Slot> {
-        self.slots.iter().find(|s| s.name.as_str() == name)
+    fn slot(&self, name: &str) -> Option<Arc<Slot>> {
+        if let Some(slot) = self.slots.iter().find(|s| s.name.as_str() == name) {
+            return Some(Arc::clone(slot));
+        }
+        instance::split(name)?;
+        self.instances
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|s| s.name.as_str() == name)
+            .cloned()
+    }
+
+    fn factory(&self, kind: &str) -> Option<&InstanceFactory> {
+        self.factories
+            .iter()
+            .find(|(known, _)| known.as_str() == kind)
+            .map(|(_, factory)| factory)
+    }
+
+    /// The environment `name` names, creating it if it is a named instance
+    /// not yet alive; or the words that refuse it (an unknown environment,
+    /// a bad instance name, a kind with one instance, too many instances).
+    fn open(&self, name: &str) -> Result<Arc<Slot>, String> {
+        if let Some(slot) = self.slot(name) {
+            return Ok(slot);
+        }
+        let (kind, instance_name) = self.instance_address(name)?;
+        let mut instances = self
+            .instances
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Another thread may have opened it since the look above.
+        if let Some(slot) = instances.iter().find(|s| s.name.as_str() == name) {
+            return Ok(Arc::clone(slot));
+        }
+        let live: Vec<&str> = instances
+            .iter()
+            .filter(|slot| slot.instance_of.as_ref() == Some(&kind))
+            .map(|slot| slot.name.as_str())
+            .collect();
+        if live.len() >= self.settings.max_instances {
+            return Err(instance::too_many(name, kind.as_str(), &live));
+        }
+        let Some(factory) = self.factory(kind.as_str()) else {
+            return Err(instance::single(kind.as_str(), &self.instance_kinds()));
+        };
+        let environment = catch_unwind(AssertUnwindSafe(factory)).map_err(|panic| {
+            format!(
+                "{name} could not be created (internal failure: {}); the host is still running.",
+                panic_message(panic.as_ref())
+            )
+        })?;
+        let usage = self.usage(kind.as_str()).cloned().unwrap_or_default();
+        let slot = Arc::new(Slot {
+            name: EnvironmentName::instance(&kind, instance_name),
+            kind: EnvironmentKind::Builtin,
+            instance_of: Some(kind.clone()),
+            usage,
+            environment: Mutex::new(environment),
+            view: Mutex::new(View::default()),
+        });
+        instances.push(Arc::clone(&slot));
+        instances.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
+        drop(instances);
+        self.emit(Event::EnvironmentLoaded {
+            name: name.to_owned(),
+            kind: EnvironmentKind::Builtin,
+            detail: Some(format!("another instance of {kind}")),
+        });
+        Ok(slot)
+    }
+
+    /// `name` as `(kind, instance name)` if it is a valid address of an
+    /// instance of a kind that has them; otherwise the words that refuse
+    /// it.
+    fn instance_address<'n>(&self, name: &'n str) -> Result<(EnvironmentName, &'n str), String> {
+        let Some((kind, instance_name)) = instance::split(name) else {
+            return Err(self.unknown_environment(name).output);
+        };
+        let kinds = self.instance_kinds();
+        let Some(slot) = self.slots.iter().find(|s| s.name.as_str() == kind) else {
+            return Err(instance::unknown_kind(name, kind, &kinds));
+        };
+        if self.factory(kind).is_none() {
+            return Err(instance::single(kind, &kinds));
+        }
+        instance::check_name(kind, instance_name).map_err(|err| format!("{err}."))?;
+        Ok((slot.name.clone(), instance_name))
+    }
+
+    /// Ends the named instance `request` is for and everything it runs,
+    /// and removes it (and its kept state); refuses a default instance or
+    /// one that is not open.
+    fn close(&self, request: &ControlRequest) -> CommandResponse {
+        let name = request.environment.as_str();
+        if self.slots.iter().any(|s| s.name.as_str() == name) {
+            let default = self.factory(name).is_some();
+            return CommandResponse::failure(instance::not_closable(
+                name,
+                default,
+                &self.instance_kinds(),
+            ));
+        }
+        let removed = {
+            let mut instances = self
+                .instances
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            instances
+                .iter()
+                .position(|s| s.name.as_str() == name)
+                .map(|index| instances.remove(index))
+        };
+        let Some(slot) = removed else {
+            return CommandResponse::failure(self.not_open(name, "close"));
+        };
+        // No new request finds it now; one inside it is waited for.
+        let mut inside = slot.enter("close");
+        let running = self.running_in(&slot, &**inside.environment);
+        let mut ended =
+            catch_unwind(AssertUnwindSafe(|| inside.environment.holdings())).unwrap_or_default();
+        if let Some(running) = running {
+            ended.push(format!(
+                "the running command {}",
+                running::quoted_command(&running.command)
+            ));
+        }
+        let environment = &mut inside.environment;
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| environment.shutdown())) {
+            self.emit(Event::Error {
+                context: format!("{name} shutdown"),
+                message: panic_message(panic.as_ref()),
+            });
+        }
+        drop(inside);
+        if let Some(keeper) = &self.keeper {
+            self.keeping
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .unsaved
+                .retain(|(kept, _)| *kept != slot.name);
+            keeper.forget(name);
+        }
+        let ended = if ended.is_empty() {
+            "nothing was running in it".to_owned()
+        } else {
+            format!("ended {}", text::listed(&ended))
+        };
+        self.emit(Event::EnvironmentClosed {
+            name: name.to_owned(),
+            ended: ended.clone(),
+        });
+        CommandResponse::success(instance::closed(name, &ended))
+    }
+
+    /// Why a request that needs a live environment found none at `name`.
+    fn not_open(&self, name: &str, what: &str) -> String {
+        match self.instance_address(name) {
+            Ok((kind, _)) => {
+                let live: Vec<String> = self
+                    .instance_names()
+                    .into_iter()
+                    .filter(|open| instance::split(open).is_some_and(|(k, _)| k == kind.as_str()))
+                    .collect();
+                instance::not_open(name, what, kind.as_str(), &live)
+            }
+            Err(why) => why,
+        }
     }
 
     fn outcome(&self, response: CommandResponse) -> Outcome {
@@ -938,7 +1190,9 @@ impl Orchestrator {
     }
 
     fn unknown_environment(&self, name: &str) -> CommandResponse {
+        let instances = self.instance_names();
         let mut available: Vec<&str> = self.environment_names();
+        available.extend(instances.iter().map(String::as_str));
         available.sort_unstable();
         let available = if available.is_empty() {
             "(none loaded)".to_owned()
@@ -971,8 +1225,23 @@ impl Orchestrator {
     /// session line says that, on every screen.
     fn screen_with(&self, first: &[(NoticeSection, bool)], resumed: bool) -> Screen {
         let mut screen = Screen::new();
+        let instances = self
+            .instances
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         for slot in &self.slots {
-            screen.push(slot.name.as_str(), self.section(slot));
+            let mut section = self.section(slot);
+            if self.factory(slot.name.as_str()).is_some() {
+                section = with_instance_hint(section, slot.name.as_str());
+            }
+            screen.push(slot.name.as_str(), section);
+            for instance in instances
+                .iter()
+                .filter(|instance| instance.instance_of.as_ref() == Some(&slot.name))
+            {
+                screen.push(instance.name.as_str(), self.section(instance));
+            }
         }
         for notice in &self.notices {
             screen.push(notice.key.clone(), notice.section.clone());
@@ -1050,7 +1319,13 @@ impl Orchestrator {
         self.emit(Event::HostStopping {
             reason: reason.to_owned(),
         });
-        for slot in &self.slots {
+        let instances = std::mem::take(
+            &mut *self
+                .instances
+                .write()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for slot in self.slots.iter().chain(&instances) {
             let mut inside = slot.enter("shutdown");
             let environment = &mut inside.environment;
             if let Err(panic) = catch_unwind(AssertUnwindSafe(|| environment.shutdown())) {
@@ -1082,6 +1357,15 @@ fn display_rank(slot: &Slot) -> (usize, String) {
         Some(position) => (position, String::new()),
         None => (BUILTIN_ORDER.len(), slot.name.to_string()),
     }
+}
+
+/// `section` (a default instance's) with the one line that says how to
+/// open another instance of its kind.
+fn with_instance_hint(section: ScreenSection, kind: &str) -> ScreenSection {
+    ScreenSection::with_max_lines(
+        format!("{}\n{}", section.content, instance::hint(kind)),
+        section.max_lines.saturating_add(1),
+    )
 }
 
 fn error_section(name: &str, message: &str) -> ScreenSection {
@@ -1408,6 +1692,128 @@ mod tests {
                 .is_err()
         );
         assert_eq!(orch.execute(&request("bash", "hi")).output, "hi");
+    }
+
+    /// Counts what it ends, to show `close` shuts an instance down once.
+    struct Holder {
+        shut: Arc<Mutex<usize>>,
+    }
+    impl Environment for Holder {
+        fn handle_command(
+            &mut self,
+            command: &str,
+            _: &CommandContext,
+        ) -> Result<CommandResponse, EnvironmentError> {
+            Ok(CommandResponse::success(command))
+        }
+        fn screen(&mut self) -> Result<ScreenSection, EnvironmentError> {
+            Ok(ScreenSection::new("holder"))
+        }
+        fn holdings(&self) -> Vec<String> {
+            vec!["the shell".into(), "background job %1 `x`".into()]
+        }
+        fn shutdown(&mut self) {
+            *self.shut.lock().unwrap() += 1;
+        }
+    }
+
+    fn with_instances(max: usize) -> (Orchestrator, Events, Arc<Mutex<usize>>) {
+        let settings = OrchestratorSettings {
+            max_instances: max,
+            ..OrchestratorSettings::new(Duration::from_secs(7))
+        };
+        let (mut orch, events) = orchestrator_with(settings);
+        let shut = Arc::new(Mutex::new(0));
+        let counter = Arc::clone(&shut);
+        orch.allow_instances(
+            "bash",
+            Box::new(move || {
+                Box::new(Holder {
+                    shut: Arc::clone(&counter),
+                }) as Box<dyn Environment>
+            }),
+        )
+        .unwrap();
+        (orch, events, shut)
+    }
+
+    #[test]
+    fn instances_open_on_first_use_show_after_their_kind_and_close() {
+        let (orch, events, shut) = with_instances(2);
+        assert_eq!(
+            orch.allow_instances("ruby", Box::new(|| unreachable!())),
+            Err(RegisterError::NoSuchKind("ruby".into()))
+        );
+        let first = orch.execute(&request("bash:b", "hi"));
+        assert_eq!(first.output, "hi");
+        orch.execute(&request("bash:a", "x"));
+        let screen = orch.screen();
+        let keys: Vec<&str> = screen.sections().map(|(key, _)| key).collect();
+        assert_eq!(
+            keys,
+            ["bash", "bash:a", "bash:b", "python", "alpha", "zeta"]
+        );
+        assert_eq!(orch.instance_names(), ["bash:a", "bash:b"]);
+        assert!(
+            orch.screen()
+                .get("bash")
+                .unwrap()
+                .content
+                .ends_with("\nAnother bash: send to \"bash:NAME\" to open one (its own state and section); close ends it.")
+        );
+        assert_eq!(orch.screen().get("bash:a").unwrap().content, "holder");
+        let full = orch.execute(&request("bash:c", "x"));
+        assert!(
+            full.output
+                .starts_with("bash:c was not opened: 2 instances of bash are open"),
+            "{}",
+            full.output
+        );
+        assert!(orch.screen().get("bash:c").is_none());
+
+        let closed = orch.control(&control("bash:a", Control::Close));
+        assert!(closed.success);
+        assert_eq!(
+            closed.output,
+            "Closed bash:a: ended the shell and background job %1 `x`. Its section is gone; a \
+             command sent to bash:a opens a fresh one."
+        );
+        assert_eq!(*shut.lock().unwrap(), 1);
+        assert!(closed.screen.get("bash:a").is_none());
+        let again = orch.control(&control("bash:a", Control::Close));
+        assert!(
+            again
+                .output
+                .starts_with("bash:a is not open, so there is nothing to close")
+        );
+        let default = orch.control(&control("bash", Control::Close));
+        assert!(!default.success);
+        assert!(default.output.contains("restart"), "{}", default.output);
+        for (name, words) in [
+            ("python:x", "python has one instance only"),
+            ("ruby:x", "Unknown environment kind ruby in ruby:x"),
+            ("bash:", "bash: names no instance"),
+            ("bash:a b", "bash:a b is not an instance name"),
+        ] {
+            let refused = orch.execute(&request(name, "x"));
+            assert!(!refused.success);
+            assert!(
+                refused.output.starts_with(words),
+                "{name}: {}",
+                refused.output
+            );
+        }
+        orch.shutdown("test");
+        assert_eq!(*shut.lock().unwrap(), 2, "the instance left is shut down");
+        let events = events.lock().unwrap();
+        assert!(events.iter().any(|e| matches!(
+            e,
+            Event::EnvironmentClosed { name, .. } if name == "bash:a"
+        )));
+        assert!(events.iter().any(|e| matches!(
+            e,
+            Event::EnvironmentLoaded { name, .. } if name == "bash:b"
+        )));
     }
 
     #[test]

@@ -71,6 +71,9 @@ pub enum Control {
     Interrupt,
     /// Ends the environment and starts a fresh one.
     Restart,
+    /// Ends a named instance (`bash:server`) and everything it runs, and
+    /// removes it; a default instance cannot be closed.
+    Close,
 }
 
 impl Control {
@@ -81,6 +84,7 @@ impl Control {
             Control::Input { .. } => "input",
             Control::Interrupt => "interrupt",
             Control::Restart => "restart",
+            Control::Close => "close",
         }
     }
 }

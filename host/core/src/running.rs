@@ -147,7 +147,7 @@ fn round_to_tenths(duration: Duration) -> Duration {
 }
 
 /// The command's first line, quoted, with a count of the lines left out.
-fn quoted_command(command: &str) -> String {
+pub fn quoted_command(command: &str) -> String {
     let mut lines = command.lines().filter(|line| !line.trim().is_empty());
     let first = lines.next().unwrap_or("");
     let more = lines.count();

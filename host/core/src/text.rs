@@ -84,6 +84,15 @@ pub fn counted(count: usize, singular: &str) -> String {
     format!("{count} {}", noun(count, singular))
 }
 
+/// `items` as a sentence lists them: `a`, `a and b`, `a, b and c`.
+pub fn listed(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
 /// The longest start of `text` that is at most `limit` bytes and ends on a
 /// character boundary, and how many bytes it leaves out.
 pub fn head(text: &str, limit: usize) -> (&str, usize) {

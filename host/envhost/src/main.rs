@@ -416,6 +416,12 @@ struct SessionArgs {
     #[arg(long)]
     no_session_state: bool,
 
+    /// Most named instances of bash, and of python, open at once
+    /// (`bash:NAME`, `python:NAME`); past it a new one is refused until
+    /// one is closed.
+    #[arg(long, value_name = "N", default_value_t = envhost_core::instance::DEFAULT_MAX_INSTANCES)]
+    max_instances: usize,
+
     #[command(flatten)]
     plugins: PluginArgs,
 }
@@ -665,6 +671,7 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
             yield_after: args.yield_after,
             project_dir: Some(project.clone()),
             own_files,
+            max_instances: args.max_instances,
         },
         bus,
         cancel.clone(),
@@ -686,6 +693,10 @@ fn run_session(mode: Mode, args: SessionArgs) -> anyhow::Result<ExitCode> {
             }
             Err(failure) => orchestrator.record_load_failure(&failure.name, &failure.reason),
         }
+    }
+    for (kind, factory) in envhost_envs::instance_factories(&config) {
+        // A kind that failed to load has no instances either.
+        let _ = orchestrator.allow_instances(kind, factory);
     }
     // Plugins' own output goes to stderr only where someone reads it: an
     // agent may never drain stderr, and a full pipe would block the host.

@@ -325,6 +325,11 @@ impl StateKeeper for SessionStore {
             )
         })
     }
+
+    /// A closed instance's record goes: `--resume` must not reopen it.
+    fn forget(&self, environment: &str) {
+        SessionStore::forget(self, environment);
+    }
 }
 
 /// The system's words for `err` (`No space left on device (os error

@@ -1,5 +1,6 @@
 //! Which built-ins exist, and their creation in display order.
 
+use envhost_core::instance::InstanceFactory;
 use envhost_core::{Environment, EnvironmentKind, EnvironmentName, LoadFailure, LoadedEnvironment};
 
 use crate::bash::BashEnvironment;
@@ -23,6 +24,24 @@ pub fn builtins(settings: &Settings) -> Vec<Result<LoadedEnvironment, LoadFailur
         builtin("bash", Ok(Box::new(bash)), None),
         builtin("python", Ok(Box::new(python)), Some(detail)),
         builtin(editor::NAME, editor, None),
+    ]
+}
+
+/// The built-ins that can have named instances (`bash:server`,
+/// `python:worker`), each with the factory that makes another one with
+/// the same settings as the default.
+pub fn instance_factories(settings: &Settings) -> Vec<(&'static str, InstanceFactory)> {
+    let bash = settings.clone();
+    let python = settings.clone();
+    vec![
+        (
+            "bash",
+            Box::new(move || Box::new(BashEnvironment::new(&bash)) as Box<dyn Environment>),
+        ),
+        (
+            "python",
+            Box::new(move || Box::new(PythonEnvironment::new(&python)) as Box<dyn Environment>),
+        ),
     ]
 }
 

@@ -15,6 +15,6 @@ mod editor;
 mod python;
 mod settings;
 
-pub use crate::builtins::builtins;
+pub use crate::builtins::{builtins, instance_factories};
 pub use crate::editor::{EditorEnvironment, EditorSettings};
 pub use crate::settings::Settings;

@@ -62,9 +62,9 @@ pub(crate) fn parse(
     };
     match kind {
         ToolKind::Environment(environment) => {
-            fields.only(&["command", "timeout_seconds", "wait_seconds"])?;
+            fields.only(&["command", "instance", "timeout_seconds", "wait_seconds"])?;
             Ok(Call::Run(Request::Command(CommandRequest {
-                environment: environment.clone(),
+                environment: fields.instance_of(environment)?,
                 command: fields.string("command")?,
                 timeout: fields.seconds("timeout_seconds")?,
                 yield_after: Some(fields.seconds("wait_seconds")?.unwrap_or(yield_after)),
@@ -76,7 +76,7 @@ pub(crate) fn parse(
             Ok(Call::Screen)
         }
         ToolKind::Wait => {
-            fields.only(&["environment", "wait_seconds"])?;
+            fields.only(&["environment", "instance", "wait_seconds"])?;
             fields.control(
                 Control::Wait {
                     timeout: fields.seconds("wait_seconds")?,
@@ -85,7 +85,7 @@ pub(crate) fn parse(
             )
         }
         ToolKind::Input => {
-            fields.only(&["environment", "text", "wait_seconds"])?;
+            fields.only(&["environment", "instance", "text", "wait_seconds"])?;
             fields.control(
                 Control::Input {
                     text: fields.string("text")?,
@@ -95,12 +95,24 @@ pub(crate) fn parse(
             )
         }
         ToolKind::Interrupt => {
-            fields.only(&["environment"])?;
+            fields.only(&["environment", "instance"])?;
             fields.control(Control::Interrupt, id)
         }
         ToolKind::Restart => {
-            fields.only(&["environment"])?;
+            fields.only(&["environment", "instance"])?;
             fields.control(Control::Restart, id)
+        }
+        ToolKind::Close => {
+            fields.only(&["environment", "instance"])?;
+            if !fields.object.contains_key("instance") {
+                return Err(
+                    "The close tool needs `instance` (a string): the name of the instance to \
+                     close, e.g. `server` for bash:server. The default instance cannot be \
+                     closed: restart it."
+                        .to_owned(),
+                );
+            }
+            fields.control(Control::Close, id)
         }
     }
 }
@@ -157,9 +169,23 @@ impl Fields<'_> {
         }
     }
 
+    /// `environment`, or its named instance when the call gives one
+    /// (`bash` and `server` make `bash:server`; the orchestrator checks
+    /// the name and refuses a kind that has no instances).
+    fn instance_of(&self, environment: &str) -> Result<String, String> {
+        match self.object.get("instance") {
+            None | Some(Value::Null) => Ok(environment.to_owned()),
+            Some(Value::String(name)) => Ok(format!("{environment}:{name}")),
+            Some(other) => Err(format!(
+                "`instance` must be a string (e.g. \"server\" for {environment}:server), got {}.",
+                json_kind(other)
+            )),
+        }
+    }
+
     fn control(&self, control: Control, id: Option<RequestId>) -> Result<Call, String> {
         Ok(Call::Run(Request::Control(ControlRequest {
-            environment: self.string("environment")?,
+            environment: self.instance_of(&self.string("environment")?)?,
             control,
             id,
         })))
@@ -219,7 +245,7 @@ mod tests {
         );
         assert_eq!(
             parse_json(&bash, json!({"command": "ls", "cwd": "/"})).unwrap_err(),
-            "The bash tool has no argument `cwd`; it takes `command`, `timeout_seconds` and `wait_seconds`."
+            "The bash tool has no argument `cwd`; it takes `command`, `instance`, `timeout_seconds` and `wait_seconds`."
         );
         for bad in [json!(0), json!(-1), json!(1e12)] {
             assert!(

@@ -137,6 +137,7 @@ fn describe(request: &Request) -> String {
             }
             Control::Interrupt => "interrupting the running command".into(),
             Control::Restart => "restarting".into(),
+            Control::Close => "closing the instance".into(),
         },
     }
 }

@@ -29,12 +29,14 @@ pub(crate) enum ToolKind {
     Interrupt,
     /// Starts an environment afresh.
     Restart,
+    /// Ends a named instance (`bash:server`).
+    Close,
 }
 
 /// The tools that are not environments, in the order listed. An
 /// environment of one of these names gets its tool name with `_env` after
 /// it.
-const CONTROL_TOOLS: [&str; 5] = ["screen", "wait", "input", "interrupt", "restart"];
+const CONTROL_TOOLS: [&str; 6] = ["screen", "wait", "input", "interrupt", "restart", "close"];
 
 /// The tool list, fixed for the life of the process.
 pub(crate) struct ToolSet {
@@ -78,7 +80,17 @@ impl ToolSet {
             destructive: all.destructive || d.reach.destructive,
             open_world: all.open_world || d.reach.open_world,
         });
-        tools.extend(control_tools(&names, reach, yield_after));
+        let kinds: Vec<String> = environments
+            .iter()
+            .filter(|d| d.instances)
+            .map(|d| d.name.as_str().to_owned())
+            .collect();
+        tools.extend(
+            control_tools(&names, &kinds, reach, yield_after)
+                .into_iter()
+                // Nothing to close where no environment has instances.
+                .filter(|(_, kind)| *kind != ToolKind::Close || !kinds.is_empty()),
+        );
         ToolSet {
             tools,
             environments: names,
@@ -161,8 +173,7 @@ fn environment_tool(tool_name: &str, described: &Description, yield_after: Durat
          and goes on running: continue with wait, input or interrupt.",
         text::duration(yield_after)
     );
-    let schema = object_schema(
-        json!({
+    let mut properties = json!({
             "command": {
                 "type": "string",
                 "description": format!("The command for {name}, as you would type it."),
@@ -180,9 +191,19 @@ fn environment_tool(tool_name: &str, described: &Description, yield_after: Durat
                     yield_after.as_secs_f64()
                 ),
             },
-        }),
-        &["command"],
-    );
+    });
+    if described.instances {
+        properties["instance"] = json!({
+            "type": "string",
+            "description": format!(
+                "Another {name}, by name (e.g. `server` for {name}:server: a letter, then \
+                 letters, digits, `_` or `-`, at most 32). Its first command opens it in the \
+                 project directory; it keeps its own state and screen section until the close \
+                 tool ends it. Default: the default {name}."
+            ),
+        });
+    }
+    let schema = object_schema(properties, &["command"]);
     Tool::new(tool_name.to_owned(), description, schema)
         .with_title(format!("{name} ({origin})"))
         .with_annotations(annotations(Some(described.reach), false, false))
@@ -190,6 +211,7 @@ fn environment_tool(tool_name: &str, described: &Description, yield_after: Durat
 
 fn control_tools(
     environments: &[String],
+    kinds: &[String],
     reach: Reach,
     yield_after: Duration,
 ) -> Vec<(Tool, ToolKind)> {
@@ -197,6 +219,18 @@ fn control_tools(
         "type": "string",
         "enum": environments,
         "description": "The environment, by name.",
+    });
+    let instance = json!({
+        "type": "string",
+        "description": format!(
+            "A named instance of the environment ({}), e.g. `server` for bash:server. Default: \
+             the environment itself.",
+            kinds
+                .iter()
+                .map(|kind| format!("{kind}:NAME"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     });
     let wait_seconds = |default: &str| {
         json!({
@@ -230,7 +264,11 @@ fn control_tools(
                     text::duration(yield_after)
                 ),
                 object_schema(
-                    json!({"environment": environment, "wait_seconds": wait_seconds("10")}),
+                    json!({
+                        "environment": environment,
+                        "instance": instance,
+                        "wait_seconds": wait_seconds("10"),
+                    }),
                     &["environment"],
                 ),
             )
@@ -247,6 +285,7 @@ fn control_tools(
                 object_schema(
                     json!({
                         "environment": environment,
+                        "instance": instance,
                         "text": {"type": "string", "description": "What to type."},
                         "wait_seconds": wait_seconds("1"),
                     }),
@@ -262,7 +301,10 @@ fn control_tools(
                 "interrupt",
                 "Stops the command still running in an environment, as its timeout would (an \
                  interrupt, then harder), and answers with its last output.",
-                object_schema(json!({"environment": environment}), &["environment"]),
+                object_schema(
+                    json!({"environment": environment, "instance": instance}),
+                    &["environment"],
+                ),
             )
             .with_title("stop a running command")
             .with_annotations(annotations(None, true, true)),
@@ -273,11 +315,37 @@ fn control_tools(
                 "restart",
                 "Ends an environment, and whatever runs in it, and starts it afresh in the \
                  project directory. Its state is lost; the answer says what.",
-                object_schema(json!({"environment": environment}), &["environment"]),
+                object_schema(
+                    json!({"environment": environment, "instance": instance}),
+                    &["environment"],
+                ),
             )
             .with_title("start an environment afresh")
             .with_annotations(annotations(None, true, false)),
             ToolKind::Restart,
+        ),
+        (
+            Tool::new(
+                "close",
+                "Ends a named instance (bash:NAME, python:NAME: the instance argument of the \
+                 bash and python tools) and everything it runs (its background jobs, a running \
+                 command), and removes its screen section; the answer says what was ended. The \
+                 default instances cannot be closed: restart them.",
+                object_schema(
+                    json!({
+                        "environment": {
+                            "type": "string",
+                            "enum": kinds,
+                            "description": "The instance's kind.",
+                        },
+                        "instance": {"type": "string", "description": "The instance's name (`server` for bash:server)."},
+                    }),
+                    &["environment", "instance"],
+                ),
+            )
+            .with_title("close an instance")
+            .with_annotations(annotations(None, true, true)),
+            ToolKind::Close,
         ),
     ]
 }
@@ -331,6 +399,7 @@ mod tests {
                 commands: Vec::<CommandSpec>::new(),
             },
             reach,
+            instances: name == "bash" || name == "python",
         }
     }
 
@@ -352,7 +421,8 @@ mod tests {
                 "wait",
                 "input",
                 "interrupt",
-                "restart"
+                "restart",
+                "close"
             ]
         );
         let timer = set.tool("timer").unwrap();

@@ -25,8 +25,7 @@ pub const DEFAULT_MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 pub const MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
 
 /// The message types, as the errors list them.
-const TYPES: &str =
-    r#""command", "wait", "input", "interrupt", "restart", "screen", "read_file" or "write_file""#;
+const TYPES: &str = r#""command", "wait", "input", "interrupt", "restart", "close", "screen", "read_file" or "write_file""#;
 
 /// A well-formed request.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,8 +33,9 @@ pub enum Request {
     /// Run a command: `{"type":"command","environment":…,"command":…}`,
     /// optionally with `timeout_ms` and `yield_ms`.
     Command(CommandRequest),
-    /// Go on with a running command (`wait`, `input`, `interrupt`) or
-    /// restart an environment (`restart`).
+    /// Go on with a running command (`wait`, `input`, `interrupt`),
+    /// restart an environment (`restart`) or close a named instance
+    /// (`close`).
     Control(ControlRequest),
     /// Send the current screen.
     Screen {
@@ -246,6 +246,10 @@ fn read_request(fields: &Fields<'_>, kind: &str, id: Option<RequestId>) -> Resul
             check_fields(fields, &["type", "environment", "id"])?;
             control(fields, kind, id, Control::Restart)?
         }
+        "close" => {
+            check_fields(fields, &["type", "environment", "id"])?;
+            control(fields, kind, id, Control::Close)?
+        }
         "screen" => {
             check_fields(fields, &["type", "id"])?;
             Request::Screen { id }
@@ -294,6 +298,7 @@ fn example(kind: &str) -> &'static str {
         "input" => r#"{"type":"input","environment":"bash","text":"yes\n"}"#,
         "interrupt" => r#"{"type":"interrupt","environment":"bash"}"#,
         "restart" => r#"{"type":"restart","environment":"bash"}"#,
+        "close" => r#"{"type":"close","environment":"bash:server"}"#,
         _ => EXAMPLE,
     }
 }
@@ -452,6 +457,10 @@ mod tests {
             request(r#"{"type":"restart","environment":"bash"}"#),
             control("bash", Control::Restart, None)
         );
+        assert_eq!(
+            request(r#"{"type":"close","environment":"bash:server","id":1}"#),
+            control("bash:server", Control::Close, Some(RequestId::from(1_i64)))
+        );
     }
 
     #[test]
@@ -556,7 +565,7 @@ mod tests {
             ),
             (
                 r#"{"type":"exec"}"#,
-                r#"expected "command", "wait", "input", "interrupt", "restart", "screen", "read_file" or "write_file""#,
+                r#"expected "command", "wait", "input", "interrupt", "restart", "close", "screen", "read_file" or "write_file""#,
             ),
             ("true", "expected a JSON object, got a boolean"),
             ("null", "expected a JSON object, got null"),

@@ -175,6 +175,9 @@ class AsyncSession:
     async def restart(self, environment: str) -> p.Result:
         return p.result_from(await self._call(p.restart, environment))
 
+    async def close_instance(self, environment: str) -> p.Result:
+        return p.result_from(await self._call(p.close, environment))
+
     async def screen(self) -> p.Screen:
         return p.screen_answer(await self._call(p.screen))
 

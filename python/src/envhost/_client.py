@@ -246,6 +246,13 @@ class Session:
         was lost."""
         return p.result_from(self._call(p.restart, environment))
 
+    def close_instance(self, environment: str) -> p.Result:
+        """Ends the named instance `environment` ("bash:server", opened by
+        its first `run`) and everything it runs, and removes its screen
+        section; the output says what was ended. The default instances
+        ("bash", "python") cannot be closed: `restart` them."""
+        return p.result_from(self._call(p.close, environment))
+
     def screen(self) -> p.Screen:
         """The current screen, without running anything."""
         return p.screen_answer(self._call(p.screen))

@@ -206,6 +206,10 @@ def restart(request_id: int, environment: str) -> Dict[str, Any]:
     return request("restart", request_id, environment=environment)
 
 
+def close(request_id: int, environment: str) -> Dict[str, Any]:
+    return request("close", request_id, environment=environment)
+
+
 def screen(request_id: int) -> Dict[str, Any]:
     return request("screen", request_id)
 

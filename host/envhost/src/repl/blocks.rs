@@ -90,7 +90,9 @@ impl Blocks {
                     Some(rest) => format!("{command}\n{rest}"),
                     None => command,
                 };
-                match self.rules.get(&environment) {
+                // An instance (`bash:server`) follows its kind's rule.
+                let kind = environment.split(':').next().unwrap_or(&environment);
+                match self.rules.get(kind) {
                     Some(Rule::Shell) => shell_complete(&command),
                     Some(Rule::Python) => python_complete(&command),
                     Some(Rule::Bodies(bodies)) => {

@@ -2,7 +2,9 @@
 //!
 //! - at the start of a line, an environment's name (`ba` → `bash: `) or one
 //!   of the REPL's `:` commands, and after `:wait`, `:interrupt` and
-//!   `:restart`, an environment's name;
+//!   `:restart`, an environment's name; the named instances open now
+//!   (`bash:server`) complete wherever an environment's name does, and
+//!   after `bash:`;
 //! - after `ENV:`, the names of the commands the environment describes
 //!   (the editor's and plugins', from the same descriptions the help is
 //!   rendered from);
@@ -17,6 +19,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use envhost_core::Usage;
 
@@ -42,10 +45,17 @@ struct Shape {
     parameters: Vec<String>,
 }
 
-/// What can be completed, gathered once at start.
+/// The named instances open now (`bash:server`): the REPL updates it
+/// after every answer, completion reads it.
+pub type LiveInstances = Arc<Mutex<Vec<String>>>;
+
+/// What can be completed, gathered once at start (and the live instances).
 #[derive(Debug, Clone, Default)]
 pub struct Completions {
     environments: Vec<String>,
+    /// The kinds that have named instances (bash, python).
+    kinds: Vec<String>,
+    instances: LiveInstances,
     commands: HashMap<String, Vec<Shape>>,
     project: PathBuf,
 }
@@ -82,9 +92,32 @@ impl Completions {
         }
         Completions {
             environments: names,
+            kinds: Vec::new(),
+            instances: LiveInstances::default(),
             commands,
             project: project.to_owned(),
         }
+    }
+
+    /// The same, completing also the instances of `kinds` listed in
+    /// `instances` as they come and go.
+    pub fn with_instances(mut self, kinds: &[&str], instances: LiveInstances) -> Self {
+        self.kinds = kinds.iter().map(|kind| (*kind).to_owned()).collect();
+        self.instances = instances;
+        self
+    }
+
+    /// Every name an environment goes by now: the environments, then the
+    /// open instances.
+    fn names(&self) -> Vec<String> {
+        let live = self
+            .instances
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let mut names = self.environments.clone();
+        names.extend(live.into_iter().filter(|name| printable(name)));
+        names
     }
 
     /// Where the completed word starts in `line` and its candidates, for
@@ -105,7 +138,7 @@ impl Completions {
                 return (pos, Vec::new());
             }
             let candidates = self
-                .environments
+                .names()
                 .iter()
                 .filter(|name| name.starts_with(first))
                 .map(|name| Candidate {
@@ -115,6 +148,22 @@ impl Completions {
                 .collect();
             return (start_of_first, candidates);
         };
+        if self.kinds.iter().any(|kind| kind == environment)
+            && !rest.contains(|c: char| c.is_whitespace() || c == ':')
+        {
+            let candidates: Vec<Candidate> = self
+                .names()
+                .iter()
+                .filter(|name| name.contains(':') && name.starts_with(first))
+                .map(|name| Candidate {
+                    display: format!("{name}:"),
+                    replacement: format!("{name}: "),
+                })
+                .collect();
+            if !candidates.is_empty() {
+                return (start_of_first, candidates);
+            }
+        }
         let Some(shapes) = self.commands.get(environment.trim()) else {
             return (pos, Vec::new());
         };
@@ -161,14 +210,14 @@ impl Completions {
                     .collect();
                 (start, candidates)
             }
-            Some(("wait" | "interrupt" | "restart", arguments)) => {
+            Some(("wait" | "interrupt" | "restart" | "close", arguments)) => {
                 let word = arguments.trim_start();
                 if word.contains(char::is_whitespace) {
                     return (start + 1 + meta.len(), Vec::new());
                 }
                 let word_start = start + 1 + meta.len() - word.len();
                 let candidates = self
-                    .environments
+                    .names()
                     .iter()
                     .filter(|environment| environment.starts_with(word))
                     .map(|environment| Candidate {
@@ -322,6 +371,36 @@ mod tests {
             (11, vec!["python ".to_owned()])
         );
         assert_eq!(replacements(&c, "echo x").1, Vec::<String>::new());
+    }
+
+    #[test]
+    fn open_instances_complete_as_they_come_and_go() {
+        let live = LiveInstances::default();
+        let c = completions(Path::new("/nonexistent"))
+            .with_instances(&["bash", "python"], Arc::clone(&live));
+        assert_eq!(replacements(&c, "bash:").1, Vec::<String>::new());
+        live.lock()
+            .unwrap()
+            .extend(["bash:server".to_owned(), "bash:db".to_owned()]);
+        assert_eq!(
+            replacements(&c, "bash:s"),
+            (0, vec!["bash:server: ".to_owned()])
+        );
+        assert_eq!(
+            replacements(&c, "ba"),
+            (
+                0,
+                ["bash: ", "bash:server: ", "bash:db: "]
+                    .map(String::from)
+                    .to_vec()
+            )
+        );
+        assert_eq!(
+            replacements(&c, ":close bash:d"),
+            (7, vec!["bash:db ".to_owned()])
+        );
+        live.lock().unwrap().clear();
+        assert_eq!(replacements(&c, "bash:s").1, Vec::<String>::new());
     }
 
     #[test]

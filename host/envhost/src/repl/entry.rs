@@ -52,6 +52,10 @@ pub enum Meta {
     Restart {
         environment: String,
     },
+    /// End a named instance (`bash:server`) and everything it runs.
+    Close {
+        environment: String,
+    },
     /// A `:` command with something wrong: what to write instead.
     Mistake(String),
 }
@@ -68,7 +72,7 @@ pub fn parse_entry(line: &str) -> Entry {
     if let Some(meta) = trimmed.strip_prefix(':') {
         return Entry::Meta(parse_meta(meta));
     }
-    let Some((environment, rest)) = line.split_once(':') else {
+    let Some((environment, rest)) = split_environment(line) else {
         return Entry::Unrecognised;
     };
     let environment = environment.trim();
@@ -88,14 +92,31 @@ pub fn parse_entry(line: &str) -> Entry {
     }
 }
 
+/// `ENV: rest` split after the environment: `bash:server: ls` names the
+/// instance `bash:server` (a second colon right after a word with no
+/// space: an instance name), `python:x=1` is `x=1` for python.
+pub fn split_environment(line: &str) -> Option<(&str, &str)> {
+    let (kind, rest) = line.split_once(':')?;
+    if let Some((name, after)) = rest.split_once(':')
+        && !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Some((&line[..kind.len() + 1 + name.len()], after));
+    }
+    Some((kind, rest))
+}
+
 /// The `:` commands, for completion and the unknown-command message.
-pub const META_COMMANDS: [&str; 8] = [
+pub const META_COMMANDS: [&str; 9] = [
     ":help",
     ":screen",
     ":wait",
     ":input",
     ":interrupt",
     ":restart",
+    ":close",
     ":quit",
     ":exit",
 ];
@@ -124,6 +145,15 @@ fn parse_meta(text: &str) -> Meta {
             },
             _ => Meta::Mistake(
                 ":restart takes the environment to restart, e.g. :restart python (its state is lost)"
+                    .into(),
+            ),
+        },
+        "close" => match words.as_slice() {
+            [environment] => Meta::Close {
+                environment: (*environment).to_owned(),
+            },
+            _ => Meta::Mistake(
+                ":close takes the instance to close, e.g. :close bash:server (it and everything it runs end)"
                     .into(),
             ),
         },
@@ -290,6 +320,37 @@ mod tests {
         assert_eq!(parse_entry("echo a:b"), Entry::Unrecognised);
         assert_eq!(parse_entry("no colon"), Entry::Unrecognised);
         assert!(matches!(meta(":frobnicate"), Meta::Mistake(m) if m.contains(":wait")));
+    }
+
+    #[test]
+    fn an_instance_is_the_word_between_two_colons() {
+        assert_eq!(
+            parse_entry("bash:server: python3 -m http.server"),
+            Entry::Command {
+                environment: "bash:server".into(),
+                command: "python3 -m http.server".into()
+            }
+        );
+        assert_eq!(
+            parse_entry("python:w-2:"),
+            Entry::StartBlock {
+                environment: "python:w-2".into()
+            }
+        );
+        assert_eq!(
+            parse_entry("python:d = {'a': 1}"),
+            Entry::Command {
+                environment: "python".into(),
+                command: "d = {'a': 1}".into()
+            }
+        );
+        assert_eq!(
+            meta(":close bash:server"),
+            Meta::Close {
+                environment: "bash:server".into()
+            }
+        );
+        assert!(matches!(meta(":close"), Meta::Mistake(m) if m.contains(":close bash:server")));
     }
 
     #[test]

@@ -37,6 +37,7 @@ use std::collections::VecDeque;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, TryRecvError};
+use std::sync::{Arc, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -50,7 +51,7 @@ use envhost_protocol::{LineReader, RawLine};
 
 use self::blocks::{Blocks, entry_of_block};
 use self::colour::{Colours, Status};
-use self::completion::Completions;
+use self::completion::{Completions, LiveInstances};
 use self::entry::{Entry, Meta, parse_entry};
 use self::input::Input;
 use self::interrupts::Interrupts;
@@ -79,6 +80,8 @@ A command that waits for input, or runs past --yield-after, is left running
                           \\x04 Ctrl-D, \\t, \\e, \\\\, \\u{HHHH}
   :interrupt [ENV]        stop it
   :restart ENV            end ENV and start it afresh (its state is lost)
+Another shell: bash:NAME: COMMAND (or python:NAME:) opens the instance NAME
+with its own state and screen section; :close bash:NAME ends it and all it runs.
 :screen shows the whole screen, :help this text, :quit (or Ctrl-D) leaves.
 Keys: Tab completes environments, commands and project files; Up and Down
 recall the entries that start as typed (after ENV:, that environment's
@@ -125,6 +128,7 @@ pub fn run(
     } else {
         Colours::off()
     };
+    let live = LiveInstances::default();
     let editor = if interactive {
         let usages: Vec<_> = orchestrator
             .environment_names()
@@ -138,7 +142,8 @@ pub fn run(
             );
         }
         let setup = Setup {
-            completions: Completions::new(usages.iter().copied(), project),
+            completions: Completions::new(usages.iter().copied(), project)
+                .with_instances(&orchestrator.instance_kinds(), Arc::clone(&live)),
             blocks: Blocks::new(usages.iter().copied()),
             colours,
             history,
@@ -168,6 +173,7 @@ pub fn run(
         target: None,
         interactive,
         viewer,
+        live,
     };
     let reason = repl.converse(editor.as_ref());
     drop(editor);
@@ -186,6 +192,8 @@ struct Repl<'a> {
     /// What was last shown, so that after a command only changes are
     /// printed.
     shown: Screen,
+    /// The named instances open, for completion.
+    live: LiveInstances,
     /// The environment whose running command `:wait` and `:input` go on
     /// with when they name none.
     target: Option<String>,
@@ -361,6 +369,10 @@ impl Repl<'_> {
             }
             Meta::Restart { environment } => {
                 let outcome = self.control(&environment, Control::Restart);
+                self.show(&environment, outcome);
+            }
+            Meta::Close { environment } => {
+                let outcome = self.control(&environment, Control::Close);
                 self.show(&environment, outcome);
             }
             Meta::Quit => {}
@@ -563,6 +575,8 @@ impl Repl<'_> {
             screen.render_marked(Some(&self.shown), &self.colours)
         );
         self.shown = screen;
+        *self.live.lock().unwrap_or_else(PoisonError::into_inner) =
+            self.orchestrator.instance_names();
         let _ = self.output.flush();
     }
 
@@ -646,10 +660,12 @@ impl Repl<'_> {
 
     /// The prompt, naming the environments whose command is left running.
     fn prompt(&self) -> String {
+        let instances = self.orchestrator.instance_names();
         let running: Vec<&str> = self
             .orchestrator
             .environment_names()
             .into_iter()
+            .chain(instances.iter().map(String::as_str))
             .filter(|name| self.orchestrator.running(name).is_some())
             .collect();
         if running.is_empty() {

@@ -795,6 +795,21 @@ impl Environment for BashEnvironment {
         Ok(ScreenSection::new(text))
     }
 
+    fn holdings(&self) -> Vec<String> {
+        if self.shell.is_none() && self.yielded.is_none() {
+            return Vec::new();
+        }
+        let mut held = vec!["the shell".to_owned()];
+        held.extend(
+            self.status
+                .jobs
+                .iter()
+                .filter(|job| job.is_running())
+                .map(|job| format!("background job %{} `{}`", job.number, job.command)),
+        );
+        held
+    }
+
     fn shutdown(&mut self) {
         if let Some(yielded) = self.yielded.take() {
             let (shell, _) = yielded.abandon();

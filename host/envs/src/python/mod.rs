@@ -989,6 +989,13 @@ impl Environment for PythonEnvironment {
         Ok(ScreenSection::with_max_lines(content, MAX_LINES))
     }
 
+    fn holdings(&self) -> Vec<String> {
+        match self.state {
+            State::Running(_) => vec!["the python interpreter".to_owned()],
+            _ => Vec::new(),
+        }
+    }
+
     fn shutdown(&mut self) {
         let busy = self.busy.take().is_some();
         match std::mem::replace(&mut self.state, State::Unused) {

@@ -66,11 +66,14 @@ class EnvhostSandbox(BaseSandbox):
         project: Any = None,
         command: Optional[Sequence[str]] = None,
         sandbox_id: Optional[str] = None,
+        environment: str = "bash",
         **options: Any,
     ):
         self._owns_session = session is None
         self.session = session if session is not None else Session(project=project, command=command, **options)
         self._id = sandbox_id or f"envhost-{secrets.token_hex(6)}"
+        # "bash", or a named instance ("bash:sandbox") beside the agent's own.
+        self.environment = environment
 
     @property
     def id(self) -> str:
@@ -78,10 +81,10 @@ class EnvhostSandbox(BaseSandbox):
 
     def execute(self, command: str, *, timeout: Optional[int] = None) -> ExecuteResponse:
         try:
-            result = self.session.run("bash", command, timeout=timeout)
+            result = self.session.run(self.environment, command, timeout=timeout)
         except HostDied as error:
             return ExecuteResponse(output=f"The envhost session ended: {error}", exit_code=None)
-        return ExecuteResponse(output=result.output, exit_code=exit_code(result), truncated=was_cut(result))
+        return ExecuteResponse(output=result.output, exit_code=exit_code(result, self.environment), truncated=was_cut(result))
 
     def upload_files(self, files: List[Tuple[str, bytes]]) -> List[FileUploadResponse]:
         responses = []

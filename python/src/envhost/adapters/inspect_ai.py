@@ -190,10 +190,14 @@ def _environment_tool(environment: str) -> Tool:
     async def execute(command: str, timeout: Optional[int] = None) -> str:
         return await _sample_host().run(environment, command, timeout)
 
-    description = _DESCRIPTIONS.get(environment, _PLUGIN_DESCRIPTION.format(name=environment))
+    kind, _, instance = environment.partition(":")
+    description = _DESCRIPTIONS.get(kind, _PLUGIN_DESCRIPTION.format(name=kind))
+    if instance:
+        description = f"{description} This is the instance {environment}: its own state, apart from {kind}'s."
     return ToolDef(
         execute,
-        name=environment,
+        # A tool name cannot hold ':': the instance bash:server is the tool bash_server.
+        name=environment.replace(":", "_"),
         description=description,
         parameters={
             "command": "The command (for python, the code) to run.",
@@ -206,7 +210,8 @@ def _environment_tool(environment: str) -> Tool:
 
 def envhost_tools(environments: Sequence[str] = BUILT_IN) -> List[Tool]:
     """One tool per environment, named after it (`bash`, `python`,
-    `editor`, and any plugin of the project you name), each taking a
+    `editor`, and any plugin of the project you name; a named instance
+    such as `bash:server` is the tool `bash_server`), each taking a
     `command` and an optional `timeout` in seconds. They run in the
     sample's host, so they work only inside `with_envhost`."""
     if isinstance(environments, str):

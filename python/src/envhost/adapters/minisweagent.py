@@ -53,6 +53,8 @@ class EnvhostEnvironmentConfig(BaseModel):
     """Run each command as `cd CWD && ( COMMAND )`, as mini-swe-agent's local environment does."""
     command: Optional[List[str]] = None
     """A command that starts `envhost serve` elsewhere, e.g. ["docker", "exec", "-i", "box", "envhost", "serve"]."""
+    environment: str = "bash"
+    """The shell commands run in: "bash", or a named instance such as "bash:agent"."""
     options: Dict[str, Any] = {}
     """More `envhost serve` options, as `Session` takes them (e.g. {"python": "/usr/bin/python3"})."""
 
@@ -71,7 +73,7 @@ class EnvhostEnvironment:
             setup.append(f"cd {shlex.quote(self.config.cwd)}")
         setup_text = " && ".join(part for part in setup if part)
         if setup_text:
-            result = session.run("bash", setup_text, timeout=self.config.timeout)
+            result = session.run(self.config.environment, setup_text, timeout=self.config.timeout)
             if not result.success:
                 session.close()
                 raise EnvhostError(f"could not prepare the shell ({setup_text}): {result.output.strip()}")
@@ -90,7 +92,7 @@ class EnvhostEnvironment:
             if session is None:
                 notice = "[envhost] The previous session had ended; this command ran in a fresh one.\n"
                 session = self._start()
-            result = session.run("bash", command, timeout=timeout or self.config.timeout)
+            result = session.run(self.config.environment, command, timeout=timeout or self.config.timeout)
         except HostDied as err:
             self._session = None
             output = {
@@ -100,7 +102,7 @@ class EnvhostEnvironment:
                 "extra": {"exception_type": type(err).__name__, "exception": str(err)},
             }
             return output
-        output = {"output": notice + result.output, "returncode": exit_code(result), "exception_info": ""}
+        output = {"output": notice + result.output, "returncode": exit_code(result, self.config.environment), "exception_info": ""}
         self._check_finished(output)
         return output
 

@@ -104,6 +104,7 @@ class EnvhostExecutor(RemotePythonExecutor):
         allow_pickle: bool = False,
         timeout: Optional[float] = None,
         pip_install: bool = True,
+        environment: str = "python",
         **options: Any,
     ):
         super().__init__(list(additional_imports), logger or AgentLogger(level=LogLevel.INFO), allow_pickle=allow_pickle)
@@ -111,6 +112,8 @@ class EnvhostExecutor(RemotePythonExecutor):
         self.session = session if session is not None else Session(project=project, command=command, **options)
         self.timeout = timeout
         self.pip_install = pip_install
+        # "python", or a named instance ("python:agent") apart from the default.
+        self.environment = environment
         self._ready = False
         self.installed_packages = self.install_packages(list(additional_imports))
 
@@ -120,7 +123,7 @@ class EnvhostExecutor(RemotePythonExecutor):
         # Setup, not a step of the agent's: the first command starts the
         # interpreter, which can take longer than a short step timeout on a
         # loaded machine, so it runs under the session's own timeout.
-        result = self.session.run("python", _RUNNER)
+        result = self.session.run(self.environment, _RUNNER)
         if not result.success:
             raise AgentError(f"could not prepare envhost's python environment:\n{result.output}", self.logger)
         self._ready = True
@@ -129,7 +132,7 @@ class EnvhostExecutor(RemotePythonExecutor):
         self._prepare()
         marker = "envhost-smolagents-" + secrets.token_hex(16)
         encoded = base64.b64encode(code.encode("utf-8")).decode("ascii")
-        result = self.session.run("python", f"_envhost_smolagents_run({encoded!r}, {marker!r})", timeout=self.timeout)
+        result = self.session.run(self.environment, f"_envhost_smolagents_run({encoded!r}, {marker!r})", timeout=self.timeout)
         logs, found, report = result.output.rpartition("\n" + marker + " ")
         if not found:
             # No report: the step was interrupted (timeout) or the
@@ -154,7 +157,7 @@ class EnvhostExecutor(RemotePythonExecutor):
             return list(additional_imports)
         imports = {package: _IMPORT_NAMES.get(package, package) for package in packages}
         probe = self.session.run(
-            "python",
+            self.environment,
             f"[n for n in {sorted(set(imports.values()))!r} if __import__('importlib.util').util.find_spec(n) is None]",
         )
         try:
@@ -169,7 +172,7 @@ class EnvhostExecutor(RemotePythonExecutor):
                 "import subprocess as _s, sys as _y\n"
                 f"_s.run([_y.executable, '-m', 'pip', 'install', '--quiet', *{missing!r}], check=True)"
             )
-            result = self.session.run("python", code)
+            result = self.session.run(self.environment, code)
             self.logger.log(result.output)
             if not result.success:
                 raise AgentError(f"could not install {', '.join(missing)}:\n{result.output}", self.logger)
