@@ -10,7 +10,12 @@ pub enum ProgramNotFound {
     NotExecutable(String),
     /// A name no directory of `PATH` holds as an executable file.
     #[error("`{program}` was not found on PATH ({path}); install it")]
-    NotOnPath { program: String, path: String },
+    NotOnPath {
+        /// The name looked for.
+        program: String,
+        /// `PATH` as it was searched.
+        path: String,
+    },
 }
 
 /// A name on `PATH`, or an absolute path, to an executable file.

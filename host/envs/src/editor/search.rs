@@ -642,7 +642,7 @@ mod tests {
                 &CancelFlag::new(),
             )
             .unwrap_err();
-            assert!(err.contains("project"), "{err}");
+            assert!(err.to_string().contains("project"), "{err}");
         }
     }
 

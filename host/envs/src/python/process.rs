@@ -43,7 +43,7 @@
 use std::ffi::OsString;
 use std::io::IoSlice;
 use std::io::{self, ErrorKind, PipeReader, PipeWriter, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -51,7 +51,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
-use nix::fcntl::{FcntlArg, OFlag, fcntl};
+use nix::fcntl::{FcntlArg, fcntl};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::Signal;
 use nix::sys::socket::{
@@ -1124,7 +1124,12 @@ pub enum NoInterpreter {
     NotOnPath,
     /// The `--python` path cannot be made absolute.
     #[error("{} (given with --python) cannot be used: {reason}.", .program.display())]
-    Unusable { program: PathBuf, reason: String },
+    Unusable {
+        /// The path given.
+        program: PathBuf,
+        /// The system's words.
+        reason: String,
+    },
     /// The `--python` path is not an executable file.
     #[error("{} (given with --python) is not an executable file.", .0.display())]
     NotExecutable(PathBuf),

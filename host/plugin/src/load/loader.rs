@@ -458,7 +458,12 @@ pub enum UnreadablePlugin {
         text::bytes(*.size),
         text::bytes(*.max_size)
     )]
-    TooLarge { size: u64, max_size: u64 },
+    TooLarge {
+        /// The file's size in bytes.
+        size: u64,
+        /// The most the host compiles.
+        max_size: u64,
+    },
     /// Not a file the host reads from env/ (a symlink, a FIFO…).
     #[error("it {0}")]
     Refused(envhost_files::RefusalReason),
