@@ -372,7 +372,7 @@ fn make() -> Result<Namespaces, NoNamespaces> {
             unsafe { start.run() }
         }
         if pid < 0 {
-            Err(io::Error::last_os_error().into())
+            Err(io::Error::last_os_error())
         } else {
             Ok(pid as i32)
         }
