@@ -53,10 +53,7 @@ pub fn describe(event: &Event) -> String {
         ),
         Event::HostStopping { reason } => format!("stopping: {reason}"),
         Event::EnvironmentLoaded { name, kind, detail } => {
-            let kind = match kind {
-                EnvironmentKind::Builtin => "built-in",
-                EnvironmentKind::Plugin => "plugin",
-            };
+            let kind = kind_word(*kind);
             match detail {
                 Some(detail) => format!("loaded {kind} environment {name}: {detail}"),
                 None => format!("loaded {kind} environment {name}"),
@@ -83,11 +80,7 @@ pub fn describe(event: &Event) -> String {
         } => format!(
             "{environment} -> {} in {duration_ms:.1} ms, {output_bytes} bytes{}",
             if *success { "ok" } else { "FAILED" },
-            if output.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", excerpt(output))
-            }
+            excerpt_after_colon(output)
         ),
         Event::CommandYielded {
             environment,
@@ -97,11 +90,7 @@ pub fn describe(event: &Event) -> String {
             ..
         } => format!(
             "{environment} -> still running after {duration_ms:.1} ms, {output_bytes} bytes{}",
-            if output.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", excerpt(output))
-            }
+            excerpt_after_colon(output)
         ),
         Event::WaitRequested {
             environment,
@@ -152,6 +141,22 @@ pub fn describe(event: &Event) -> String {
         Event::FileRefused { path, reason, .. } => format!("refused file {path} ({reason})"),
         Event::ProtocolError { message } => format!("bad input: {message}"),
         Event::Error { context, message } => format!("error in {context}: {message}"),
+    }
+}
+
+fn kind_word(kind: EnvironmentKind) -> &'static str {
+    match kind {
+        EnvironmentKind::Builtin => "built-in",
+        EnvironmentKind::Plugin => "plugin",
+    }
+}
+
+/// `: ` and the excerpt of `output`; nothing when it is empty.
+fn excerpt_after_colon(output: &str) -> String {
+    if output.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", excerpt(output))
     }
 }
 

@@ -160,13 +160,7 @@ pub fn quoted_command(command: &str) -> String {
 
 /// `line` in backquotes, cut to a readable length.
 fn quoted(line: &str) -> String {
-    let mut chars = line.chars();
-    let cut: String = chars.by_ref().take(QUOTED_CHARS).collect();
-    if chars.next().is_some() {
-        format!("`{cut}…`")
-    } else {
-        format!("`{cut}`")
-    }
+    text::quoted(line, QUOTED_CHARS)
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! The words the agent reads about durations, sizes, counts, cut text and
-//! interruptions, written once so that every environment says the same fact
+//! The words the agent reads about durations, sizes, counts, quoted
+//! commands and names, cut text and interruptions, written once so that
+//! every environment says the same fact
 //! the same way ("120 s", "92.7 KiB", "3 lines").
 //!
 //! It also reads durations and sizes as operators write them in flags and
@@ -93,6 +94,25 @@ pub fn listed(items: &[String]) -> String {
     }
 }
 
+/// How every message quotes a command, a name or a line: its first line in
+/// backquotes, cut after `max_chars` characters, with `…` when anything was
+/// left out (the rest of the line, or the lines after it).
+pub fn quoted(text: &str, max_chars: usize) -> String {
+    let first = text.lines().next().unwrap_or_default();
+    let cut: String = first.chars().take(max_chars).collect();
+    let more = if cut.len() < text.len() { "…" } else { "" };
+    format!("`{cut}{more}`")
+}
+
+/// Each item quoted in backquotes, joined with commas: `` `a`, `b` ``.
+pub fn quoted_list<S: AsRef<str>>(items: &[S]) -> String {
+    items
+        .iter()
+        .map(|item| format!("`{}`", item.as_ref()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The longest start of `text` that is at most `limit` bytes and ends on a
 /// character boundary, and how many bytes it leaves out.
 pub fn head(text: &str, limit: usize) -> (&str, usize) {
@@ -100,20 +120,47 @@ pub fn head(text: &str, limit: usize) -> (&str, usize) {
     (&text[..end], text.len() - end)
 }
 
+/// Why a duration as written cannot be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum UnreadableDuration {
+    /// Not a duration at all (humantime's words).
+    #[error("{0}; write a duration such as 90s, 2m or 500ms")]
+    Unreadable(humantime::DurationError),
+    /// Zero, which no limit means.
+    #[error("the duration must be longer than zero")]
+    Zero,
+}
+
 /// Reads a duration as the command line and config files write it (`90s`,
 /// `2m`, `500ms`); zero is refused.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let duration = humantime::parse_duration(text)
-        .map_err(|e| format!("{e}; write a duration such as 90s, 2m or 500ms"))?;
+pub fn parse_duration(text: &str) -> Result<Duration, UnreadableDuration> {
+    let duration = humantime::parse_duration(text).map_err(UnreadableDuration::Unreadable)?;
     if duration.is_zero() {
-        return Err("the duration must be longer than zero".to_owned());
+        return Err(UnreadableDuration::Zero);
     }
     Ok(duration)
 }
 
+/// Why a size as written cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnreadableSize {
+    /// The text does not start with a number.
+    #[error("{0:?} is not a size; write e.g. 65536, 128KiB or 1MiB")]
+    NotASize(String),
+    /// A unit other than B, K, M or G.
+    #[error("unknown size unit {0:?}; use K, M or G")]
+    UnknownUnit(String),
+    /// Zero, which no limit means.
+    #[error("the size must be larger than zero")]
+    Zero,
+    /// More bytes than the machine can count.
+    #[error("{0:?} is too large")]
+    TooLarge(String),
+}
+
 /// Reads `65536`, `64K`, `64KiB`, `1M`, `1MiB`, `1MB` (binary multiples);
 /// zero is refused.
-pub fn parse_size(text: &str) -> Result<usize, String> {
+pub fn parse_size(text: &str) -> Result<usize, UnreadableSize> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())
@@ -121,24 +168,37 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
     let (digits, unit) = text.split_at(split);
     let number: usize = digits
         .parse()
-        .map_err(|_| format!("{text:?} is not a size; write e.g. 65536, 128KiB or 1MiB"))?;
+        .map_err(|_| UnreadableSize::NotASize(text.to_owned()))?;
     let multiplier: usize = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
-        other => return Err(format!("unknown size unit {other:?}; use K, M or G")),
+        other => return Err(UnreadableSize::UnknownUnit(other.to_owned())),
     };
     match number.checked_mul(multiplier) {
-        Some(0) => Err("the size must be larger than zero".to_owned()),
+        Some(0) => Err(UnreadableSize::Zero),
         Some(bytes) => Ok(bytes),
-        None => Err(format!("{text:?} is too large")),
+        None => Err(UnreadableSize::TooLarge(text.to_owned())),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commands_and_names_are_quoted_one_way() {
+        assert_eq!(quoted("ls -la", 60), "`ls -la`");
+        assert_eq!(quoted("make\nmake test", 60), "`make…`");
+        assert_eq!(quoted("abcdef", 3), "`abc…`");
+        assert_eq!(quoted("héllo", 2), "`hé…`");
+        assert_eq!(quoted_list(&["a", "b"]), "`a`, `b`");
+        assert_eq!(quoted_list::<&str>(&[]), "");
+        assert_eq!(counted(1, "process"), "1 process");
+        assert_eq!(counted(2, "process"), "2 processes");
+        assert_eq!(counted(3, "line"), "3 lines");
+    }
 
     #[test]
     fn sizes_and_durations_read_naturally() {

@@ -493,7 +493,7 @@ fn parse_memory_limit(text: &str) -> Result<ProcessLimit, String> {
     if text == "none" {
         return Ok(ProcessLimit(None));
     }
-    let bytes = parse_size(text)?;
+    let bytes = parse_size(text).map_err(|why| why.to_string())?;
     if bytes < 64 << 20 {
         return Err(format!(
             "{text:?} is too little memory for a session: give 64MiB or more, or `none`"

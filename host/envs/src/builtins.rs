@@ -19,7 +19,7 @@ pub fn builtins(settings: &Settings) -> Vec<Result<LoadedEnvironment, LoadFailur
         allow_outside_project: settings.allow_outside_project,
     })
     .map(|editor| Box::new(editor) as Box<dyn Environment>)
-    .map_err(|e| e.to_string());
+    .map_err(BuiltinUnavailable::Help);
     vec![
         builtin("bash", Ok(Box::new(bash)), None),
         builtin("python", Ok(Box::new(python)), Some(detail)),
@@ -45,14 +45,23 @@ pub fn instance_factories(settings: &Settings) -> Vec<(&'static str, InstanceFac
     ]
 }
 
+/// Why a built-in could not be created.
+#[derive(Debug, thiserror::Error)]
+enum BuiltinUnavailable {
+    #[error(transparent)]
+    Help(envhost_core::HelpError),
+    #[error(transparent)]
+    Name(envhost_core::InvalidName),
+}
+
 fn builtin(
     name: &str,
-    environment: Result<Box<dyn Environment>, String>,
+    environment: Result<Box<dyn Environment>, BuiltinUnavailable>,
     detail: Option<String>,
 ) -> Result<LoadedEnvironment, LoadFailure> {
     environment
         .and_then(|environment| {
-            let name = EnvironmentName::new(name).map_err(|e| e.to_string())?;
+            let name = EnvironmentName::new(name).map_err(BuiltinUnavailable::Name)?;
             Ok(LoadedEnvironment {
                 name,
                 kind: EnvironmentKind::Builtin,
@@ -62,6 +71,6 @@ fn builtin(
         })
         .map_err(|reason| LoadFailure {
             name: name.to_owned(),
-            reason,
+            reason: reason.to_string(),
         })
 }

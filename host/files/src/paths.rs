@@ -117,7 +117,7 @@ impl ProjectRoot {
         }
         let real = real_path(&lexical).map_err(|reason| PathError::Unresolvable {
             path: text.to_owned(),
-            reason,
+            reason: reason.to_string(),
         })?;
         let really_inside = real.starts_with(&self.root);
         if !really_inside && !self.allow_outside {
@@ -167,7 +167,7 @@ fn normalize(path: &Path) -> PathBuf {
 
 /// The path with every symlink resolved: the canonical form of its deepest
 /// existing ancestor, then the parts that do not exist yet.
-fn real_path(path: &Path) -> Result<PathBuf, String> {
+fn real_path(path: &Path) -> std::io::Result<PathBuf> {
     let mut existing = path.to_path_buf();
     let mut missing: Vec<std::ffi::OsString> = Vec::new();
     loop {
@@ -184,9 +184,9 @@ fn real_path(path: &Path) -> Result<PathBuf, String> {
                     missing.push(name.to_owned());
                     existing.pop();
                 }
-                None => return Err(err.to_string()),
+                None => return Err(err),
             },
-            Err(err) => return Err(err.to_string()),
+            Err(err) => return Err(err),
         }
     }
 }

@@ -54,7 +54,7 @@ pub(crate) fn parse(
     arguments: Option<&JsonObject>,
     id: Option<RequestId>,
     yield_after: Duration,
-) -> Result<Call, String> {
+) -> Result<Call, BadArguments> {
     let empty = JsonObject::new();
     let fields = Fields {
         tool,
@@ -105,16 +105,43 @@ pub(crate) fn parse(
         ToolKind::Close => {
             fields.only(&["environment", "instance"])?;
             if !fields.object.contains_key("instance") {
-                return Err(
-                    "The close tool needs `instance` (a string): the name of the instance to \
-                     close, e.g. `server` for bash:server. The default instance cannot be \
-                     closed: restart it."
-                        .to_owned(),
-                );
+                return Err(BadArguments::CloseNeedsInstance);
             }
             fields.control(Control::Close, id)
         }
     }
+}
+
+/// What is wrong with a tool call's arguments, and what to send instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BadArguments {
+    #[error("The {tool} tool takes no arguments; remove `{unknown}`.")]
+    NoneTaken { tool: String, unknown: String },
+    #[error("The {tool} tool has no argument `{unknown}`; it takes {allowed}.")]
+    Unknown {
+        tool: String,
+        unknown: String,
+        /// The arguments it takes, in words.
+        allowed: String,
+    },
+    #[error("`{name}` must be a string, got {kind}.")]
+    NotAString { name: String, kind: &'static str },
+    #[error("The {tool} tool needs `{name}` (a string).")]
+    Missing { tool: String, name: String },
+    #[error("`{name}` must be a number of seconds, got {kind}.")]
+    NotSeconds { name: String, kind: &'static str },
+    #[error("`{name}` must be more than 0 and at most {longest} seconds.")]
+    SecondsOutOfRange { name: String, longest: u64 },
+    #[error(
+        "The close tool needs `instance` (a string): the name of the instance to close, \
+         e.g. `server` for bash:server. The default instance cannot be closed: restart it."
+    )]
+    CloseNeedsInstance,
+    #[error("`instance` must be a string (e.g. \"server\" for {environment}:server), got {kind}.")]
+    InstanceNotAString {
+        environment: String,
+        kind: &'static str,
+    },
 }
 
 struct Fields<'a> {
@@ -123,67 +150,70 @@ struct Fields<'a> {
 }
 
 impl Fields<'_> {
-    fn only(&self, allowed: &[&str]) -> Result<(), String> {
+    fn only(&self, allowed: &[&str]) -> Result<(), BadArguments> {
         match self.object.keys().find(|k| !allowed.contains(&k.as_str())) {
             None => Ok(()),
-            Some(unknown) if allowed.is_empty() => Err(format!(
-                "The {} tool takes no arguments; remove `{unknown}`.",
-                self.tool
-            )),
-            Some(unknown) => Err(format!(
-                "The {} tool has no argument `{unknown}`; it takes {}.",
-                self.tool,
-                list(allowed)
-            )),
+            Some(unknown) if allowed.is_empty() => Err(BadArguments::NoneTaken {
+                tool: self.tool.to_owned(),
+                unknown: unknown.clone(),
+            }),
+            Some(unknown) => Err(BadArguments::Unknown {
+                tool: self.tool.to_owned(),
+                unknown: unknown.clone(),
+                allowed: list(allowed),
+            }),
         }
     }
 
-    fn string(&self, name: &str) -> Result<String, String> {
+    fn string(&self, name: &str) -> Result<String, BadArguments> {
         match self.object.get(name) {
             Some(Value::String(text)) => Ok(text.clone()),
-            Some(other) => Err(format!(
-                "`{name}` must be a string, got {}.",
-                json_kind(other)
-            )),
-            None => Err(format!("The {} tool needs `{name}` (a string).", self.tool)),
+            Some(other) => Err(BadArguments::NotAString {
+                name: name.to_owned(),
+                kind: json_kind(other),
+            }),
+            None => Err(BadArguments::Missing {
+                tool: self.tool.to_owned(),
+                name: name.to_owned(),
+            }),
         }
     }
 
-    fn seconds(&self, name: &str) -> Result<Option<Duration>, String> {
+    fn seconds(&self, name: &str) -> Result<Option<Duration>, BadArguments> {
         let value = match self.object.get(name) {
             None | Some(Value::Null) => return Ok(None),
             Some(Value::Number(number)) => number.as_f64(),
             Some(other) => {
-                return Err(format!(
-                    "`{name}` must be a number of seconds, got {}.",
-                    json_kind(other)
-                ));
+                return Err(BadArguments::NotSeconds {
+                    name: name.to_owned(),
+                    kind: json_kind(other),
+                });
             }
         };
         match value.and_then(|s| Duration::try_from_secs_f64(s).ok()) {
             Some(duration) if !duration.is_zero() && duration <= LONGEST => Ok(Some(duration)),
-            _ => Err(format!(
-                "`{name}` must be more than 0 and at most {} seconds.",
-                LONGEST.as_secs()
-            )),
+            _ => Err(BadArguments::SecondsOutOfRange {
+                name: name.to_owned(),
+                longest: LONGEST.as_secs(),
+            }),
         }
     }
 
     /// `environment`, or its named instance when the call gives one
     /// (`bash` and `server` make `bash:server`; the orchestrator checks
     /// the name and refuses a kind that has no instances).
-    fn instance_of(&self, environment: &str) -> Result<String, String> {
+    fn instance_of(&self, environment: &str) -> Result<String, BadArguments> {
         match self.object.get("instance") {
             None | Some(Value::Null) => Ok(environment.to_owned()),
             Some(Value::String(name)) => Ok(format!("{environment}:{name}")),
-            Some(other) => Err(format!(
-                "`instance` must be a string (e.g. \"server\" for {environment}:server), got {}.",
-                json_kind(other)
-            )),
+            Some(other) => Err(BadArguments::InstanceNotAString {
+                environment: environment.to_owned(),
+                kind: json_kind(other),
+            }),
         }
     }
 
-    fn control(&self, control: Control, id: Option<RequestId>) -> Result<Call, String> {
+    fn control(&self, control: Control, id: Option<RequestId>) -> Result<Call, BadArguments> {
         Ok(Call::Run(Request::Control(ControlRequest {
             environment: self.instance_of(&self.string("environment")?)?,
             control,
@@ -210,7 +240,7 @@ mod tests {
 
     fn parse_json(kind: &ToolKind, arguments: Value) -> Result<Call, String> {
         let object = arguments.as_object().cloned();
-        parse("bash", kind, object.as_ref(), None, YIELD)
+        parse("bash", kind, object.as_ref(), None, YIELD).map_err(|bad| bad.to_string())
     }
 
     #[test]

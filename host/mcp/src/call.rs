@@ -29,6 +29,15 @@ pub(crate) struct Progress {
     pub(crate) every: Duration,
 }
 
+/// A request's task ended without an answer (it panicked or was dropped).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CallFailed {
+    #[error("the request failed inside the host: {0}")]
+    Request(tokio::task::JoinError),
+    #[error("interrupting the cancelled command failed inside the host: {0}")]
+    Interrupt(tokio::task::JoinError),
+}
+
 /// Runs `request`; `cancelled` fires when the client cancels it (or the
 /// connection ends). `host` is the host's cancel flag.
 pub(crate) async fn run(
@@ -37,7 +46,7 @@ pub(crate) async fn run(
     request: Request,
     cancelled: CancellationToken,
     progress: Option<Progress>,
-) -> Result<Outcome, String> {
+) -> Result<Outcome, CallFailed> {
     let started = Instant::now();
     let stop = host.child();
     let what = describe(&request);
@@ -57,7 +66,7 @@ pub(crate) async fn run(
     let mut was_cancelled = false;
     let outcome = loop {
         tokio::select! {
-            joined = &mut job => break joined.map_err(|err| format!("the request failed inside the host: {err}"))?,
+            joined = &mut job => break joined.map_err(CallFailed::Request)?,
             () = cancelled.cancelled(), if !was_cancelled => {
                 was_cancelled = true;
                 stop.cancel();
@@ -92,7 +101,7 @@ async fn interrupt(
     orchestrator: &Arc<Orchestrator>,
     host: &CancelFlag,
     environment: String,
-) -> Result<Outcome, String> {
+) -> Result<Outcome, CallFailed> {
     let orchestrator = Arc::clone(orchestrator);
     let host = host.clone();
     tokio::task::spawn_blocking(move || {
@@ -106,7 +115,7 @@ async fn interrupt(
         )
     })
     .await
-    .map_err(|err| format!("interrupting the cancelled command failed inside the host: {err}"))
+    .map_err(CallFailed::Interrupt)
 }
 
 async fn tick(ticks: &mut Option<tokio::time::Interval>) {

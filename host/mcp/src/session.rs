@@ -127,7 +127,7 @@ impl ServerHandler for Session {
             shared.settings.yield_after,
         ) {
             Ok(call) => call,
-            Err(message) => return Ok(self.refused(message)),
+            Err(bad) => return Ok(self.refused(bad.to_string())),
         };
         let request = match call {
             Call::Screen => {
@@ -155,7 +155,7 @@ impl ServerHandler for Session {
             progress,
         )
         .await
-        .map_err(|message| ErrorData::internal_error(message, None))?;
+        .map_err(|failed| ErrorData::internal_error(failed.to_string(), None))?;
         let mut seen = self.seen();
         let answer = result::outcome(
             &environment,

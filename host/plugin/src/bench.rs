@@ -24,6 +24,23 @@ use crate::sandbox::Sandbox;
 use crate::settings::PluginSettings;
 use crate::state::HostState;
 
+/// Why a raw plugin could not be loaded or called.
+#[derive(Debug, thiserror::Error)]
+pub enum RawCallError {
+    /// No sandbox for it.
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
+    /// Its name is not an environment name.
+    #[error(transparent)]
+    Name(#[from] envhost_core::InvalidName),
+    /// Loading refused it (the refusal's sentence).
+    #[error("{0}")]
+    Refused(String),
+    /// Instantiating it or calling an export trapped or failed.
+    #[error("{0}")]
+    Call(wasmtime::Error),
+}
+
 /// A plugin loaded as the host loads it (nothing granted), whose exports
 /// are then called directly.
 pub struct RawPlugin {
@@ -43,7 +60,7 @@ impl RawPlugin {
         file: &Path,
         project: &Path,
         cache: Option<&Path>,
-    ) -> Result<RawPlugin, String> {
+    ) -> Result<RawPlugin, RawCallError> {
         Self::load_tiered(name, file, project, cache, None)
     }
 
@@ -55,7 +72,7 @@ impl RawPlugin {
         file: &Path,
         project: &Path,
         empty_cache: &Path,
-    ) -> Result<RawPlugin, String> {
+    ) -> Result<RawPlugin, RawCallError> {
         Self::load_tiered(name, file, project, Some(empty_cache), Some(0))
     }
 
@@ -65,10 +82,8 @@ impl RawPlugin {
         project: &Path,
         cache: Option<&Path>,
         baseline_above: Option<u64>,
-    ) -> Result<RawPlugin, String> {
-        let sandbox = Arc::new(
-            Sandbox::new(DEFAULT_MEMORY_LIMIT, DEFAULT_OPEN_FILES).map_err(|e| e.to_string())?,
-        );
+    ) -> Result<RawPlugin, RawCallError> {
+        let sandbox = Arc::new(Sandbox::new(DEFAULT_MEMORY_LIMIT, DEFAULT_OPEN_FILES)?);
         let settings = PluginSettings {
             cache: cache.map_or(CodeCache::Disabled, |dir| {
                 CodeCache::Directory(dir.to_owned())
@@ -77,7 +92,7 @@ impl RawPlugin {
             ..PluginSettings::default()
         };
         let candidate = Candidate {
-            name: EnvironmentName::new(name).map_err(|e| e.to_string())?,
+            name: EnvironmentName::new(name)?,
             path: file.to_owned(),
         };
         let grants = Arc::new(Grants::none(
@@ -87,7 +102,7 @@ impl RawPlugin {
             OutputLimits::for_project(project),
         ));
         let loaded = loader::load(&sandbox, &settings, &candidate, &grants)
-            .map_err(|refusal| refusal.sentence(None))?;
+            .map_err(|refusal| RawCallError::Refused(refusal.sentence(None)))?;
         let (store, exports) = instantiate(&sandbox, &loaded.pre, &grants)?;
         Ok(RawPlugin {
             sandbox,
@@ -100,36 +115,36 @@ impl RawPlugin {
 
     /// A fresh instance, described: what a restart after a trap costs. The
     /// instance is dropped.
-    pub fn instantiate_and_describe(&self) -> Result<(), String> {
+    pub fn instantiate_and_describe(&self) -> Result<(), RawCallError> {
         let (mut store, exports) = instantiate(&self.sandbox, &self.pre, &self.grants)?;
         exports
             .describe(&mut store)
             .map(drop)
-            .map_err(|e| e.to_string())
+            .map_err(RawCallError::Call)
     }
 
     /// `describe`, on the ready instance.
-    pub fn describe(&mut self) -> Result<(), String> {
+    pub fn describe(&mut self) -> Result<(), RawCallError> {
         self.exports
             .describe(&mut self.store)
             .map(drop)
-            .map_err(|e| e.to_string())
+            .map_err(RawCallError::Call)
     }
 
     /// `handle-command`: the output and whether it succeeded.
-    pub fn handle_command(&mut self, command: &str) -> Result<(String, bool), String> {
+    pub fn handle_command(&mut self, command: &str) -> Result<(String, bool), RawCallError> {
         self.exports
             .handle_command(&mut self.store, command)
             .map(|answer| (answer.output, answer.success))
-            .map_err(|e| e.to_string())
+            .map_err(RawCallError::Call)
     }
 
     /// `get-screen`: the section's content.
-    pub fn get_screen(&mut self) -> Result<String, String> {
+    pub fn get_screen(&mut self) -> Result<String, RawCallError> {
         self.exports
             .get_screen(&mut self.store)
             .map(|section| section.content)
-            .map_err(|e| e.to_string())
+            .map_err(RawCallError::Call)
     }
 }
 
@@ -137,10 +152,10 @@ fn instantiate(
     sandbox: &Sandbox,
     pre: &PluginPre,
     grants: &Arc<Grants>,
-) -> Result<(Store<HostState>, Exports), String> {
+) -> Result<(Store<HostState>, Exports), RawCallError> {
     let mut store = sandbox.new_store(pre.instance_pre().engine(), GuestOutput::new(), grants);
     // Raw calls are not the host's: they run without its time limit.
     *store.data_mut().budget_mut() = CallBudget::starting_now(Duration::from_secs(3600), None);
-    let (_, exports) = pre.instantiate(&mut store).map_err(|e| e.to_string())?;
+    let (_, exports) = pre.instantiate(&mut store).map_err(RawCallError::Call)?;
     Ok((store, exports))
 }

@@ -206,64 +206,35 @@ fn check_candidate(
             };
         }
     };
-    let Place {
-        folder,
-        project,
-        config_file,
-        config_shown,
-        config,
-        applied,
-    } = place;
-    let output_limits = OutputLimits::for_project(project);
-    let shielded = grants::Shielded {
-        from_any: settings.cache.directory().into_iter().collect(),
-        from_writing: vec![folder.to_owned(), config_file.clone()],
-    };
-    let grants = match grants::grants_for(
-        config.as_ref(),
-        candidate.name.as_str(),
-        config_shown,
-        project,
-        &shielded,
-        output_limits.clone(),
-    ) {
-        Ok(granted) => granted,
-        Err(problem) => {
-            problems.push(
-                crate::load::refusals::Refusal::new(candidate.name.as_str(), path, problem)
-                    .sentence(None),
-            );
-            Grants::none(
-                candidate.name.as_str(),
-                config_shown,
-                project,
-                output_limits,
-            )
-        }
-    };
-    let mut grants = grants;
+    let mut grants = grants_checked(candidate, place, settings, &mut problems);
     if ignore_pin {
         grants.pin = None;
     }
     let loaded = loader::load(&sandbox, settings, candidate, &Arc::new(grants));
-    let mut warnings: Vec<String> = Vec::new();
-    let mut details = String::new();
+    let mut findings = Findings {
+        problems,
+        warnings: Vec::new(),
+        notes,
+        details: String::new(),
+    };
     let mut world = None;
     // The verdict and its reasons come first; the details after them.
     let verdict = match loaded {
         Err(refusal) => {
-            problems.push(refusal.sentence(None));
+            findings.problems.push(refusal.sentence(None));
             format!("{shown}: REFUSED\n")
         }
         Ok(loaded) => {
             world = Some(loaded.pre.world());
-            let refused = !problems.is_empty();
-            details.push_str(&describe_loaded(&loaded, settings, *applied));
+            let refused = !findings.problems.is_empty();
+            findings
+                .details
+                .push_str(&describe_loaded(&loaded, settings, place.applied));
             let preview = screen_preview(loaded, &sandbox, &log);
-            details.push_str(&preview.text);
-            warnings.extend(preview.warnings);
+            findings.details.push_str(&preview.text);
+            findings.warnings.extend(preview.warnings);
             let screen_failed = preview.error.is_some();
-            problems.extend(preview.error);
+            findings.problems.extend(preview.error);
             if refused {
                 format!("{shown}: REFUSED (the component itself is valid)\n")
             } else if screen_failed {
@@ -279,24 +250,81 @@ fn check_candidate(
             }
         }
     };
-    let mut text = verdict;
-    for problem in &problems {
-        text.push_str(&format!("error: {problem}\n"));
-    }
-    for warning in &warnings {
-        text.push_str(&format!("warning: {warning}\n"));
-    }
-    for note in &notes {
-        text.push_str(&format!("note: {note}\n"));
-    }
-    if !details.is_empty() {
-        text.push('\n');
-        text.push_str(&details);
-    }
     CheckReport {
-        ok: problems.is_empty(),
-        text,
+        ok: findings.problems.is_empty(),
+        text: findings.report(verdict),
         world,
+    }
+}
+
+/// The candidate's grants from the place's grants file; when they cannot
+/// be read, the refusal is a problem and it is checked with none.
+fn grants_checked(
+    candidate: &Candidate,
+    place: &Place,
+    settings: &PluginSettings,
+    problems: &mut Vec<String>,
+) -> Grants {
+    let output_limits = OutputLimits::for_project(&place.project);
+    let shielded = grants::Shielded {
+        from_any: settings.cache.directory().into_iter().collect(),
+        from_writing: vec![place.folder.clone(), place.config_file.clone()],
+    };
+    match grants::grants_for(
+        place.config.as_ref(),
+        candidate.name.as_str(),
+        &place.config_shown,
+        &place.project,
+        &shielded,
+        output_limits.clone(),
+    ) {
+        Ok(granted) => granted,
+        Err(problem) => {
+            problems.push(
+                crate::load::refusals::Refusal::new(
+                    candidate.name.as_str(),
+                    &candidate.path,
+                    problem.to_string(),
+                )
+                .sentence(None),
+            );
+            Grants::none(
+                candidate.name.as_str(),
+                &place.config_shown,
+                &place.project,
+                output_limits,
+            )
+        }
+    }
+}
+
+/// What checking one plugin found, besides its verdict.
+struct Findings {
+    problems: Vec<String>,
+    warnings: Vec<String>,
+    notes: Vec<String>,
+    details: String,
+}
+
+impl Findings {
+    /// The report's text: the verdict, each problem, warning and note on a
+    /// line of its own, then the details.
+    fn report(&self, verdict: String) -> String {
+        let mut text = verdict;
+        for problem in &self.problems {
+            text.push_str(&format!("error: {problem}\n"));
+        }
+        for warning in &self.warnings {
+            text.push_str(&format!("warning: {warning}\n"));
+        }
+        for note in &self.notes {
+            text.push_str(&format!("note: {note}\n"));
+        }
+        if !self.details.is_empty() {
+            text.push('\n');
+            text.push_str(&self.details);
+        }
+        text
     }
 }
 
@@ -345,9 +373,8 @@ fn describe_loaded(
         );
     } else {
         text.push_str(&format!(
-            "  style:       declarative: {} command{}; the host routes by first word and renders their help\n",
-            description.commands.len(),
-            if description.commands.len() == 1 { "" } else { "s" }
+            "  style:       declarative: {}; the host routes by first word and renders their help\n",
+            text::counted(description.commands.len(), "command")
         ));
         text.push_str("  commands:\n");
         for spec in &description.commands {

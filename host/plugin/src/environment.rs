@@ -617,7 +617,7 @@ impl Environment for PluginEnvironment {
     ) -> Result<String, EnvironmentError> {
         self.kept
             .load_saved(state)
-            .map_err(EnvironmentError::Failed)?;
+            .map_err(|unusable| EnvironmentError::Failed(unusable.to_string()))?;
         if !self.kept.has_snapshot() {
             return Ok("it had no state to keep; it starts fresh.".to_owned());
         }

@@ -160,21 +160,32 @@ impl KeptState {
 
     /// Takes a snapshot saved by [`saved_if_changed`](Self::saved_if_changed)
     /// in an earlier host.
-    pub fn load_saved(&mut self, saved: &str) -> Result<(), String> {
+    pub fn load_saved(&mut self, saved: &str) -> Result<(), UnusableSnapshot> {
         let bytes = BASE64
             .decode(saved.trim())
-            .map_err(|err| format!("its saved snapshot is not valid base64 ({err})"))?;
+            .map_err(UnusableSnapshot::NotBase64)?;
         if bytes.len() > MAX_SNAPSHOT_BYTES {
-            return Err(format!(
-                "its saved snapshot is {}, over the {} the host keeps",
-                text::bytes(bytes.len() as u64),
-                text::bytes(MAX_SNAPSHOT_BYTES as u64)
-            ));
+            return Err(UnusableSnapshot::TooLarge(bytes.len()));
         }
         self.last = bytes;
         self.unsaved = false;
         Ok(())
     }
+}
+
+/// Why a snapshot saved by an earlier host cannot be taken back.
+#[derive(Debug, thiserror::Error)]
+pub enum UnusableSnapshot {
+    /// Not base64.
+    #[error("its saved snapshot is not valid base64 ({0})")]
+    NotBase64(base64::DecodeError),
+    /// Larger than the host keeps (its size in bytes).
+    #[error(
+        "its saved snapshot is {}, over the {} the host keeps",
+        text::bytes(*.0 as u64),
+        text::bytes(MAX_SNAPSHOT_BYTES as u64)
+    )]
+    TooLarge(usize),
 }
 
 #[cfg(test)]

@@ -71,7 +71,9 @@ mod yielding;
 
 pub use crate::check::{CheckReport, check_as, check_file};
 pub use crate::grants::config_file::Verify;
-pub use crate::grants::pins::{GrantsFile, PinnedEntry, VerifyChange, grants_file, with_pin};
+pub use crate::grants::pins::{
+    GrantsFile, GrantsFileError, PinEditError, PinnedEntry, VerifyChange, grants_file, with_pin,
+};
 pub use crate::guest_io::{DiscardSink, LogSink, StderrSink};
 pub use crate::limits::{
     DEFAULT_COMPILE_MEMORY, DEFAULT_COMPILE_TIME, DEFAULT_MAX_PLUGIN_SIZE, DEFAULT_MAX_PLUGINS,

@@ -37,6 +37,18 @@ pub enum Version {
     V0_2_0,
 }
 
+/// A version of the `environment` interface this host does not accept, as
+/// the component wrote it (`(no version)` when it wrote none).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct UnsupportedVersion(String);
+
+impl From<&str> for UnsupportedVersion {
+    fn from(written: &str) -> Self {
+        UnsupportedVersion(written.to_owned())
+    }
+}
+
 impl Version {
     /// Every version the host accepts, oldest first.
     pub const ALL: [Version; 2] = [Version::V0_1_0, Version::V0_2_0];
@@ -91,17 +103,17 @@ impl Version {
     /// if it is an `environment` interface: `Ok` for a version the host
     /// accepts (any 0.1.x or 0.2.x, as semver and wasmtime's linker treat
     /// them), `Err` with the version written for another one.
-    pub fn of_export(name: &str) -> Option<Result<Version, String>> {
+    pub fn of_export(name: &str) -> Option<Result<Version, UnsupportedVersion>> {
         let version = name.strip_prefix(ENVIRONMENT_INTERFACE)?;
         if version.is_empty() {
-            return Some(Err("(no version)".to_owned()));
+            return Some(Err("(no version)".into()));
         }
         let version = version.strip_prefix('@')?;
         let mut parts = version.split('.');
         Some(match (parts.next(), parts.next()) {
             (Some("0"), Some("1")) => Ok(Version::V0_1_0),
             (Some("0"), Some("2")) => Ok(Version::V0_2_0),
-            _ => Err(version.to_owned()),
+            _ => Err(version.into()),
         })
     }
 

@@ -37,7 +37,29 @@ const INTERRUPT_PATIENCE: Duration = Duration::from_secs(10);
 
 /// What the worker hands back: the instance and the call's result, or
 /// the panic that lost the instance.
-type Ended = Result<(LiveInstance, Called<CommandResponse>), String>;
+type Ended = Result<(LiveInstance, Called<CommandResponse>), LostCall>;
+
+/// Why a command on the worker ended without an answer.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LostCall {
+    #[error("panic: {0}")]
+    Panicked(String),
+    #[error("the call's thread ended without an answer")]
+    ThreadEnded,
+}
+
+/// Why the worker cannot take a command or the text typed for one.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WorkerError {
+    #[error("cannot start a thread for the plugin's commands: {0}")]
+    ThreadNotStarted(std::io::Error),
+    #[error("the thread for the plugin's commands is gone")]
+    Gone,
+    #[error("the plugin is not waiting on a program right now")]
+    NotWaiting,
+    #[error("{0}")]
+    Typing(envhost_process::SessionError),
+}
 
 /// One command for the worker.
 struct Job {
@@ -57,7 +79,7 @@ pub(crate) struct Worker {
 
 impl Worker {
     /// Starts the thread.
-    pub(crate) fn start() -> Result<Worker, String> {
+    pub(crate) fn start() -> Result<Worker, WorkerError> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let thread = thread::Builder::new()
             .name("envhost-plugin-call".into())
@@ -77,12 +99,12 @@ impl Worker {
                             Ok((job.instance, called))
                         }
                         // The instance is dropped: a panic left it unknown.
-                        Err(panic) => Err(format!("panic: {}", panic_message(panic.as_ref()))),
+                        Err(panic) => Err(LostCall::Panicked(panic_message(panic.as_ref()))),
                     };
                     let _ = job.done.send(ended);
                 }
             })
-            .map_err(|err| format!("cannot start a thread for the plugin's commands: {err}"))?;
+            .map_err(WorkerError::ThreadNotStarted)?;
         Ok(Worker {
             jobs: Some(jobs),
             thread: Some(thread),
@@ -145,7 +167,7 @@ impl Yielded {
         command: &str,
         limit: Duration,
         limited: bool,
-    ) -> Result<Yielded, String> {
+    ) -> Result<Yielded, WorkerError> {
         let call = Arc::new(LiveCall::new(limited));
         instance.set_live_call(Some(Arc::clone(&call)));
         let (sender, done) = mpsc::sync_channel(1);
@@ -162,7 +184,7 @@ impl Yielded {
             None => false,
         };
         if !sent {
-            return Err("the thread for the plugin's commands is gone".to_owned());
+            return Err(WorkerError::Gone);
         }
         Ok(Yielded {
             command: command.to_owned(),
@@ -203,7 +225,7 @@ impl Yielded {
                 Ok(Ok((instance, called))) => return self.ended(instance, called),
                 Ok(Err(why)) => return self.lost(why),
                 Err(RecvTimeoutError::Disconnected) => {
-                    return self.lost("the call's thread ended without an answer".to_owned());
+                    return self.lost(LostCall::ThreadEnded);
                 }
                 Err(RecvTimeoutError::Timeout) => {}
             }
@@ -222,13 +244,13 @@ impl Yielded {
     }
 
     /// Types `text` into the program the plugin waits on.
-    pub(crate) fn type_text(&self, text: &str) -> Result<(), String> {
+    pub(crate) fn type_text(&self, text: &str) -> Result<(), WorkerError> {
         let Some(session) = self.call.waited_on() else {
-            return Err("the plugin is not waiting on a program right now".to_owned());
+            return Err(WorkerError::NotWaiting);
         };
         session
             .type_text(text, Instant::now() + Duration::from_secs(1))
-            .map_err(|err| err.to_string())
+            .map_err(WorkerError::Typing)
     }
 
     /// Interrupts the command (its program with SIGINT, as Ctrl-C would)
@@ -248,10 +270,10 @@ impl Yielded {
         }))
     }
 
-    fn lost(&mut self, why: String) -> Progress {
+    fn lost(&mut self, why: LostCall) -> Progress {
         self.pending = false;
         self.call.finish();
-        Progress::Lost(why)
+        Progress::Lost(why.to_string())
     }
 }
 

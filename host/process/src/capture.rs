@@ -177,7 +177,9 @@ impl OutputCapture {
                 file,
                 written: 0,
             },
-            Err(reason) => Spill::Failed { reason },
+            Err(reason) => Spill::Failed {
+                reason: reason.to_string(),
+            },
         });
         self.write_spill(&all);
         let half = self.half();
@@ -294,13 +296,30 @@ impl OutputCapture {
     }
 }
 
+/// Why a command's full output cannot be saved to a file, in words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct UnusableOutputFolder(String);
+
+impl From<String> for UnusableOutputFolder {
+    fn from(message: String) -> Self {
+        UnusableOutputFolder(message)
+    }
+}
+
+impl From<&str> for UnusableOutputFolder {
+    fn from(message: &str) -> Self {
+        UnusableOutputFolder(message.to_owned())
+    }
+}
+
 /// Opens the output folder (made if missing, ignored by git), removes the
 /// oldest files beyond [`RETAINED_FILES`], and creates a new file in it:
 /// `<label>-<UTC time>-<random>.txt`. Returns the folder and the name.
 fn open_spill_file(
     limits: &OutputLimits,
     label: &str,
-) -> Result<(Folder, OsString, BufWriter<File>), String> {
+) -> Result<(Folder, OsString, BufWriter<File>), UnusableOutputFolder> {
     let folder = output_folder(limits)?;
     // Best effort: the folder works without it, git just shows it.
     if let Ok(mut ignore) = folder.create_new(".gitignore", 0o666) {
@@ -318,17 +337,17 @@ fn open_spill_file(
 
 /// The output folder, made if missing: below the project, reached without
 /// following a symlink.
-fn output_folder(limits: &OutputLimits) -> Result<Folder, String> {
+fn output_folder(limits: &OutputLimits) -> Result<Folder, UnusableOutputFolder> {
     let dir = &limits.spill_dir;
     let cannot = |why: String| format!("cannot use the output folder {}: {why}", dir.display());
     match dir.strip_prefix(&limits.spill_root) {
         Ok(relative) if !relative.as_os_str().is_empty() => {
             Folder::beneath(&limits.spill_root, relative, Some(0o777))
-                .map_err(|refusal| format!("{refusal}"))
+                .map_err(|refusal| UnusableOutputFolder(refusal.to_string()))
         }
         _ => fs::create_dir_all(dir)
             .and_then(|()| Folder::open(dir))
-            .map_err(|e| cannot(e.to_string())),
+            .map_err(|e| UnusableOutputFolder(cannot(e.to_string()))),
     }
 }
 

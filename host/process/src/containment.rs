@@ -276,7 +276,9 @@ fn decide(settings: ContainmentSettings) -> (Containment, Session) {
             session.unified = Some(base.clone());
             Containment::Cgroups { base }
         }
-        Err(reason) => Containment::ProcessTree { reason },
+        Err(reason) => Containment::ProcessTree {
+            reason: reason.to_string(),
+        },
     };
     let offered = session
         .unified
@@ -372,10 +374,27 @@ fn apply_limits(limits: &Limits, session: &Session, offered: &[String]) -> Limit
     in_force
 }
 
+/// Why the session's cgroup cannot be made or sealed, in words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct CgroupError(String);
+
+impl From<String> for CgroupError {
+    fn from(message: String) -> Self {
+        CgroupError(message)
+    }
+}
+
+impl From<&str> for CgroupError {
+    fn from(message: &str) -> Self {
+        CgroupError(message.to_owned())
+    }
+}
+
 /// `<cgroup2 mount><the host's cgroup>/NAME` with `session/` in it,
 /// created and locked; controllers the host's cgroup can hand down are
 /// enabled for it.
-fn create_unified(name: &str, held: &mut Vec<Flock<File>>) -> Result<PathBuf, String> {
+fn create_unified(name: &str, held: &mut Vec<Flock<File>>) -> Result<PathBuf, CgroupError> {
     let own = own_cgroup("0", "")
         .ok_or("the host's cgroup v2 is unknown (no `0::` line in /proc/self/cgroup)")?;
     let (mount, root) = cgroup_mount(|fstype, _| fstype == "cgroup2")
@@ -391,7 +410,8 @@ fn create_unified(name: &str, held: &mut Vec<Flock<File>>) -> Result<PathBuf, St
         return Err(format!(
             "cannot create the cgroup {} ({err}); this needs root or a delegated cgroup",
             base.display()
-        ));
+        )
+        .into());
     }
     if !base.join("cgroup.kill").exists() {
         let _ = fs::remove_dir(&base);
@@ -399,14 +419,15 @@ fn create_unified(name: &str, held: &mut Vec<Flock<File>>) -> Result<PathBuf, St
     }
     let Some(lock) = lock_path(&base) else {
         let _ = fs::remove_dir(&base);
-        return Err(format!("cannot lock the cgroup {}", base.display()));
+        return Err(format!("cannot lock the cgroup {}", base.display()).into());
     };
     if let Err(err) = fs::create_dir(base.join("session")) {
         let _ = fs::remove_dir(&base);
         return Err(format!(
             "cannot create the cgroup {}/session ({err})",
             base.display()
-        ));
+        )
+        .into());
     }
     held.push(lock);
     Ok(base)
@@ -693,7 +714,7 @@ fn open_procs(dir: &Path) -> io::Result<File> {
 /// the host there. Where a hierarchy cannot be mounted again its folder is
 /// left empty; where `/sys/fs/cgroup` cannot be covered, the namespaces are
 /// refused.
-pub(crate) fn seal_cgroup_mounts() -> Result<(), String> {
+pub(crate) fn seal_cgroup_mounts() -> Result<(), CgroupError> {
     use nix::mount::{MntFlags, MsFlags, mount, umount2};
     let top = Path::new("/sys/fs/cgroup");
     let found: Vec<MountEntry> = mounts()

@@ -45,22 +45,32 @@ use seccompiler::{
 
 static FILTER: OnceLock<Option<Vec<libc::sock_filter>>> = OnceLock::new();
 
+/// Why programs started from now on are not guarded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GuardUnavailable {
+    /// No filter is built for this processor.
+    #[error("seccomp filters are not built for {0}")]
+    Architecture(&'static str),
+    /// Installing a filter needs a privilege the host lacks.
+    #[error(
+        "the host has neither CAP_SYS_ADMIN nor no-new-privileges, which installing a seccomp filter needs"
+    )]
+    NoPrivilege,
+}
+
 /// Whether programs started from now on are guarded, and why not.
-pub fn status() -> Result<(), String> {
+pub fn status() -> Result<(), GuardUnavailable> {
     match prepared() {
         Some(_) => Ok(()),
         None => Err(unavailable_reason()),
     }
 }
 
-fn unavailable_reason() -> String {
+fn unavailable_reason() -> GuardUnavailable {
     if std::env::consts::ARCH != "x86_64" && std::env::consts::ARCH != "aarch64" {
-        format!(
-            "seccomp filters are not built for {}",
-            std::env::consts::ARCH
-        )
+        GuardUnavailable::Architecture(std::env::consts::ARCH)
     } else {
-        "the host has neither CAP_SYS_ADMIN nor no-new-privileges, which installing a seccomp filter needs".into()
+        GuardUnavailable::NoPrivilege
     }
 }
 

@@ -148,12 +148,29 @@ impl Isolation {
     }
 }
 
+/// Why the session's namespaces cannot be made, in words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NoNamespaces(String);
+
+impl From<String> for NoNamespaces {
+    fn from(message: String) -> Self {
+        NoNamespaces(message)
+    }
+}
+
+/// The operator asked for namespaces (`--isolation namespaces`) and none
+/// can be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot make namespaces for the session: {0}")]
+pub struct IsolationUnavailable(NoNamespaces);
+
 static MODE: OnceLock<Isolation> = OnceLock::new();
 
 /// Decides the isolation, once, at start-up, and makes the session's
 /// namespaces. Later calls return the first decision. `Err` only when
 /// `request` is [`IsolationRequest::Namespaces`] and none can be made.
-pub fn configure(request: IsolationRequest) -> Result<&'static Isolation, String> {
+pub fn configure(request: IsolationRequest) -> Result<&'static Isolation, IsolationUnavailable> {
     if let Some(mode) = MODE.get() {
         return Ok(mode);
     }
@@ -163,8 +180,8 @@ pub fn configure(request: IsolationRequest) -> Result<&'static Isolation, String
             Ok(namespaces) => Isolation::Namespaces {
                 user_namespace: namespaces.user.is_some(),
             },
-            Err(why) if request == IsolationRequest::Auto => guard(&why),
-            Err(why) => return Err(format!("cannot make namespaces for the session: {why}")),
+            Err(why) if request == IsolationRequest::Auto => guard(&why.to_string()),
+            Err(why) => return Err(IsolationUnavailable(why)),
         },
     };
     Ok(MODE.get_or_init(|| decided))
@@ -214,7 +231,7 @@ static CURRENT: Mutex<Option<Arc<Namespaces>>> = Mutex::new(None);
 impl Namespaces {
     /// The session's namespaces, made now if there are none yet or if their
     /// init has died (which ended everything in them).
-    pub(crate) fn current() -> Result<Arc<Namespaces>, String> {
+    pub(crate) fn current() -> Result<Arc<Namespaces>, NoNamespaces> {
         let mut current = CURRENT.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(namespaces) = current.as_ref()
             && namespaces.alive()
@@ -281,8 +298,8 @@ fn end() {
 /// init dies when the *thread* that started it ends (`PR_SET_PDEATHSIG`
 /// follows the parent thread), and environments start programs from
 /// threads that come and go.
-fn make_on_keeper_thread() -> Result<Namespaces, String> {
-    type Request = mpsc::Sender<Result<Namespaces, String>>;
+fn make_on_keeper_thread() -> Result<Namespaces, NoNamespaces> {
+    type Request = mpsc::Sender<Result<Namespaces, NoNamespaces>>;
     static KEEPER: OnceLock<Mutex<mpsc::Sender<Request>>> = OnceLock::new();
     let keeper = KEEPER.get_or_init(|| {
         let (requests, incoming) = mpsc::channel::<Request>();
@@ -315,7 +332,7 @@ fn make_on_keeper_thread() -> Result<Namespaces, String> {
 }
 
 /// Starts the init in new namespaces and opens them.
-fn make() -> Result<Namespaces, String> {
+fn make() -> Result<Namespaces, NoNamespaces> {
     let user_namespace = !has_cap_sys_admin();
     // Every descriptor the child uses above the numbers it moves things
     // to (0-3): one of them at 3 would be replaced before exec.
@@ -372,14 +389,14 @@ fn make() -> Result<Namespaces, String> {
         why
     };
     if user_namespace && let Err(why) = map_user(init) {
-        return Err(kill_init(why));
+        return Err(kill_init(why.to_string()).into());
     }
     if let Err(err) = write_all(&go_write, b"1") {
-        return Err(kill_init(format!("cannot start the init ({err})")));
+        return Err(kill_init(format!("cannot start the init ({err})")).into());
     }
     drop(go_write);
     if let Err(why) = await_ready(&status_read) {
-        return Err(kill_init(why));
+        return Err(kill_init(why.to_string()).into());
     }
     let open = |name: &str| {
         let path = CString::new(format!("/proc/{init}/ns/{name}")).map_err(|e| e.to_string())?;
@@ -400,7 +417,7 @@ fn make() -> Result<Namespaces, String> {
             pid: open("pid")?,
         })
     })();
-    opened.map_err(kill_init)
+    opened.map_err(|why| NoNamespaces::from(kill_init(why)))
 }
 
 fn describe_clone_error(err: &io::Error, user_namespace: bool) -> String {
@@ -421,7 +438,7 @@ fn describe_clone_error(err: &io::Error, user_namespace: bool) -> String {
 
 /// Maps the host's user and group to themselves in the init's user
 /// namespace (the only mapping an unprivileged process may write).
-fn map_user(init: i32) -> Result<(), String> {
+fn map_user(init: i32) -> Result<(), NoNamespaces> {
     let uid = nix::unistd::getuid().as_raw();
     let gid = nix::unistd::getgid().as_raw();
     let write = |file: &str, text: String| {
@@ -430,11 +447,12 @@ fn map_user(init: i32) -> Result<(), String> {
     };
     write("uid_map", format!("{uid} {uid} 1\n"))?;
     write("setgroups", "deny\n".to_owned())?;
-    write("gid_map", format!("{gid} {gid} 1\n"))
+    write("gid_map", format!("{gid} {gid} 1\n"))?;
+    Ok(())
 }
 
 /// Waits until the init says `ready`, or why not, or ends.
-fn await_ready(status: &OwnedFd) -> Result<(), String> {
+fn await_ready(status: &OwnedFd) -> Result<(), NoNamespaces> {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     use std::os::fd::AsFd;
     let deadline = Instant::now() + START_LIMIT;
@@ -445,21 +463,22 @@ fn await_ready(status: &OwnedFd) -> Result<(), String> {
             return Err(format!(
                 "the namespace init did not start within {}",
                 envhost_core::text::duration(START_LIMIT)
-            ));
+            )
+            .into());
         }
         let mut fds = [PollFd::new(status.as_fd(), PollFlags::POLLIN)];
         let millis = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
         match poll(&mut fds, PollTimeout::from(millis)) {
             Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
             Ok(_) => {}
-            Err(err) => return Err(format!("cannot hear from the namespace init ({err})")),
+            Err(err) => return Err(format!("cannot hear from the namespace init ({err})").into()),
         }
         let mut buffer = [0u8; 512];
         match nix::unistd::read(status.as_raw_fd(), &mut buffer) {
             Ok(0) => break,
             Ok(n) => said.extend_from_slice(&buffer[..n]),
             Err(nix::errno::Errno::EINTR) => {}
-            Err(err) => return Err(format!("cannot hear from the namespace init ({err})")),
+            Err(err) => return Err(format!("cannot hear from the namespace init ({err})").into()),
         }
         if said.len() > 4096 {
             break;
@@ -470,9 +489,15 @@ fn await_ready(status: &OwnedFd) -> Result<(), String> {
     if said == "ready" {
         Ok(())
     } else if said.is_empty() {
-        Err("the namespace init ended before it was ready".to_owned())
+        Err("the namespace init ended before it was ready"
+            .to_owned()
+            .into())
     } else {
-        Err(said.strip_prefix("error: ").unwrap_or(said).to_owned())
+        Err(said
+            .strip_prefix("error: ")
+            .unwrap_or(said)
+            .to_owned()
+            .into())
     }
 }
 
@@ -718,7 +743,7 @@ pub fn init_main() -> ! {
 }
 
 /// The init's own view of the machine, made safe before any program joins.
-fn seal() -> Result<(), String> {
+fn seal() -> Result<(), NoNamespaces> {
     use nix::mount::{MsFlags, mount};
     let _ = std::env::set_current_dir("/");
     // After joining the session's cgroups: the cgroup namespace is rooted
@@ -747,7 +772,7 @@ fn seal() -> Result<(), String> {
         None::<&str>,
     )
     .map_err(|err| format!("cannot mount a /proc for the namespace ({err})"))?;
-    crate::containment::seal_cgroup_mounts()?;
+    crate::containment::seal_cgroup_mounts().map_err(|failed| NoNamespaces(failed.to_string()))?;
     remount_mqueue();
     Ok(())
 }

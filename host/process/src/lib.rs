@@ -72,7 +72,7 @@ pub use crate::containment::{
     session_members,
 };
 pub use crate::fd::set_nonblocking;
-pub use crate::guard::status as guard_status;
+pub use crate::guard::{GuardUnavailable, status as guard_status};
 pub use crate::input_wait::{TerminalReader, waiting_for_any_input, waiting_for_terminal};
 pub use crate::interrupt::{DEFAULT_LADDER, Escalation, escalate, signal_group};
 pub use crate::isolation::{
@@ -84,9 +84,14 @@ pub use crate::limit_watch::{LimitWatch, Relief, relieve_process_limit};
 pub use crate::live::SessionLive;
 pub use crate::output::CommandOutput;
 pub use crate::private_folder::PrivateFolder;
-pub use crate::procfs::{ProcessInfo, child_in_group, descendants, process_info, process_table};
-pub use crate::program::find_program;
-pub use crate::prompt::Prompt;
+pub use crate::procfs::{
+    ProcessInfo, child_in_group, descendants, ignored_signals, process_info, process_table,
+    start_tick, tick_ago,
+};
+pub use crate::program::{
+    ProgramNotFound, find_program, is_executable_file, search_path, search_path_in,
+};
+pub use crate::prompt::{BadPrompt, Prompt};
 pub use crate::pty::{Exit, OpenError, ProgramSpec, Pty, PtyProgram, SpawnError, TerminalSize};
 pub use crate::reaper::{
     ManagedPid, TerminationReport, install as install_reaper, spawn_managed, terminate_descendants,

@@ -5,6 +5,7 @@
 //! only: nothing here signals or waits.
 
 use std::fs;
+use std::time::Duration;
 
 /// What `/proc/<pid>/stat` says about one process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +59,39 @@ fn parse_stat(stat: &str) -> Option<ProcessInfo> {
         session,
         state,
     })
+}
+
+/// When `pid` started, in clock ticks since boot (field 22 of
+/// `/proc/<pid>/stat`, counted after the command name's closing `)`).
+pub fn start_tick(pid: i32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// The clock tick `ago` before now, rounded down, on the clock that
+/// [`start_tick`] counts on (ticks since boot); `None` when the clock
+/// cannot be read or `ago` reaches back before boot.
+pub fn tick_ago(ago: Duration) -> Option<u64> {
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
+    let since = Duration::from(now).checked_sub(ago)?;
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok()??;
+    let hz = u64::try_from(hz).ok().filter(|&hz| hz > 0)?;
+    Some((since.as_secs_f64() * hz as f64) as u64)
+}
+
+/// The signals `pid` ignores: the `SigIgn` mask of `/proc/<pid>/status`,
+/// where bit N-1 is signal N.
+pub fn ignored_signals(pid: i32) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let mask = status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigIgn:"))?;
+    u64::from_str_radix(mask.trim(), 16).ok()
 }
 
 /// Whether a living child of `parent` (the host's numbering) is in the

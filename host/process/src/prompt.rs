@@ -29,13 +29,25 @@ pub struct Prompt {
     anchored: Regex,
 }
 
+/// Why a prompt pattern cannot be waited for; the message says what to
+/// give instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadPrompt(String);
+
+impl From<String> for BadPrompt {
+    fn from(message: String) -> Self {
+        BadPrompt(message)
+    }
+}
+
 impl Prompt {
     /// A prompt matching the regular expression `pattern` at the end of the
     /// output; a pattern that could match nothing or too much is refused
     /// with a reason.
-    pub fn new(pattern: &str) -> Result<Prompt, String> {
+    pub fn new(pattern: &str) -> Result<Prompt, BadPrompt> {
         if pattern.is_empty() {
-            return Err("the prompt pattern is empty; give the regular expression the program's prompt matches, e.g. `sqlite> `".to_owned());
+            return Err("the prompt pattern is empty; give the regular expression the program's prompt matches, e.g. `sqlite> `".to_owned().into());
         }
         let plain = Regex::new(pattern).map_err(|err| {
             format!("the prompt {pattern:?} is not a valid regular expression: {err}")
@@ -43,7 +55,7 @@ impl Prompt {
         if plain.is_match("") {
             return Err(format!(
                 "the prompt {pattern:?} matches empty text, so it would match anywhere; give the text the program's prompt shows"
-            ));
+            ).into());
         }
         let anchored = Regex::new(&format!("(?:{pattern})\\z")).map_err(|err| {
             format!("the prompt {pattern:?} is not a valid regular expression: {err}")
@@ -56,7 +68,7 @@ impl Prompt {
     /// regex again each time cost more than the whole round trip to the
     /// program. Shared by every thread (a command that may yield runs on a
     /// thread of its own). Refused patterns are not remembered.
-    pub fn cached(pattern: &str) -> Result<Prompt, String> {
+    pub fn cached(pattern: &str) -> Result<Prompt, BadPrompt> {
         const KEPT: usize = 16;
         static RECENT: Mutex<Vec<(String, Prompt)>> = Mutex::new(Vec::new());
         let recent = || RECENT.lock().unwrap_or_else(PoisonError::into_inner);
@@ -302,15 +314,17 @@ mod tests {
 
     #[test]
     fn bad_prompts_are_refused_with_reasons() {
-        assert!(Prompt::new("").unwrap_err().contains("empty"));
+        assert!(Prompt::new("").unwrap_err().to_string().contains("empty"));
         assert!(
             Prompt::new("(")
                 .unwrap_err()
+                .to_string()
                 .contains("not a valid regular expression")
         );
         assert!(
             Prompt::new("x*")
                 .unwrap_err()
+                .to_string()
                 .contains("matches empty text")
         );
     }

@@ -534,7 +534,7 @@ mod tests {
     fn a_program_cannot_signal_the_host() {
         crate::guard::prepare();
         if let Err(reason) = crate::guard::status() {
-            crate::tests_support::skip_unprivileged("the guard", &reason);
+            crate::tests_support::skip_unprivileged("the guard", &reason.to_string());
             return;
         }
         let dir = tempfile::tempdir().unwrap();

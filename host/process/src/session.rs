@@ -347,37 +347,7 @@ impl Session {
                 });
             }
             Watched::Hung => return Ok(self.exited(watch)),
-            Watched::Cancelled => {
-                // Ctrl-C, as the user meant it: the program's job is
-                // interrupted and the program kept, back at its prompt if
-                // that comes quickly.
-                let _ = self.pty.signal_foreground(Signal::SIGINT);
-                let settle = Instant::now() + CANCEL_SETTLE;
-                let how = match self.watch_until(&mut watch, prompt, settle, None)? {
-                    Watched::Prompt(start, text) => {
-                        let found = watch.finish_at(start, text);
-                        return Ok(Waited::Cancelled {
-                            output: found.before,
-                            how: format!(
-                                "interrupted with SIGINT; {} is back at its prompt",
-                                self.program
-                            ),
-                        });
-                    }
-                    Watched::Hung => {
-                        let status = self.reap();
-                        format!(
-                            "interrupted with SIGINT; {} ended (exit status {status})",
-                            self.program
-                        )
-                    }
-                    _ => "interrupted with SIGINT; its prompt did not come back".to_owned(),
-                };
-                return Ok(Waited::Cancelled {
-                    output: watch.finish(),
-                    how,
-                });
-            }
+            Watched::Cancelled => return self.interrupted_by_host(watch, prompt),
             Watched::Deadline if at_deadline == AtDeadline::LeaveRunning => {
                 return Ok(Waited::TimedOut {
                     output: watch.finish(),
@@ -389,9 +359,49 @@ impl Session {
             }
             Watched::Deadline => {}
         }
-        // Past the deadline: interrupt as a terminal would, until the
-        // prompt comes back or the program ends. The ladder calls its two
-        // closures in turn, never at once, so they can share the session.
+        Ok(self.interrupted_at_deadline(watch, prompt))
+    }
+
+    /// Ctrl-C, as the user meant it: the program's job is interrupted and
+    /// the program kept, back at its prompt if that comes quickly.
+    fn interrupted_by_host(
+        &mut self,
+        mut watch: PromptWatch,
+        prompt: &Prompt,
+    ) -> Result<Waited, SessionError> {
+        let _ = self.pty.signal_foreground(Signal::SIGINT);
+        let settle = Instant::now() + CANCEL_SETTLE;
+        let how = match self.watch_until(&mut watch, prompt, settle, None)? {
+            Watched::Prompt(start, text) => {
+                let found = watch.finish_at(start, text);
+                return Ok(Waited::Cancelled {
+                    output: found.before,
+                    how: format!(
+                        "interrupted with SIGINT; {} is back at its prompt",
+                        self.program
+                    ),
+                });
+            }
+            Watched::Hung => {
+                let status = self.reap();
+                format!(
+                    "interrupted with SIGINT; {} ended (exit status {status})",
+                    self.program
+                )
+            }
+            _ => "interrupted with SIGINT; its prompt did not come back".to_owned(),
+        };
+        Ok(Waited::Cancelled {
+            output: watch.finish(),
+            how,
+        })
+    }
+
+    /// Past the deadline: interrupt as a terminal would, until the prompt
+    /// comes back or the program ends.
+    fn interrupted_at_deadline(&mut self, mut watch: PromptWatch, prompt: &Prompt) -> Waited {
+        // The ladder calls its two closures in turn, never at once, so they
+        // can share the session.
         let mut last: Option<Watched> = None;
         let session = RefCell::new(&mut *self);
         let escalation = escalate(
@@ -415,7 +425,7 @@ impl Session {
                     .to_owned()
             }
         };
-        Ok(match last {
+        match last {
             Some(Watched::Prompt(start, text)) => {
                 let found = watch.finish_at(start, text);
                 Waited::TimedOut {
@@ -434,7 +444,7 @@ impl Session {
                 output: watch.finish(),
                 how: format!("{how}; its prompt did not come back"),
             },
-        })
+        }
     }
 
     fn exited(&mut self, watch: PromptWatch) -> Waited {

@@ -132,53 +132,89 @@ impl ChildSetup {
         })
     }
 
-    /// In the child, between fork and exec.
+    /// In the child, between fork and exec: each step makes only system
+    /// calls (nothing allocates), in this order.
     fn run(&self) -> io::Result<()> {
-        let fail = || Err(io::Error::last_os_error());
+        self.join_cgroups();
+        self.enter_namespaces()?;
+        self.take_seat()?;
+        self.place_descriptors()?;
+        self.arm_death_signal()?;
+        self.lower_oom_priority();
+        // SAFETY: in the child between fork and exec, as above; both make
+        // only system calls.
+        unsafe {
+            guard::drop_ptrace_capability();
+            if let Some(program) = self.guard {
+                guard::install(program);
+            }
+        }
+        Ok(())
+    }
+
+    /// Before anything else: whatever the program forks from now on is
+    /// born in its cgroups. A failure (the cgroup vanished) leaves it in
+    /// the host's, still a descendant.
+    fn join_cgroups(&self) {
+        for &join in &self.joins {
+            // SAFETY: a write of one byte from a static to a descriptor the
+            // parent prepared.
+            unsafe { libc::write(join, b"0".as_ptr().cast(), 1) };
+        }
+    }
+
+    /// Joins the session's namespaces and forks the program there (born in
+    /// the PID namespace, the host's child); this process reports its pid
+    /// and exits. Nothing to do without namespaces.
+    fn enter_namespaces(&self) -> io::Result<()> {
+        let Some((_, order)) = &self.namespaces else {
+            return Ok(());
+        };
         // SAFETY: plain system calls on descriptors and memory the parent
         // prepared.
         unsafe {
-            for &join in &self.joins {
-                // Before anything else: whatever the program forks from now
-                // on is born in its cgroups. A failure (the cgroup vanished)
-                // leaves it in the host's, still a descendant.
-                libc::write(join, b"0".as_ptr().cast(), 1);
-            }
-            if let Some((_, order)) = &self.namespaces {
-                for &(fd, kind) in order {
-                    if libc::setns(fd, kind) == -1 {
-                        return fail();
-                    }
-                }
-                if let Some(cwd) = &self.cwd
-                    && libc::chdir(cwd.as_ptr()) == -1
-                {
-                    return fail();
-                }
-                // The program: born in the PID namespace, the host's child.
-                let program = libc::syscall(
-                    libc::SYS_clone,
-                    libc::CLONE_PARENT | libc::SIGCHLD,
-                    0,
-                    0,
-                    0,
-                    0,
-                );
-                if program == -1 {
-                    return fail();
-                }
-                if program > 0 {
-                    if let Some((_, report)) = &self.pid_report {
-                        let pid = program as i32;
-                        libc::write(
-                            report.as_raw_fd(),
-                            (&raw const pid).cast(),
-                            size_of::<i32>(),
-                        );
-                    }
-                    libc::_exit(0);
+            for &(fd, kind) in order {
+                if libc::setns(fd, kind) == -1 {
+                    return Err(io::Error::last_os_error());
                 }
             }
+            if let Some(cwd) = &self.cwd
+                && libc::chdir(cwd.as_ptr()) == -1
+            {
+                return Err(io::Error::last_os_error());
+            }
+            let program = libc::syscall(
+                libc::SYS_clone,
+                libc::CLONE_PARENT | libc::SIGCHLD,
+                0,
+                0,
+                0,
+                0,
+            );
+            if program == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            if program > 0 {
+                if let Some((_, report)) = &self.pid_report {
+                    let pid = program as i32;
+                    libc::write(
+                        report.as_raw_fd(),
+                        (&raw const pid).cast(),
+                        size_of::<i32>(),
+                    );
+                }
+                libc::_exit(0);
+            }
+        }
+        Ok(())
+    }
+
+    /// A session of its own: on the terminal (default signals, the
+    /// terminal as its controlling one, inherited descriptors closed on
+    /// exec), or detached.
+    fn take_seat(&self) -> io::Result<()> {
+        // SAFETY: plain system calls.
+        unsafe {
             match self.seat {
                 Seat::Terminal => {
                     for signal in [
@@ -192,10 +228,10 @@ impl ChildSetup {
                         libc::signal(signal, libc::SIG_DFL);
                     }
                     if libc::setsid() == -1 {
-                        return fail();
+                        return Err(io::Error::last_os_error());
                     }
                     if libc::ioctl(0, libc::TIOCSCTTY as _, 0) == -1 {
-                        return fail();
+                        return Err(io::Error::last_os_error());
                     }
                     // Descriptors the host did not open with close-on-exec
                     // (or inherited from whoever started it) stay out of the
@@ -210,28 +246,55 @@ impl ChildSetup {
                 }
                 Seat::Detached => {
                     if libc::setsid() == -1 {
-                        return fail();
+                        return Err(io::Error::last_os_error());
                     }
                 }
             }
-            for &(fd, at) in &self.passed {
+        }
+        Ok(())
+    }
+
+    /// The descriptors passed to the program, at their numbers and kept
+    /// across exec.
+    fn place_descriptors(&self) -> io::Result<()> {
+        for &(fd, at) in &self.passed {
+            // SAFETY: descriptors the parent prepared.
+            let failed = unsafe {
                 if fd == at {
-                    if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
-                        return fail();
-                    }
-                } else if libc::dup2(fd, at) == -1 {
-                    return fail();
+                    libc::fcntl(fd, libc::F_SETFD, 0) == -1
+                } else {
+                    libc::dup2(fd, at) == -1
                 }
+            };
+            if failed {
+                return Err(io::Error::last_os_error());
             }
-            if let Some(host) = self.die_with_host {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-                if libc::getppid() != host {
-                    // The host died before the parent-death signal was armed.
-                    return Err(io::Error::other(
-                        "the host exited while the program started",
-                    ));
-                }
+        }
+        Ok(())
+    }
+
+    /// Killed when the host dies; refused when it already has.
+    fn arm_death_signal(&self) -> io::Result<()> {
+        let Some(host) = self.die_with_host else {
+            return Ok(());
+        };
+        // SAFETY: plain system calls.
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            if libc::getppid() != host {
+                // The host died before the parent-death signal was armed.
+                return Err(io::Error::other(
+                    "the host exited while the program started",
+                ));
             }
+        }
+        Ok(())
+    }
+
+    /// The program goes before the host when memory runs out.
+    fn lower_oom_priority(&self) {
+        // SAFETY: open, write and close of a /proc file, from statics.
+        unsafe {
             let adjust = libc::open(
                 c"/proc/self/oom_score_adj".as_ptr(),
                 libc::O_WRONLY | libc::O_CLOEXEC,
@@ -244,12 +307,7 @@ impl ChildSetup {
                 );
                 libc::close(adjust);
             }
-            guard::drop_ptrace_capability();
-            if let Some(program) = self.guard {
-                guard::install(program);
-            }
         }
-        Ok(())
     }
 }
 

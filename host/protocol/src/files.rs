@@ -9,7 +9,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::Value;
 
-use crate::fields::{self, Fields, check_fields, value};
+use crate::fields::{self, BadField, Fields, check_fields, value};
 use envhost_core::text::json_kind;
 
 const READ_FIELDS: [&str; 5] = ["type", "id", "path", "offset", "length"];
@@ -35,7 +35,7 @@ pub(crate) struct WriteFile {
 }
 
 /// `{"type":"read_file","path":P,"offset":N,"length":N}`.
-pub(crate) fn parse_read(fields: &Fields<'_>) -> Result<ReadFile, String> {
+pub(crate) fn parse_read(fields: &Fields<'_>) -> Result<ReadFile, BadField> {
     check_fields(fields, &READ_FIELDS)?;
     let path = path(fields, READ_EXAMPLE)?;
     let offset = match value(fields, "offset")? {
@@ -58,7 +58,7 @@ pub(crate) fn parse_read(fields: &Fields<'_>) -> Result<ReadFile, String> {
 }
 
 /// `{"type":"write_file","path":P,"content_base64":B64,"append":bool,"more":bool}`.
-pub(crate) fn parse_write(fields: &Fields<'_>) -> Result<WriteFile, String> {
+pub(crate) fn parse_write(fields: &Fields<'_>) -> Result<WriteFile, BadField> {
     check_fields(fields, &WRITE_FIELDS)?;
     let path = path(fields, WRITE_EXAMPLE)?;
     let encoded = fields::string(fields, "content_base64", || {
@@ -79,20 +79,21 @@ pub(crate) fn parse_write(fields: &Fields<'_>) -> Result<WriteFile, String> {
     })
 }
 
-fn path(fields: &Fields<'_>, example: &str) -> Result<String, String> {
+fn path(fields: &Fields<'_>, example: &str) -> Result<String, BadField> {
     fields::string(fields, "path", || {
         format!("missing field \"path\": the file, relative to the project, e.g. {example}")
     })
 }
 
-fn flag(fields: &Fields<'_>, field: &str) -> Result<bool, String> {
+fn flag(fields: &Fields<'_>, field: &str) -> Result<bool, BadField> {
     match value(fields, field)? {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(value)) => Ok(value),
         Some(other) => Err(format!(
             "field {field:?} must be true or false, got {}",
             json_kind(&other)
-        )),
+        )
+        .into()),
     }
 }
 

@@ -12,7 +12,7 @@ use envhost_core::{CommandRequest, Control, ControlRequest, RequestId};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::fields::{self, Fields, check_fields, value};
+use crate::fields::{self, BadField, Fields, check_fields, value};
 use crate::files;
 use crate::framing::RawLine;
 use envhost_core::text::json_kind;
@@ -174,26 +174,33 @@ fn parse_fields(fields: &Fields<'_>) -> Result<Request, ProtocolError> {
             ))
         })?),
     };
-    let fail = |message: String| ProtocolError::new(message).with_id(id.clone());
+    let fail = |bad: BadField| ProtocolError::new(bad.0).with_id(id.clone());
     let kind = match value(fields, "type").map_err(&fail)? {
         None => {
-            return Err(fail(format!(
-                "missing field \"type\": expected {TYPES}, e.g. {EXAMPLE}"
-            )));
+            return Err(fail(
+                format!("missing field \"type\": expected {TYPES}, e.g. {EXAMPLE}").into(),
+            ));
         }
         Some(Value::String(kind)) => kind,
         Some(other) => {
-            return Err(fail(format!(
-                "field \"type\" must be a string ({TYPES}), got {}",
-                json_kind(&other)
-            )));
+            return Err(fail(
+                format!(
+                    "field \"type\" must be a string ({TYPES}), got {}",
+                    json_kind(&other)
+                )
+                .into(),
+            ));
         }
     };
     read_request(fields, &kind, id.clone()).map_err(fail)
 }
 
 /// The request of type `kind`, its fields checked.
-fn read_request(fields: &Fields<'_>, kind: &str, id: Option<RequestId>) -> Result<Request, String> {
+fn read_request(
+    fields: &Fields<'_>,
+    kind: &str,
+    id: Option<RequestId>,
+) -> Result<Request, BadField> {
     let request = match kind {
         "command" => {
             check_fields(
@@ -273,7 +280,7 @@ fn read_request(fields: &Fields<'_>, kind: &str, id: Option<RequestId>) -> Resul
                 more: write.more,
             }
         }
-        other => return Err(format!("unknown type {other:?}: expected {TYPES}")),
+        other => return Err(format!("unknown type {other:?}: expected {TYPES}").into()),
     };
     Ok(request)
 }
@@ -283,7 +290,7 @@ fn control(
     kind: &str,
     id: Option<RequestId>,
     control: Control,
-) -> Result<Request, String> {
+) -> Result<Request, BadField> {
     Ok(Request::Control(ControlRequest {
         environment: required_string(fields, "environment", kind)?,
         control,
@@ -303,7 +310,7 @@ fn example(kind: &str) -> &'static str {
     }
 }
 
-fn required_string(fields: &Fields<'_>, field: &str, kind: &str) -> Result<String, String> {
+fn required_string(fields: &Fields<'_>, field: &str, kind: &str) -> Result<String, BadField> {
     fields::string(fields, field, || match kind {
         "command" => format!(
             "missing field {field:?}: a command needs \"environment\" and \"command\" strings, e.g. {EXAMPLE}"
@@ -327,7 +334,7 @@ fn required_string(fields: &Fields<'_>, field: &str, kind: &str) -> Result<Strin
 
 /// A field of whole milliseconds from `min` to [`MAX_TIMEOUT_MS`]; `None`
 /// when absent or null.
-fn millis(fields: &Fields<'_>, field: &str, min: u64) -> Result<Option<Duration>, String> {
+fn millis(fields: &Fields<'_>, field: &str, min: u64) -> Result<Option<Duration>, BadField> {
     let value = match value(fields, field) {
         Ok(None | Some(Value::Null)) => return Ok(None),
         Ok(Some(value)) => value.to_string(),
@@ -345,7 +352,7 @@ fn millis(fields: &Fields<'_>, field: &str, min: u64) -> Result<Option<Duration>
         Some(ms) => Ok(Some(Duration::from_millis(ms))),
         None => Err(format!(
             "field {field:?} must be a whole number of milliseconds from {min} to {MAX_TIMEOUT_MS}, got {value}"
-        )),
+        ).into()),
     }
 }
 

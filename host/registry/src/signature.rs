@@ -235,7 +235,8 @@ pub fn verify(
                 )));
             };
             if bundle.verification_material.tlog_entries.is_empty() {
-                verify_with_key_only(&key, &bundle, &digest).map_err(wrong)
+                verify_with_key_only(&key, &bundle, &digest)
+                    .map_err(|refusal| wrong(refusal.to_string()))
             } else {
                 verifier
                     .verify(digest, &bundle, &PublicKeyVerificationPolicy::new(key))
@@ -278,20 +279,33 @@ pub fn verify(
     }
 }
 
+/// Why a signature does not check with the key alone, in words that follow
+/// "the signature …".
+#[derive(Debug, thiserror::Error)]
+enum KeyOnlyRefusal {
+    #[error(
+        "is an attestation without a transparency-log entry; only plain signatures are checked with a key alone"
+    )]
+    Attestation,
+    #[error("cannot be checked: {0}")]
+    Unusable(String),
+    #[error("was made with another key (it does not verify with this one)")]
+    OtherKey,
+}
+
 /// A message signature checked with the key alone (no transparency log).
 fn verify_with_key_only(
     key: &DerPublicKey,
     bundle: &Bundle,
     digest: &Sha256Hash,
-) -> Result<(), String> {
+) -> Result<(), KeyOnlyRefusal> {
     let SignatureContent::MessageSignature(signature) = &bundle.content else {
-        return Err(
-            "is an attestation without a transparency-log entry; only plain signatures are checked with a key alone".to_owned(),
-        );
+        return Err(KeyOnlyRefusal::Attestation);
     };
-    let key = VerificationKey::from_spki(key).map_err(|e| format!("cannot be checked: {e}"))?;
+    let key =
+        VerificationKey::from_spki(key).map_err(|e| KeyOnlyRefusal::Unusable(e.to_string()))?;
     key.verify_prehashed(digest.as_slice(), &signature.signature)
-        .map_err(|_| "was made with another key (it does not verify with this one)".to_owned())
+        .map_err(|_| KeyOnlyRefusal::OtherKey)
 }
 
 /// The sha256 a bundle says it covers, when it says so.

@@ -54,6 +54,18 @@ pub struct BadSource {
     pub problem: String,
 }
 
+/// What is wrong with one part of a source, and how to write it (the
+/// `problem` of a [`BadSource`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+struct SourceProblem(String);
+
+impl From<String> for SourceProblem {
+    fn from(problem: String) -> Self {
+        SourceProblem(problem)
+    }
+}
+
 const FORMS: &str = "write oci://HOST[:PORT]/REPOSITORY:TAG, oci://HOST/REPOSITORY@sha256:DIGEST, https://HOST/PATH.wasm#sha256=DIGEST or a path to a .wasm file";
 
 impl FromStr for Source {
@@ -68,10 +80,14 @@ impl FromStr for Source {
             return Err(bad(format!("it is empty; {FORMS}")));
         }
         if let Some(rest) = text.strip_prefix("oci://") {
-            return OciReference::parse(rest).map(Source::Oci).map_err(bad);
+            return OciReference::parse(rest)
+                .map(Source::Oci)
+                .map_err(|problem| bad(problem.0));
         }
         if text.starts_with("https://") || text.starts_with("http://") {
-            return UrlSource::parse(text).map(Source::Url).map_err(bad);
+            return UrlSource::parse(text)
+                .map(Source::Url)
+                .map_err(|problem| bad(problem.0));
         }
         if let Some((scheme, _)) = text.split_once("://") {
             return Err(bad(format!(
@@ -93,11 +109,9 @@ impl fmt::Display for Source {
 }
 
 impl OciReference {
-    fn parse(rest: &str) -> Result<Self, String> {
+    fn parse(rest: &str) -> Result<Self, SourceProblem> {
         let Some((registry, path)) = rest.split_once('/') else {
-            return Err(format!(
-                "it names no repository after the registry; {FORMS}"
-            ));
+            return Err(format!("it names no repository after the registry; {FORMS}").into());
         };
         check_registry(registry)?;
         let (path, digest) = match path.split_once('@') {
@@ -132,7 +146,7 @@ impl OciReference {
         if tag.is_none() && digest.is_none() {
             return Err(format!(
                 "name a version: add a tag (oci://{registry}/{repository}:1.0) or a digest (oci://{registry}/{repository}@sha256:…)"
-            ));
+            ).into());
         }
         Ok(OciReference {
             registry: registry.to_owned(),
@@ -170,7 +184,7 @@ impl fmt::Display for OciReference {
 }
 
 impl UrlSource {
-    fn parse(text: &str) -> Result<Self, String> {
+    fn parse(text: &str) -> Result<Self, SourceProblem> {
         let (url, fragment) = match text.split_once('#') {
             Some((url, fragment)) => (url, Some(fragment)),
             None => (text, None),
@@ -178,12 +192,13 @@ impl UrlSource {
         let Some(fragment) = fragment else {
             return Err(format!(
                 "a download needs the sha256 it must have: append #sha256=<64 hex digits> ({url}#sha256=…; `sha256sum FILE` prints it)"
-            ));
+            ).into());
         };
         let Some(hex) = fragment.strip_prefix("sha256=") else {
             return Err(format!(
                 "the part after `#` must be sha256=<64 hex digits>, not {fragment:?}"
-            ));
+            )
+            .into());
         };
         let sha256 = Sha256::from_hex(hex).ok_or_else(|| {
             format!("the part after `#sha256=` must be 64 hexadecimal digits, not {hex:?}")
@@ -191,11 +206,11 @@ impl UrlSource {
         let after_scheme = url.split_once("://").map_or("", |(_, rest)| rest);
         let authority = after_scheme.split('/').next().unwrap_or("");
         if authority.is_empty() {
-            return Err(format!("the address names no host; {FORMS}"));
+            return Err(format!("the address names no host; {FORMS}").into());
         }
         if authority.contains('@') {
             return Err(
-                "the address carries a user name or password; give credentials with --registry-token-file instead, so they are not written into the lock file".to_owned(),
+                "the address carries a user name or password; give credentials with --registry-token-file instead, so they are not written into the lock file".to_owned().into(),
             );
         }
         check_registry(authority)?;
@@ -235,7 +250,7 @@ pub fn is_loopback_host(host: &str) -> bool {
     host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-fn check_registry(registry: &str) -> Result<(), String> {
+fn check_registry(registry: &str) -> Result<(), SourceProblem> {
     let host = host_of(registry);
     let port = if registry.starts_with('[') {
         registry.split_once("]:").map(|(_, port)| port)
@@ -251,21 +266,21 @@ fn check_registry(registry: &str) -> Result<(), String> {
                         .all(|b| b.is_ascii_alphanumeric() || b == b'-')
             }));
     if !host_ok {
-        return Err(format!(
-            "{registry:?} is not a registry host (write HOST or HOST:PORT)"
-        ));
+        return Err(
+            format!("{registry:?} is not a registry host (write HOST or HOST:PORT)").into(),
+        );
     }
     if let Some(port) = port
         && port.parse::<u16>().is_err()
     {
-        return Err(format!("{port:?} is not a port number"));
+        return Err(format!("{port:?} is not a port number").into());
     }
     Ok(())
 }
 
 /// The distribution specification's repository grammar: lowercase
 /// alphanumeric path components joined by `.`, `_`, `__` or dashes.
-fn check_repository(repository: &str) -> Result<(), String> {
+fn check_repository(repository: &str) -> Result<(), SourceProblem> {
     let component_ok = |component: &str| {
         let bytes = component.as_bytes();
         !bytes.is_empty()
@@ -278,13 +293,13 @@ fn check_repository(repository: &str) -> Result<(), String> {
     if repository.is_empty() || !repository.split('/').all(component_ok) {
         return Err(format!(
             "{repository:?} is not a repository name: use lowercase letters, digits and . _ - between slashes"
-        ));
+        ).into());
     }
     Ok(())
 }
 
 /// Tags: up to 128 of `[A-Za-z0-9_.-]`, not starting with `.` or `-`.
-fn check_tag(tag: &str) -> Result<(), String> {
+fn check_tag(tag: &str) -> Result<(), SourceProblem> {
     let bytes = tag.as_bytes();
     let ok = !bytes.is_empty()
         && bytes.len() <= 128
@@ -295,7 +310,8 @@ fn check_tag(tag: &str) -> Result<(), String> {
     if !ok {
         return Err(format!(
             "{tag:?} is not a tag: up to 128 letters, digits, _ . -, not starting with . or -"
-        ));
+        )
+        .into());
     }
     Ok(())
 }

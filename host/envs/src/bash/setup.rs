@@ -444,7 +444,27 @@ __envhost_send() {{
     {{ printf '{head}' "$__envhost_seq" "$__envhost_last" "$1" "$__envhost_notes" "$PWD"; jobs -l; printf '{end}'; }} >&"$__envhost_report"
   fi
 }}
-# After a command that could change the shell or ran traced, or text
+{repair}PROMPT_COMMAND='{{ __envhost_prompt; }} 2>&"$__envhost_sink"'
+readonly PROMPT_COMMAND __envhost_jobs __envhost_sink __envhost_report __envhost_state
+readonly -f __envhost_load __envhost_prompt __envhost_send __envhost_repair __envhost_stderr
+"#,
+        command = shell_quote(command_file),
+        typed = shell_quote(typed),
+        sink = PLUMBING_SINK,
+        head = ReportFormat::HEAD,
+        end = ReportFormat::END,
+        first_dump = if state.is_some() { "1" } else { "" },
+        state = state.map(shell_quote).unwrap_or_default(),
+        repair = repair_functions(typed),
+    )
+}
+
+/// The prompt code's repairs, part of [`init_script`]: after a command that
+/// could change the shell, `__envhost_repair` (its streams, its tracing,
+/// lines typed with `input` that it never read) and `__envhost_stderr`.
+fn repair_functions(typed: &Path) -> String {
+    format!(
+        r#"# After a command that could change the shell or ran traced, or text
 # typed into it; ends with the report.
 __envhost_repair() {{
   # Tracing stays off until the next command starts (`__envhost_load`
@@ -482,17 +502,8 @@ __envhost_stderr() {{
   elif [[ -p /dev/fd/2 || -S /dev/fd/2 ]]; then __envhost_notes+=P; fi
   :
 }}
-PROMPT_COMMAND='{{ __envhost_prompt; }} 2>&"$__envhost_sink"'
-readonly PROMPT_COMMAND __envhost_jobs __envhost_sink __envhost_report __envhost_state
-readonly -f __envhost_load __envhost_prompt __envhost_send __envhost_repair __envhost_stderr
 "#,
-        command = shell_quote(command_file),
         typed = shell_quote(typed),
-        sink = PLUMBING_SINK,
-        head = ReportFormat::HEAD,
-        end = ReportFormat::END,
-        first_dump = if state.is_some() { "1" } else { "" },
-        state = state.map(shell_quote).unwrap_or_default(),
         dump = super::state::DUMP,
     )
 }

@@ -30,13 +30,13 @@ use envhost_core::{
     CommandContext, CommandResponse, Environment, EnvironmentError, Incident, Reach, ScreenSection,
     Usage,
 };
-use envhost_core::{CommandHelp, CommandSpec, HelpError};
+use envhost_core::{CommandHelp, CommandSpec, HelpError, text};
 
 use edit::VisibleView;
 use envhost_files::{ProjectRoot, ResolvedPath, WriteProblem, Written, writers};
 use lines::split_lines;
 use parse::LineRange;
-use patterns::LinePattern;
+use patterns::{LinePattern, PatternError};
 use views::{MAX_VIEW_LINES, MAX_VIEWS, NewView, Shown, View, ViewSet};
 
 /// The environment's name, which also names the fence of help examples.
@@ -158,13 +158,10 @@ impl EditorEnvironment {
 
     /// A saved view, opened again: its path resolved and its patterns
     /// compiled as `view` does; the file itself is read by the screen.
-    fn reopen(&self, kept: views::KeptView) -> Result<View, String> {
-        let path = self
-            .root
-            .resolve(&kept.file)
-            .map_err(|err| err.to_string())?;
-        let start = LinePattern::compile(&kept.start).map_err(|err| err.to_string())?;
-        let end = LinePattern::compile(&kept.end).map_err(|err| err.to_string())?;
+    fn reopen(&self, kept: views::KeptView) -> Result<View, ViewLost> {
+        let path = self.root.resolve(&kept.file)?;
+        let start = LinePattern::compile(&kept.start)?;
+        let end = LinePattern::compile(&kept.end)?;
         Ok(View {
             id: kept.id,
             written: kept.file,
@@ -181,7 +178,7 @@ impl EditorEnvironment {
     fn view(&mut self, arguments: &str) -> CommandResponse {
         let args = match parse::view_args(arguments) {
             Ok(args) => args,
-            Err(message) => return CommandResponse::failure(message),
+            Err(bad) => return CommandResponse::failure(bad.to_string()),
         };
         let start = match LinePattern::compile(&args.start) {
             Ok(pattern) => pattern,
@@ -258,7 +255,7 @@ impl EditorEnvironment {
     fn close(&mut self, arguments: &str) -> CommandResponse {
         let id = match parse::view_id(arguments, "close") {
             Ok(id) => id,
-            Err(message) => return CommandResponse::failure(message),
+            Err(bad) => return CommandResponse::failure(bad.to_string()),
         };
         match self.views.close(id) {
             Some(_) => CommandResponse::success(format!("Closed view [{id}]")),
@@ -273,7 +270,7 @@ impl EditorEnvironment {
         let command = if forward { "next_match" } else { "prev_match" };
         let id = match parse::view_id(arguments, command) {
             Ok(id) => id,
-            Err(message) => return CommandResponse::failure(message),
+            Err(bad) => return CommandResponse::failure(bad.to_string()),
         };
         let summary = self.views.summary();
         let root = &self.root;
@@ -324,7 +321,7 @@ impl EditorEnvironment {
             "create <file>, with the content on the following lines",
         ) {
             Ok(file) => file,
-            Err(message) => return CommandResponse::failure(message),
+            Err(bad) => return CommandResponse::failure(bad.to_string()),
         };
         let path = match self.root.resolve(&file) {
             Ok(path) => path,
@@ -362,7 +359,7 @@ impl EditorEnvironment {
     fn edit(&mut self, arguments: &str, body: Option<&str>) -> CommandResponse {
         let (file, range) = match parse::edit_args(arguments) {
             Ok(parsed) => parsed,
-            Err(message) => return CommandResponse::failure(message),
+            Err(bad) => return CommandResponse::failure(bad.to_string()),
         };
         let path = match self.root.resolve(&file) {
             Ok(path) => path,
@@ -428,8 +425,8 @@ impl EditorEnvironment {
             let _ = write!(
                 output,
                 "\n{} replaced by {}: they {now}; lines below moved {} by {}.",
-                plural(old_len, "line"),
-                plural(new_lines.len(), "line"),
+                text::counted(old_len, "line"),
+                text::counted(new_lines.len(), "line"),
                 if shift > 0 { "down" } else { "up" },
                 shift.unsigned_abs()
             );
@@ -506,7 +503,7 @@ impl EditorEnvironment {
     fn search(&mut self, arguments: &str, context: &CommandContext) -> CommandResponse {
         let args = match parse::search_args(arguments) {
             Ok(args) => args,
-            Err(message) => return CommandResponse::failure(message),
+            Err(bad) => return CommandResponse::failure(bad.to_string()),
         };
         let pattern = match LinePattern::compile(&args.pattern) {
             Ok(pattern) => pattern,
@@ -520,7 +517,7 @@ impl EditorEnvironment {
         };
         let report = match search::run(&self.root, &query, deadline, &context.cancel) {
             Ok(report) => report,
-            Err(message) => return CommandResponse::failure(message),
+            Err(refused) => return CommandResponse::failure(refused.to_string()),
         };
         let text = report.render(&args.pattern, &args.globs);
         let nothing_to_search = report.files_searched == 0 && report.stopped.is_none();
@@ -571,7 +568,7 @@ fn suggest_view(
     }
 }
 
-fn pattern_failure(err: &patterns::PatternError, which: &str) -> String {
+fn pattern_failure(err: &PatternError, which: &str) -> String {
     format!("The {which} pattern is not usable: {err}\nNo view was created.")
 }
 
@@ -598,12 +595,13 @@ fn write_failure(display: &str, problem: WriteProblem) -> CommandResponse {
     })
 }
 
-fn plural(n: usize, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
-    }
+/// Why a saved view cannot be opened again.
+#[derive(Debug, thiserror::Error)]
+enum ViewLost {
+    #[error(transparent)]
+    Path(#[from] envhost_files::PathError),
+    #[error(transparent)]
+    Pattern(#[from] PatternError),
 }
 
 impl Environment for EditorEnvironment {
@@ -662,7 +660,7 @@ impl Environment for EditorEnvironment {
         } else {
             format!(
                 "closed {} ({})",
-                plural(closed.len(), "view"),
+                text::counted(closed.len(), "view"),
                 closed.join(", ")
             )
         };
@@ -714,7 +712,7 @@ impl Environment for EditorEnvironment {
         } else {
             format!(
                 "restored {}: {}",
-                plural(described.len(), "view"),
+                text::counted(described.len(), "view"),
                 described.join(", ")
             )
         };

@@ -40,15 +40,26 @@ pub struct SearchArgs {
     pub globs: Vec<String>,
 }
 
+/// What is wrong with an editor command's arguments, with its usage.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadUsage(String);
+
+impl From<String> for BadUsage {
+    fn from(message: String) -> Self {
+        BadUsage(message)
+    }
+}
+
 pub const VIEW_USAGE: &str =
     "view <file> /<start>/ /<end>/ [label], e.g. view src/main.py /^def main/ /^if __name__/";
 pub const EDIT_USAGE: &str =
     "edit <file> <start>-<end> with the new lines after it, e.g. edit src/main.py 45-50";
 pub const SEARCH_USAGE: &str = "search \"<pattern>\" <glob>, e.g. search \"TODO\" *.py";
 
-pub fn view_args(args: &str) -> Result<ViewArgs, String> {
+pub fn view_args(args: &str) -> Result<ViewArgs, BadUsage> {
     let Some((file, rest)) = take_word(args) else {
-        return Err(format!("view needs a file and two patterns: {VIEW_USAGE}"));
+        return Err(format!("view needs a file and two patterns: {VIEW_USAGE}").into());
     };
     let rest = rest.trim_start();
     let (start, rest) = take_pattern(rest, "start", &file)?;
@@ -74,7 +85,7 @@ pub fn view_args(args: &str) -> Result<ViewArgs, String> {
 /// A `/pattern/`: it ends at the first unescaped `/` followed by a space or
 /// the end of the line, so `/a/b/` is the pattern `a/b`; write `\/` for a
 /// `/` that is followed by a space.
-fn take_pattern<'a>(text: &'a str, which: &str, file: &str) -> Result<(String, &'a str), String> {
+fn take_pattern<'a>(text: &'a str, which: &str, file: &str) -> Result<(String, &'a str), BadUsage> {
     let Some(body) = text.strip_prefix('/') else {
         let found = if text.is_empty() {
             "nothing".to_owned()
@@ -83,7 +94,7 @@ fn take_pattern<'a>(text: &'a str, which: &str, file: &str) -> Result<(String, &
         };
         return Err(format!(
             "expected the {which} pattern as /<pattern>/ after {file}, found {found}; {VIEW_USAGE} (quote a path that has spaces)"
-        ));
+        ).into());
     };
     let mut escaped = false;
     for (at, c) in body.char_indices() {
@@ -104,31 +115,32 @@ fn take_pattern<'a>(text: &'a str, which: &str, file: &str) -> Result<(String, &
     }
     Err(format!(
         "the {which} pattern /{body} is not closed: end it with / followed by a space; {VIEW_USAGE}"
-    ))
+    )
+    .into())
 }
 
 /// `<file> <start>-<end>`; the file may contain spaces (the range is the
 /// last word).
-pub fn edit_args(args: &str) -> Result<(String, LineRange), String> {
+pub fn edit_args(args: &str) -> Result<(String, LineRange), BadUsage> {
     let args = args.trim();
     let Some((file, range)) = args.rsplit_once(char::is_whitespace) else {
-        return Err(format!("edit needs a file and a line range: {EDIT_USAGE}"));
+        return Err(format!("edit needs a file and a line range: {EDIT_USAGE}").into());
     };
     let file = unquote(file.trim());
     if file.is_empty() {
-        return Err(format!("edit needs a file and a line range: {EDIT_USAGE}"));
+        return Err(format!("edit needs a file and a line range: {EDIT_USAGE}").into());
     }
     Ok((file.to_owned(), line_range(range)?))
 }
 
-fn line_range(text: &str) -> Result<LineRange, String> {
-    let number = |part: &str| -> Result<usize, String> {
+fn line_range(text: &str) -> Result<LineRange, BadUsage> {
+    let number = |part: &str| -> Result<usize, BadUsage> {
         match part.trim().parse::<usize>() {
-            Ok(0) => Err("line numbers start at 1".to_owned()),
+            Ok(0) => Err("line numbers start at 1".to_owned().into()),
             Ok(n) => Ok(n),
             Err(_) => Err(format!(
                 "{text:?} is not a line range; write <start>-<end> with the line numbers shown in a view, e.g. 45-50 (or 45 for one line)"
-            )),
+            ).into()),
         }
     };
     let (first, last) = match text.split_once('-') {
@@ -141,15 +153,15 @@ fn line_range(text: &str) -> Result<LineRange, String> {
     if last < first {
         return Err(format!(
             "the range {first}-{last} ends before it starts; write the first line, then the last (e.g. {last}-{first})"
-        ));
+        ).into());
     }
     Ok(LineRange { first, last })
 }
 
-pub fn search_args(args: &str) -> Result<SearchArgs, String> {
+pub fn search_args(args: &str) -> Result<SearchArgs, BadUsage> {
     let args = args.trim();
     if args.is_empty() {
-        return Err(format!("search needs a pattern: {SEARCH_USAGE}"));
+        return Err(format!("search needs a pattern: {SEARCH_USAGE}").into());
     }
     let (pattern, rest) = match args.chars().next() {
         Some(quote @ ('"' | '\'' | '/')) => {
@@ -172,13 +184,14 @@ pub fn search_args(args: &str) -> Result<SearchArgs, String> {
             let Some(end) = end else {
                 return Err(format!(
                     "the pattern {quote}{body} is not closed with {quote}; {SEARCH_USAGE}"
-                ));
+                )
+                .into());
             };
             (body[..end].to_owned(), &body[end + 1..])
         }
         _ => match take_word(args) {
             Some((word, rest)) => (word, rest),
-            None => return Err(format!("search needs a pattern: {SEARCH_USAGE}")),
+            None => return Err(format!("search needs a pattern: {SEARCH_USAGE}").into()),
         },
     };
     let mut globs = Vec::new();
@@ -191,14 +204,14 @@ pub fn search_args(args: &str) -> Result<SearchArgs, String> {
 }
 
 /// `<id>` for close / next_match / prev_match; `[2]` is accepted too.
-pub fn view_id(args: &str, command: &str) -> Result<u32, String> {
+pub fn view_id(args: &str, command: &str) -> Result<u32, BadUsage> {
     let text = args.trim();
     let bare = text
         .strip_prefix('[')
         .and_then(|t| t.strip_suffix(']'))
         .unwrap_or(text);
     bare.parse::<u32>().map_err(|_| {
-        if text.is_empty() {
+        BadUsage(if text.is_empty() {
             format!(
                 "{command} needs a view id, e.g. {command} 1 (ids are shown as [1] on the screen)"
             )
@@ -206,15 +219,15 @@ pub fn view_id(args: &str, command: &str) -> Result<u32, String> {
             format!(
                 "{text:?} is not a view id; write {command} 1 (ids are shown as [1] on the screen)"
             )
-        }
+        })
     })
 }
 
 /// The file of `create <file>`: the whole argument (it may have spaces).
-pub fn file_arg(args: &str, usage: &str) -> Result<String, String> {
+pub fn file_arg(args: &str, usage: &str) -> Result<String, BadUsage> {
     let file = unquote(args.trim());
     if file.is_empty() {
-        return Err(format!("no file given; {usage}"));
+        return Err(format!("no file given; {usage}").into());
     }
     Ok(file.to_owned())
 }
@@ -296,25 +309,34 @@ mod tests {
 
     #[test]
     fn view_errors_say_what_was_expected() {
-        assert!(view_args("").unwrap_err().contains("view <file>"));
+        assert!(
+            view_args("")
+                .unwrap_err()
+                .to_string()
+                .contains("view <file>")
+        );
         assert!(
             view_args("src/main.py")
                 .unwrap_err()
+                .to_string()
                 .contains("expected the start pattern")
         );
         assert!(
             view_args("src/main.py /a/")
                 .unwrap_err()
+                .to_string()
                 .contains("expected the end pattern")
         );
         assert!(
             view_args("src/main.py /abc")
                 .unwrap_err()
+                .to_string()
                 .contains("not closed")
         );
         assert!(
             view_args("my file.py /a/ /b/")
                 .unwrap_err()
+                .to_string()
                 .contains("quote a path")
         );
     }
@@ -335,20 +357,28 @@ mod tests {
             edit_args("a b.txt 7").unwrap(),
             ("a b.txt".to_owned(), LineRange { first: 7, last: 7 })
         );
-        assert!(edit_args("f 0-3").unwrap_err().contains("start at 1"));
+        assert!(
+            edit_args("f 0-3")
+                .unwrap_err()
+                .to_string()
+                .contains("start at 1")
+        );
         assert!(
             edit_args("f 9-3")
                 .unwrap_err()
+                .to_string()
                 .contains("ends before it starts")
         );
         assert!(
             edit_args("f lines")
                 .unwrap_err()
+                .to_string()
                 .contains("not a line range")
         );
         assert!(
             edit_args("f")
                 .unwrap_err()
+                .to_string()
                 .contains("needs a file and a line range")
         );
     }
@@ -387,6 +417,7 @@ mod tests {
         assert!(
             search_args(r#""open *.py"#)
                 .unwrap_err()
+                .to_string()
                 .contains("not closed")
         );
         assert!(search_args("  ").is_err());
@@ -408,11 +439,13 @@ mod tests {
         assert!(
             view_id("", "close")
                 .unwrap_err()
+                .to_string()
                 .contains("needs a view id")
         );
         assert!(
             view_id("one", "next_match")
                 .unwrap_err()
+                .to_string()
                 .contains("not a view id")
         );
     }

@@ -53,7 +53,7 @@ impl LinePattern {
                     .to_owned(),
             ));
         }
-        let translated = translate(source).map_err(fail)?;
+        let translated = translate(source).map_err(|why| fail(why.to_string()))?;
         let matcher = line_matcher(&translated).map_err(|e| fail(e.to_string()))?;
         Ok(LinePattern {
             source: source.to_owned(),
@@ -136,133 +136,179 @@ pub fn literal_source(line: &str) -> String {
     format!("^{}$", regex::escape(line).replace('/', "\\/"))
 }
 
+/// Why a Python pattern cannot run on the editor's engine, in the agent's
+/// terms.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Untranslatable(String);
+
+impl From<String> for Untranslatable {
+    fn from(reason: String) -> Self {
+        Untranslatable(reason)
+    }
+}
+
 /// Rewrites a Python `re` pattern into Rust `regex` syntax, or says why the
 /// Rust engine cannot run it.
-pub fn translate(python: &str) -> Result<String, String> {
-    let chars: Vec<char> = python.chars().collect();
-    let mut out = String::with_capacity(python.len() + 8);
-    let mut i = 0;
-    let mut in_class = false;
-    while i < chars.len() {
-        let c = chars[i];
+pub fn translate(python: &str) -> Result<String, Untranslatable> {
+    let mut translation = Translation {
+        chars: python.chars().collect(),
+        out: String::with_capacity(python.len() + 8),
+        at: 0,
+        in_class: false,
+    };
+    while let Some(&c) = translation.chars.get(translation.at) {
         if c == '\\' {
-            let Some(&next) = chars.get(i + 1) else {
-                return Err(
-                    "the pattern ends with a lone backslash; write \\\\ for a literal backslash"
-                        .to_owned(),
-                );
-            };
-            i += 2;
-            if in_class {
-                match next {
-                    // In a Python class `\b` is a backspace; Rust refuses it.
-                    'b' => out.push_str("\\x08"),
-                    _ => {
-                        out.push('\\');
-                        out.push(next);
-                    }
-                }
-                continue;
-            }
+            translation.escape()?;
+        } else if translation.in_class {
+            translation.class_member(c);
+        } else {
+            translation.outside_class(c)?;
+        }
+    }
+    Ok(translation.out)
+}
+
+/// A pattern being translated, one construct at a time.
+struct Translation {
+    chars: Vec<char>,
+    out: String,
+    /// The next character to read.
+    at: usize,
+    /// Inside `[...]`.
+    in_class: bool,
+}
+
+impl Translation {
+    /// A backslash and what it escapes.
+    fn escape(&mut self) -> Result<(), Untranslatable> {
+        let chars = &self.chars;
+        let out = &mut self.out;
+        let Some(&next) = chars.get(self.at + 1) else {
+            return Err(
+                "the pattern ends with a lone backslash; write \\\\ for a literal backslash"
+                    .to_owned()
+                    .into(),
+            );
+        };
+        self.at += 2;
+        if self.in_class {
             match next {
-                'Z' => out.push_str("\\z"),
-                '1'..='9' => {
-                    return Err(format!(
-                        "back-references (\\{next}) are not supported: the editor's regex engine runs in linear time and cannot refer back to a group"
-                    ));
-                }
-                '0' => {
-                    let digits: String = chars[i..]
-                        .iter()
-                        .take(2)
-                        .take_while(|d| ('0'..='7').contains(*d))
-                        .collect();
-                    i += digits.len();
-                    let value = u32::from_str_radix(&format!("0{digits}"), 8).unwrap_or(0);
-                    out.push_str(&format!("\\x{{{value:X}}}"));
-                }
+                // In a Python class `\b` is a backspace; Rust refuses it.
+                'b' => out.push_str("\\x08"),
                 _ => {
                     out.push('\\');
                     out.push(next);
                 }
             }
-            continue;
+            return Ok(());
         }
-        if in_class {
-            match c {
-                ']' => {
-                    in_class = false;
-                    out.push(']');
-                }
-                // Literal in Python; a nested class or a set operator in Rust.
-                '[' | '&' | '~' => {
-                    out.push('\\');
-                    out.push(c);
-                }
-                _ => out.push(c),
+        match next {
+            'Z' => out.push_str("\\z"),
+            '1'..='9' => {
+                return Err(format!(
+                    "back-references (\\{next}) are not supported: the editor's regex engine runs in linear time and cannot refer back to a group"
+                )
+                .into());
             }
-            i += 1;
-            continue;
+            '0' => {
+                let digits: String = chars[self.at..]
+                    .iter()
+                    .take(2)
+                    .take_while(|d| ('0'..='7').contains(*d))
+                    .collect();
+                self.at += digits.len();
+                let value = u32::from_str_radix(&format!("0{digits}"), 8).unwrap_or(0);
+                out.push_str(&format!("\\x{{{value:X}}}"));
+            }
+            _ => {
+                out.push('\\');
+                out.push(next);
+            }
         }
+        Ok(())
+    }
+
+    /// A character inside `[...]`.
+    fn class_member(&mut self, c: char) {
+        match c {
+            ']' => {
+                self.in_class = false;
+                self.out.push(']');
+            }
+            // Literal in Python; a nested class or a set operator in Rust.
+            '[' | '&' | '~' => {
+                self.out.push('\\');
+                self.out.push(c);
+            }
+            _ => self.out.push(c),
+        }
+        self.at += 1;
+    }
+
+    /// A character outside any class.
+    fn outside_class(&mut self, c: char) -> Result<(), Untranslatable> {
+        let chars = &self.chars;
+        let i = &mut self.at;
+        let out = &mut self.out;
         match c {
             '[' => {
-                in_class = true;
+                self.in_class = true;
                 out.push('[');
-                i += 1;
-                if chars.get(i) == Some(&'^') {
+                *i += 1;
+                if chars.get(*i) == Some(&'^') {
                     out.push('^');
-                    i += 1;
+                    *i += 1;
                 }
                 // A `]` right after the opening is a literal in both syntaxes.
-                if chars.get(i) == Some(&']') {
+                if chars.get(*i) == Some(&']') {
                     out.push_str("\\]");
-                    i += 1;
+                    *i += 1;
                 }
             }
-            '{' => match counted_repetition(&chars[i..]) {
+            '{' => match counted_repetition(&chars[*i..]) {
                 Some((rust, consumed)) => {
                     out.push_str(&rust);
-                    i += consumed;
-                    refuse_possessive(&chars, i)?;
+                    *i += consumed;
+                    refuse_possessive(chars, *i)?;
                 }
                 None => {
                     out.push_str("\\{");
-                    i += 1;
+                    *i += 1;
                 }
             },
             '(' => {
-                let rest: String = chars[i..].iter().take(4).collect();
+                let rest: String = chars[*i..].iter().take(4).collect();
                 if rest.starts_with("(?#") {
-                    let close = chars[i..]
-                        .iter()
-                        .position(|&d| d == ')')
-                        .ok_or_else(|| "the comment (?#... is not closed with )".to_owned())?;
-                    i += close + 1;
-                    continue;
+                    let close = chars[*i..].iter().position(|&d| d == ')').ok_or_else(|| {
+                        Untranslatable("the comment (?#... is not closed with )".to_owned())
+                    })?;
+                    *i += close + 1;
+                    return Ok(());
                 }
                 if let Some(reason) = unsupported_group(&rest) {
-                    return Err(reason);
+                    return Err(reason.into());
                 }
                 out.push('(');
-                i += 1;
+                *i += 1;
             }
             '*' | '+' | '?' => {
                 out.push(c);
-                i += 1;
-                if chars.get(i) == Some(&'?') {
+                *i += 1;
+                if chars.get(*i) == Some(&'?') {
                     // Lazy: same syntax in both.
                     out.push('?');
-                    i += 1;
+                    *i += 1;
                 }
-                refuse_possessive(&chars, i)?;
+                refuse_possessive(chars, *i)?;
             }
             _ => {
                 out.push(c);
-                i += 1;
+                *i += 1;
             }
         }
+        Ok(())
     }
-    Ok(out)
 }
 
 /// A Python repetition `{m}`, `{m,}`, `{,n}`, `{m,n}` at the start of
@@ -295,11 +341,12 @@ fn counted_repetition(chars: &[char]) -> Option<(String, usize)> {
     Some((rust, consumed))
 }
 
-fn refuse_possessive(chars: &[char], at: usize) -> Result<(), String> {
+fn refuse_possessive(chars: &[char], at: usize) -> Result<(), Untranslatable> {
     if chars.get(at) == Some(&'+') {
         return Err(
             "possessive repetitions (*+, ++, ?+) are not supported; a plain repetition matches the same lines here"
-                .to_owned(),
+                .to_owned()
+                .into(),
         );
     }
     Ok(())

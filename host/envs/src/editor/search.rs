@@ -98,24 +98,24 @@ struct FileFilter {
 }
 
 impl FileFilter {
-    fn new(root: &ProjectRoot, globs: &[String]) -> Result<Self, String> {
+    fn new(root: &ProjectRoot, globs: &[String]) -> Result<Self, SearchRefused> {
         let mut by_name = GlobSetBuilder::new();
         let mut by_path = GlobSetBuilder::new();
         let mut prefixes = Vec::new();
         for written in globs {
             let mut glob = written.trim_start_matches("./").to_owned();
             if glob.starts_with('/') {
-                return Err(format!(
+                return Err(SearchRefused::BadGlob(format!(
                     "the glob {written} is absolute; globs are relative to the project, e.g. src/**/*.py"
-                ));
+                )));
             }
             if Path::new(&glob)
                 .components()
                 .any(|c| c == std::path::Component::ParentDir)
             {
-                return Err(format!(
+                return Err(SearchRefused::BadGlob(format!(
                     "the glob {written} leaves the project with `..`; search only looks inside the project"
-                ));
+                )));
             }
             let literal = !glob.contains(['*', '?', '[', '{']);
             if literal && !glob.is_empty() && root.path().join(&glob).is_dir() {
@@ -124,7 +124,7 @@ impl FileFilter {
             let compiled = GlobBuilder::new(&glob)
                 .literal_separator(true)
                 .build()
-                .map_err(|e| format!("invalid glob {written}: {e}"))?;
+                .map_err(|e| SearchRefused::BadGlob(format!("invalid glob {written}: {e}")))?;
             if glob.contains('/') {
                 by_path.add(compiled);
                 prefixes.push(literal_folder(&glob));
@@ -142,13 +142,17 @@ impl FileFilter {
         let walk_root = if common.is_empty() {
             root.path().to_path_buf()
         } else {
-            let resolved = root.resolve(&common).map_err(|e| e.to_string())?;
+            let resolved = root.resolve(&common).map_err(SearchRefused::Folder)?;
             resolved.real
         };
         Ok(FileFilter {
             walk_root,
-            by_name: by_name.build().map_err(|e| e.to_string())?,
-            by_path: by_path.build().map_err(|e| e.to_string())?,
+            by_name: by_name
+                .build()
+                .map_err(|e| SearchRefused::BadGlob(e.to_string()))?,
+            by_path: by_path
+                .build()
+                .map_err(|e| SearchRefused::BadGlob(e.to_string()))?,
             any: globs.is_empty(),
         })
     }
@@ -236,6 +240,20 @@ fn shorten(text: &str) -> String {
     }
 }
 
+/// Why a search cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchRefused {
+    /// A glob that is absolute, leaves the project or does not parse.
+    #[error("{0}")]
+    BadGlob(String),
+    /// The folder every glob names cannot be resolved inside the project.
+    #[error("{0}")]
+    Folder(envhost_files::PathError),
+    /// The project folder cannot be opened.
+    #[error("the project folder cannot be opened: {0}")]
+    ProjectUnopenable(io::Error),
+}
+
 /// Runs a search over the project; stops (with what it found so far) at
 /// `deadline` or when `cancel` is set.
 pub fn run(
@@ -243,24 +261,41 @@ pub fn run(
     query: &Query<'_>,
     deadline: Instant,
     cancel: &CancelFlag,
-) -> Result<Report, String> {
+) -> Result<Report, SearchRefused> {
     let filter = FileFilter::new(root, query.globs)?;
     let project = root.path().to_path_buf();
-    let collected = Mutex::new(Collected::default());
-    let files_searched = AtomicUsize::new(0);
-    let binary_files = AtomicUsize::new(0);
-    let unreadable_files = AtomicUsize::new(0);
-    let deadline_hit = AtomicBool::new(false);
-    let cancelled = AtomicBool::new(false);
-
-    let walk_root = filter.walk_root.clone();
-    let open_root = || {
-        Folder::open(&project).map_err(|err| format!("the project folder cannot be opened: {err}"))
-    };
+    let open_root = || Folder::open(&project).map_err(SearchRefused::ProjectUnopenable);
     let root_folder = open_root()?;
     let ignore_files = Arc::new(IgnoreFiles::new(open_root()?));
-    let skips = Arc::clone(&ignore_files);
-    let mut builder = WalkBuilder::new(&walk_root);
+    let tally = Tally::default();
+    let walk = Walk {
+        filter: &filter,
+        project: &project,
+        root_folder: &root_folder,
+        deadline,
+        cancel,
+        tally: &tally,
+    };
+    let matcher: &RegexMatcher = query.pattern.matcher();
+    walker(&filter.walk_root, Arc::clone(&ignore_files))
+        .build_parallel()
+        .run(|| {
+            let mut searcher = SearcherBuilder::new()
+                .line_number(true)
+                .binary_detection(BinaryDetection::quit(0))
+                .heap_limit(Some(MAX_LINE_BUFFER))
+                .build();
+            let matcher = matcher.clone();
+            let walk = &walk;
+            Box::new(move |entry| walk.visit(&mut searcher, &matcher, entry))
+        });
+    Ok(tally.report(ignore_files.refused()))
+}
+
+/// The parallel walk from `walk_root`: hidden files included, links not
+/// followed, skipped folders and ignored files left out.
+fn walker(walk_root: &Path, skips: Arc<IgnoreFiles>) -> WalkBuilder {
+    let mut builder = WalkBuilder::new(walk_root);
     builder
         .hidden(false)
         // Read by `IgnoreFiles` instead, as hostile files.
@@ -288,108 +323,131 @@ pub fn run(
                     .is_some_and(|name| SKIPPED_FOLDERS.contains(&name));
             !skipped_folder && !skips.ignored(entry.path(), is_dir)
         });
-    let matcher: &RegexMatcher = query.pattern.matcher();
-    builder.build_parallel().run(|| {
-        let mut searcher = SearcherBuilder::new()
-            .line_number(true)
-            .binary_detection(BinaryDetection::quit(0))
-            .heap_limit(Some(MAX_LINE_BUFFER))
-            .build();
-        let matcher = matcher.clone();
-        let filter = &filter;
-        let project = &project;
-        let root_folder = &root_folder;
-        let collected = &collected;
-        let files_searched = &files_searched;
-        let binary_files = &binary_files;
-        let unreadable_files = &unreadable_files;
-        let deadline_hit = &deadline_hit;
-        let cancelled = &cancelled;
-        Box::new(move |entry| {
-            if cancel.is_cancelled() {
-                cancelled.store(true, Ordering::Relaxed);
-                return WalkState::Quit;
-            }
-            if Instant::now() >= deadline {
-                deadline_hit.store(true, Ordering::Relaxed);
-                return WalkState::Quit;
-            }
-            let Ok(entry) = entry else {
-                unreadable_files.fetch_add(1, Ordering::Relaxed);
-                return WalkState::Continue;
-            };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                return WalkState::Continue;
-            }
-            let path = entry.path();
-            let relative = path.strip_prefix(project).unwrap_or(path);
-            if !filter.selects(relative) {
-                return WalkState::Continue;
-            }
-            files_searched.fetch_add(1, Ordering::Relaxed);
-            let mut sink = FileSink {
-                hits: Vec::new(),
-                count: 0,
-                binary: false,
-            };
-            // Swapped since the walk listed it: refused, never waited on.
-            let Ok(opened) = root_folder.open_within(path) else {
-                unreadable_files.fetch_add(1, Ordering::Relaxed);
-                return WalkState::Continue;
-            };
-            if searcher
-                .search_file(&matcher, opened.file(), &mut sink)
-                .is_err()
-            {
-                unreadable_files.fetch_add(1, Ordering::Relaxed);
-                return WalkState::Continue;
-            }
-            if sink.binary {
-                binary_files.fetch_add(1, Ordering::Relaxed);
-                return WalkState::Continue;
-            }
-            if sink.count > 0 {
-                let shown_path = relative_display(relative);
-                if let Ok(mut collected) = collected.lock() {
-                    collected.add(shown_path, sink.hits, sink.count);
-                }
-            }
-            WalkState::Continue
-        })
-    });
+    builder
+}
 
-    let collected = collected
-        .into_inner()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let shown = collected
-        .kept
-        .into_iter()
-        .flat_map(|(path, hits)| {
-            hits.into_iter().map(move |(line, text)| Hit {
-                path: path.clone(),
-                line,
-                text,
+/// What the walk's threads add up.
+#[derive(Default)]
+struct Tally {
+    collected: Mutex<Collected>,
+    files_searched: AtomicUsize,
+    binary_files: AtomicUsize,
+    unreadable_files: AtomicUsize,
+    deadline_hit: AtomicBool,
+    cancelled: AtomicBool,
+}
+
+impl Tally {
+    fn unreadable(&self) -> WalkState {
+        self.unreadable_files.fetch_add(1, Ordering::Relaxed);
+        WalkState::Continue
+    }
+
+    /// The report of the whole walk.
+    fn report(self, ignore_files_refused: Vec<String>) -> Report {
+        let collected = self
+            .collected
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let shown = collected
+            .kept
+            .into_iter()
+            .flat_map(|(path, hits)| {
+                hits.into_iter().map(move |(line, text)| Hit {
+                    path: path.clone(),
+                    line,
+                    text,
+                })
             })
-        })
-        .take(MAX_SHOWN_MATCHES)
-        .collect();
-    let stopped = if cancelled.load(Ordering::Relaxed) {
-        Some(Stopped::Cancelled)
-    } else if deadline_hit.load(Ordering::Relaxed) {
-        Some(Stopped::Deadline)
-    } else {
-        None
-    };
-    Ok(Report {
-        shown,
-        total_matches: collected.total_matches,
-        files_with_matches: collected.files_with_matches,
-        files_searched: files_searched.into_inner(),
-        binary_files: binary_files.into_inner(),
-        unreadable_files: unreadable_files.into_inner(),
-        ignore_files_refused: ignore_files.refused(),
-        stopped,
-    })
+            .take(MAX_SHOWN_MATCHES)
+            .collect();
+        let stopped = if self.cancelled.into_inner() {
+            Some(Stopped::Cancelled)
+        } else if self.deadline_hit.into_inner() {
+            Some(Stopped::Deadline)
+        } else {
+            None
+        };
+        Report {
+            shown,
+            total_matches: collected.total_matches,
+            files_with_matches: collected.files_with_matches,
+            files_searched: self.files_searched.into_inner(),
+            binary_files: self.binary_files.into_inner(),
+            unreadable_files: self.unreadable_files.into_inner(),
+            ignore_files_refused,
+            stopped,
+        }
+    }
+}
+
+/// One search's fixed inputs, shared by the walk's threads.
+struct Walk<'a> {
+    filter: &'a FileFilter,
+    project: &'a Path,
+    root_folder: &'a Folder,
+    deadline: Instant,
+    cancel: &'a CancelFlag,
+    tally: &'a Tally,
+}
+
+impl Walk<'_> {
+    /// Searches one entry the walk found, if it is a selected file; stops
+    /// the walk when cancelled or past the deadline.
+    fn visit(
+        &self,
+        searcher: &mut Searcher,
+        matcher: &RegexMatcher,
+        entry: Result<ignore::DirEntry, ignore::Error>,
+    ) -> WalkState {
+        let tally = self.tally;
+        if self.cancel.is_cancelled() {
+            tally.cancelled.store(true, Ordering::Relaxed);
+            return WalkState::Quit;
+        }
+        if Instant::now() >= self.deadline {
+            tally.deadline_hit.store(true, Ordering::Relaxed);
+            return WalkState::Quit;
+        }
+        let Ok(entry) = entry else {
+            return tally.unreadable();
+        };
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            return WalkState::Continue;
+        }
+        let path = entry.path();
+        let relative = path.strip_prefix(self.project).unwrap_or(path);
+        if !self.filter.selects(relative) {
+            return WalkState::Continue;
+        }
+        tally.files_searched.fetch_add(1, Ordering::Relaxed);
+        let mut sink = FileSink {
+            hits: Vec::new(),
+            count: 0,
+            binary: false,
+        };
+        // Swapped since the walk listed it: refused, never waited on.
+        let Ok(opened) = self.root_folder.open_within(path) else {
+            return tally.unreadable();
+        };
+        if searcher
+            .search_file(matcher, opened.file(), &mut sink)
+            .is_err()
+        {
+            return tally.unreadable();
+        }
+        if sink.binary {
+            tally.binary_files.fetch_add(1, Ordering::Relaxed);
+            return WalkState::Continue;
+        }
+        if sink.count > 0 {
+            let shown_path = relative_display(relative);
+            if let Ok(mut collected) = tally.collected.lock() {
+                collected.add(shown_path, sink.hits, sink.count);
+            }
+        }
+        WalkState::Continue
+    }
 }
 
 fn relative_display(relative: &Path) -> String {
@@ -584,7 +642,7 @@ mod tests {
                 &CancelFlag::new(),
             )
             .unwrap_err();
-            assert!(err.contains("project"), "{err}");
+            assert!(err.to_string().contains("project"), "{err}");
         }
     }
 

@@ -44,7 +44,7 @@ use figures::Figures;
 use process::{Ending, Interpreter, Launch, StartError, TalkError, Wait};
 use variables::{MAX_SHOWN, RecentVariables, Variable};
 
-pub use process::find_interpreter;
+pub use process::{NoInterpreter, find_interpreter};
 
 /// The one-line help under every form of the section.
 const HELP: &str = "Any Python code. Variables and imports persist across commands.";
@@ -124,11 +124,23 @@ enum State {
     },
 }
 
+/// Why an interpreter was not started, as the agent reads it.
+#[derive(Debug, thiserror::Error)]
+enum NotStarted {
+    #[error("{0}")]
+    NoInterpreter(NoInterpreter),
+    /// It ended before it was ready (the message ends with a full stop).
+    #[error("{0} Its output is above.")]
+    EndedEarly(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// The python environment: one persistent interpreter, its variables on
 /// the screen.
 pub struct PythonEnvironment {
     /// How to start python, or why it cannot be.
-    launch: Result<Launch, String>,
+    launch: Result<Launch, NoInterpreter>,
     project_dir: PathBuf,
     output_limits: OutputLimits,
     state: State,
@@ -234,11 +246,11 @@ impl PythonEnvironment {
 
     /// Starts an interpreter into `self.state`; on failure the state says
     /// why and so does the returned message.
-    fn start(&mut self, command: &mut Command, cancel: &CancelFlag) -> Result<(), String> {
+    fn start(&mut self, command: &mut Command, cancel: &CancelFlag) -> Result<(), NotStarted> {
         self.reset_view();
         let launch = match &self.launch {
             Ok(launch) => launch,
-            Err(reason) => return Err(reason.clone()),
+            Err(reason) => return Err(NotStarted::NoInterpreter(reason.clone())),
         };
         match Interpreter::start(launch, STARTUP_LIMIT, cancel, &mut |b| command.feed(b)) {
             Ok(interpreter) => {
@@ -251,8 +263,8 @@ impl PythonEnvironment {
                     message: message.clone(),
                 };
                 Err(match err {
-                    StartError::EndedEarly { .. } => format!("{message} Its output is above."),
-                    _ => message,
+                    StartError::EndedEarly { .. } => NotStarted::EndedEarly(message),
+                    _ => NotStarted::Failed(message),
                 })
             }
         }
@@ -472,26 +484,7 @@ impl PythonEnvironment {
         // interpreter read it off the pipe), the driver is idle and answers
         // this at once; if the code runs, it answers after the code.
         let _ = interpreter.send_sync(Instant::now() + SYNC_SEND_LIMIT);
-        let pid = interpreter.pid();
-        let mut finished: Option<Result<Wait, TalkError>> = None;
-        let escalation = escalate(
-            &DEFAULT_LADDER,
-            |signal| signal_group(pid, signal),
-            |grace| {
-                let until = Instant::now() + grace;
-                loop {
-                    match interpreter.wait(until, None, &mut |b| command.feed(b)) {
-                        Ok(Wait::Deadline) => return false,
-                        // The code asked for input after all: not an end.
-                        Ok(Wait::InputWanted) => continue,
-                        other => {
-                            finished = Some(other);
-                            return true;
-                        }
-                    }
-                }
-            },
-        );
+        let (escalation, finished) = interrupt_ladder(interpreter, command);
         let cause = why.describe();
         match finished {
             Some(Ok(Wait::Done(done))) => {
@@ -515,22 +508,7 @@ impl PythonEnvironment {
                     "[{cause}: {what}. Variables and imports are kept.]"
                 ));
                 if ended > 0 {
-                    command.output().after(format!(
-                        "[Ended {} the command started that {} still running after it was \
-                         interrupted (SIGTERM, then SIGKILL): {} SIGINT. Processes started by \
-                         earlier commands are not touched.]",
-                        if ended == 1 {
-                            "1 process".to_owned()
-                        } else {
-                            format!("{ended} processes")
-                        },
-                        if ended == 1 { "was" } else { "were" },
-                        if ended == 1 {
-                            "it ignores"
-                        } else {
-                            "they ignore"
-                        },
-                    ));
+                    command.output().after(strays_ended(ended));
                 }
                 return succeeded && matches!(why, Interruption::Requested);
             }
@@ -543,25 +521,7 @@ impl PythonEnvironment {
                 return false;
             }
             Some(Ok(Wait::Ended(ending))) => {
-                let how = match escalation {
-                    Escalation::StoppedBy(signal) if signal != Signal::SIGINT => {
-                        if ignores_sigint {
-                            format!(
-                                "Python ignores SIGINT (the code set signal.SIG_IGN for it), so \
-                                 KeyboardInterrupt could not stop the code; it was ended with \
-                                 {signal}"
-                            )
-                        } else {
-                            format!(
-                                "Python did not stop on KeyboardInterrupt (the code may be busy \
-                                 in C code that does not check for signals, or catch \
-                                 KeyboardInterrupt) and was ended with {signal}"
-                            )
-                        }
-                    }
-                    // It ended by itself (e.g. SIGINT's default action).
-                    _ => format!("Python {}", ending.describe()),
-                };
+                let how = how_python_ended(&escalation, ignores_sigint, &ending);
                 command
                     .output()
                     .after(format!("[{cause}. {how}; its {LOST} are lost.]"));
@@ -590,6 +550,18 @@ impl PythonEnvironment {
                 ));
             }
         }
+        self.restart_after_loss(command, why, cancel);
+        false
+    }
+
+    /// The interpreter was lost to an interruption: says so, and starts a
+    /// fresh one unless the host is stopping.
+    fn restart_after_loss(
+        &mut self,
+        command: &mut Command,
+        why: Interruption,
+        cancel: &CancelFlag,
+    ) {
         command.output().incident(Incident::Restarted {
             reason: format!("{} and python did not come back", why.event()),
             lost: LOST.to_owned(),
@@ -601,7 +573,7 @@ impl PythonEnvironment {
             self.state = State::Ended {
                 how: "was ended after an interruption".to_owned(),
             };
-            return false;
+            return;
         }
         match self.start(command, cancel) {
             Ok(()) => command
@@ -611,7 +583,6 @@ impl PythonEnvironment {
                 "[A fresh interpreter could not be started: {message}]"
             )),
         }
-        false
     }
 
     /// Types `text` into the running command: plain text goes to its
@@ -733,10 +704,76 @@ fn continue_if_stopped(interpreter: &Interpreter, run: &mut CommandOutput) {
 
 /// A command's first line, quoted, cut at [`QUOTED_CHARS`].
 fn quoted(command: &str) -> String {
-    let first = command.lines().next().unwrap_or_default();
-    let cut = first.floor_char_boundary(first.len().min(QUOTED_CHARS));
-    let more = if cut < command.len() { "…" } else { "" };
-    format!("`{}{more}`", &first[..cut])
+    text::quoted(command, QUOTED_CHARS)
+}
+
+/// SIGINT, then SIGTERM, then SIGKILL to the interpreter's group, each
+/// given its grace to end the command: how far it went, and how the wait
+/// for the command ended (`None`: it never did).
+fn interrupt_ladder(
+    interpreter: &mut Interpreter,
+    command: &mut Command,
+) -> (Escalation, Option<Result<Wait, TalkError>>) {
+    let pid = interpreter.pid();
+    let mut finished: Option<Result<Wait, TalkError>> = None;
+    let escalation = escalate(
+        &DEFAULT_LADDER,
+        |signal| signal_group(pid, signal),
+        |grace| {
+            let until = Instant::now() + grace;
+            loop {
+                match interpreter.wait(until, None, &mut |b| command.feed(b)) {
+                    Ok(Wait::Deadline) => return false,
+                    // The code asked for input after all: not an end.
+                    Ok(Wait::InputWanted) => continue,
+                    other => {
+                        finished = Some(other);
+                        return true;
+                    }
+                }
+            }
+        },
+    );
+    (escalation, finished)
+}
+
+/// The note for the processes an interrupted command left running.
+fn strays_ended(ended: usize) -> String {
+    format!(
+        "[Ended {} the command started that {} still running after it was \
+         interrupted (SIGTERM, then SIGKILL): {} SIGINT. Processes started by \
+         earlier commands are not touched.]",
+        text::counted(ended, "process"),
+        if ended == 1 { "was" } else { "were" },
+        if ended == 1 {
+            "it ignores"
+        } else {
+            "they ignore"
+        },
+    )
+}
+
+/// How Python ended while the ladder ran.
+fn how_python_ended(escalation: &Escalation, ignores_sigint: bool, ending: &Ending) -> String {
+    match escalation {
+        Escalation::StoppedBy(signal) if *signal != Signal::SIGINT => {
+            if ignores_sigint {
+                format!(
+                    "Python ignores SIGINT (the code set signal.SIG_IGN for it), so \
+                     KeyboardInterrupt could not stop the code; it was ended with \
+                     {signal}"
+                )
+            } else {
+                format!(
+                    "Python did not stop on KeyboardInterrupt (the code may be busy \
+                     in C code that does not check for signals, or catch \
+                     KeyboardInterrupt) and was ended with {signal}"
+                )
+            }
+        }
+        // It ended by itself (e.g. SIGINT's default action).
+        _ => format!("Python {}", ending.describe()),
+    }
 }
 
 /// Why running code was interrupted.
@@ -788,7 +825,7 @@ impl Environment for PythonEnvironment {
         context: &CommandContext,
     ) -> Result<CommandResponse, EnvironmentError> {
         if let Err(reason) = &self.launch {
-            return Err(EnvironmentError::Unavailable(reason.clone()));
+            return Err(EnvironmentError::Unavailable(reason.to_string()));
         }
         if let Some(running) = &self.busy {
             // The orchestrator refuses first; this only guards the state.
@@ -885,7 +922,7 @@ impl Environment for PythonEnvironment {
 
     fn restart(&mut self, context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
         if let Err(reason) = &self.launch {
-            return Err(EnvironmentError::Unavailable(reason.clone()));
+            return Err(EnvironmentError::Unavailable(reason.to_string()));
         }
         let ended = self.busy.take();
         let was_running = ended.is_some();

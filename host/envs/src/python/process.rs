@@ -43,7 +43,7 @@
 use std::ffi::OsString;
 use std::io::IoSlice;
 use std::io::{self, ErrorKind, PipeReader, PipeWriter, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -51,7 +51,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
-use nix::fcntl::{FcntlArg, OFlag, fcntl};
+use nix::fcntl::{FcntlArg, fcntl};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::Signal;
 use nix::sys::socket::{
@@ -60,7 +60,10 @@ use nix::sys::socket::{
 
 use envhost_core::CancelFlag;
 use envhost_process::signal_group;
-use envhost_process::{ManagedChild, process_table, spawn_managed_command, waiting_for_terminal};
+use envhost_process::{
+    ManagedChild, ignored_signals, is_executable_file, process_info, process_table, search_path,
+    set_nonblocking, spawn_managed_command, start_tick, tick_ago, waiting_for_terminal,
+};
 
 use super::channel::{Done, Key, Reply, Request, Tampering};
 
@@ -355,29 +358,48 @@ impl Interpreter {
             output_open: true,
             ended: None,
         };
+        interpreter.configure_channels()?;
+        interpreter.hand_over_key(program, limit, cancel, output)?;
+        Ok(interpreter)
+    }
+
+    /// The host's ends of the channels made non-blocking, the output pipe
+    /// widened.
+    fn configure_channels(&self) -> Result<(), TalkError> {
         let configure = |source| TalkError::Io {
             context: "cannot configure the channels to python",
             source,
         };
-        if let Some(requests) = &interpreter.requests {
-            set_nonblocking(requests.as_raw_fd()).map_err(configure)?;
+        if let Some(requests) = &self.requests {
+            set_nonblocking(requests).map_err(configure)?;
         }
-        set_nonblocking(interpreter.reply_lines.as_raw_fd()).map_err(configure)?;
-        set_nonblocking(interpreter.reply_records.as_raw_fd()).map_err(configure)?;
-        set_nonblocking(interpreter.output.as_raw_fd()).map_err(configure)?;
+        set_nonblocking(&self.reply_lines).map_err(configure)?;
+        set_nonblocking(&self.reply_records).map_err(configure)?;
+        set_nonblocking(&self.output).map_err(configure)?;
         // Best effort: with the default capacity a yielded command waits
         // sooner for its output to be read, nothing more.
         let _ = fcntl(
-            interpreter.output.as_raw_fd(),
+            self.output.as_raw_fd(),
             FcntlArg::F_SETPIPE_SZ(OUTPUT_PIPE_BYTES),
         );
+        Ok(())
+    }
 
+    /// Hands the driver its key and waits, at most `limit`, until it says
+    /// it is ready.
+    fn hand_over_key(
+        &mut self,
+        program: String,
+        limit: Duration,
+        cancel: &CancelFlag,
+        output: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), StartError> {
         let deadline = Instant::now() + limit;
-        let handover = interpreter.key.handover_line();
-        interpreter.write_request(&handover, deadline)?;
-        while !interpreter.ready {
-            if !interpreter.replies_open || interpreter.lost {
-                let how = match interpreter.next_event(deadline, Some(cancel), output)? {
+        let handover = self.key.handover_line();
+        self.write_request(&handover, deadline)?;
+        while !self.ready {
+            if !self.replies_open || self.lost {
+                let how = match self.next_event(deadline, Some(cancel), output)? {
                     Wait::Ended(ending) => ending.describe(),
                     _ => "closed its reply channel".to_owned(),
                 };
@@ -390,9 +412,9 @@ impl Interpreter {
             if now >= deadline {
                 return Err(StartError::TooSlow { program, limit });
             }
-            interpreter.poll_once((deadline - now).min(POLL_SLICE), output)?;
+            self.poll_once((deadline - now).min(POLL_SLICE), output)?;
         }
-        Ok(interpreter)
+        Ok(())
     }
 
     /// The interpreter's pid (also its process group and session id).
@@ -444,7 +466,7 @@ impl Interpreter {
             "pipe:[{}]",
             nix::sys::stat::fstat(writer.as_raw_fd())?.st_ino
         );
-        set_nonblocking(writer.as_raw_fd())?;
+        set_nonblocking(&writer)?;
         let payload = seq.to_string();
         let fds = [reader.as_raw_fd()];
         sendmsg::<()>(
@@ -595,7 +617,7 @@ impl Interpreter {
     /// `/proc`), so it cannot run anything, not even a signal handler,
     /// until it is continued.
     pub fn is_stopped(&self) -> bool {
-        process_state(self.pid) == Some('T')
+        process_info(self.pid).is_some_and(|process| process.state == 'T')
     }
 
     /// The interpreter ignores SIGINT (`SIG_IGN`), so KeyboardInterrupt
@@ -613,16 +635,12 @@ impl Interpreter {
     /// SIGTERM, then SIGKILL for those
     /// still there after [`STRAY_GRACE`]. Returns how many were ended.
     pub fn end_strays_of_command(&self, ago: Duration) -> usize {
-        let Some(since) = since_boot().and_then(|now| now.checked_sub(ago)) else {
-            return 0;
-        };
-        let Some(hz) = clock_ticks_per_second() else {
-            return 0;
-        };
         // Start times are whole ticks (10 ms), rounded down: a process
         // that started in the command's first tick cannot be told from
         // one an earlier command started just before, and is spared.
-        let first_tick = (since.as_secs_f64() * hz as f64) as u64 + 1;
+        let Some(first_tick) = tick_ago(ago).map(|tick| tick + 1) else {
+            return 0;
+        };
         let strays = || -> Vec<i32> {
             process_table()
                 .into_iter()
@@ -1089,12 +1107,6 @@ impl Drop for Interpreter {
     }
 }
 
-fn set_nonblocking(fd: RawFd) -> io::Result<()> {
-    let flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL)?);
-    fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
-    Ok(())
-}
-
 /// `poll`'s timeout in whole milliseconds, rounded up so that a wait for
 /// less than a millisecond does not spin.
 fn poll_timeout(duration: Duration) -> PollTimeout {
@@ -1102,106 +1114,60 @@ fn poll_timeout(duration: Duration) -> PollTimeout {
     PollTimeout::try_from(millis).unwrap_or(PollTimeout::MAX)
 }
 
-/// The one-letter state `/proc/<pid>/stat` gives (`R`, `S`, `T`...).
-fn process_state(pid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit(')')
-        .next()?
-        .split_whitespace()
-        .next()?
-        .chars()
-        .next()
+/// Why there is no Python interpreter to start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoInterpreter {
+    /// No `python3` on `PATH`.
+    #[error(
+        "python3 was not found on PATH. Install Python 3, or start envhost with --python /path/to/python3."
+    )]
+    NotOnPath,
+    /// The `--python` path cannot be made absolute.
+    #[error("{} (given with --python) cannot be used: {reason}.", .program.display())]
+    Unusable {
+        /// The path given.
+        program: PathBuf,
+        /// The system's words.
+        reason: String,
+    },
+    /// The `--python` path is not an executable file.
+    #[error("{} (given with --python) is not an executable file.", .0.display())]
+    NotExecutable(PathBuf),
+    /// The `--python` path does not exist.
+    #[error("{} (given with --python) does not exist.", .0.display())]
+    Missing(PathBuf),
+    /// The `--python` name is not on `PATH`.
+    #[error("{} (given with --python) was not found on PATH.", .0.display())]
+    NamedNotOnPath(PathBuf),
 }
 
-/// When the process started, in clock ticks since boot (field 22 of
-/// `/proc/<pid>/stat`, counted after the command name's closing `)`).
-fn start_tick(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit(')')
-        .next()?
-        .split_whitespace()
-        .nth(19)?
-        .parse()
-        .ok()
-}
-
-/// Time since boot on the clock `/proc` start times count on.
-fn since_boot() -> Option<Duration> {
-    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
-    Some(Duration::from(now))
-}
-
-/// The unit of `/proc` start times.
-fn clock_ticks_per_second() -> Option<u64> {
-    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok()??;
-    u64::try_from(hz).ok().filter(|&hz| hz > 0)
-}
-
-/// The `SigIgn` mask of `/proc/<pid>/status`: bit N-1 is signal N.
-fn ignored_signals(pid: i32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let mask = status
-        .lines()
-        .find_map(|line| line.strip_prefix("SigIgn:"))?;
-    u64::from_str_radix(mask.trim(), 16).ok()
-}
-
-pub fn find_interpreter(requested: Option<&Path>) -> Result<PathBuf, String> {
-    let path_var = std::env::var_os("PATH").unwrap_or_default();
+pub fn find_interpreter(requested: Option<&Path>) -> Result<PathBuf, NoInterpreter> {
     match requested {
-        None => search_path("python3", &path_var).ok_or_else(|| {
-            "python3 was not found on PATH. Install Python 3, or start envhost with \
-             --python /path/to/python3."
-                .to_owned()
-        }),
+        None => search_path("python3").ok_or(NoInterpreter::NotOnPath),
         Some(program) if program.components().count() > 1 || program.is_absolute() => {
             if is_executable_file(program) {
                 // Absolute (against envhost's directory, not the project's),
                 // but not canonical: a virtualenv's python is a symlink and
                 // must keep its path to find the environment.
-                std::path::absolute(program).map_err(|e| {
-                    format!(
-                        "{} (given with --python) cannot be used: {e}.",
-                        program.display()
-                    )
+                std::path::absolute(program).map_err(|e| NoInterpreter::Unusable {
+                    program: program.to_owned(),
+                    reason: e.to_string(),
                 })
             } else if program.exists() {
-                Err(format!(
-                    "{} (given with --python) is not an executable file.",
-                    program.display()
-                ))
+                Err(NoInterpreter::NotExecutable(program.to_owned()))
             } else {
-                Err(format!(
-                    "{} (given with --python) does not exist.",
-                    program.display()
-                ))
+                Err(NoInterpreter::Missing(program.to_owned()))
             }
         }
-        Some(name) => search_path(&name.to_string_lossy(), &path_var).ok_or_else(|| {
-            format!(
-                "{} (given with --python) was not found on PATH.",
-                name.display()
-            )
-        }),
+        Some(name) => search_path(&name.to_string_lossy())
+            .ok_or_else(|| NoInterpreter::NamedNotOnPath(name.to_owned())),
     }
-}
-
-fn search_path(name: &str, path_var: &std::ffi::OsStr) -> Option<PathBuf> {
-    std::env::split_paths(path_var)
-        .filter(|dir| !dir.as_os_str().is_empty())
-        .map(|dir| dir.join(name))
-        .find(|candidate| is_executable_file(candidate))
-        .and_then(|found| std::path::absolute(found).ok())
-}
-
-fn is_executable_file(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use envhost_process::search_path_in;
 
     #[test]
     fn endings_are_described_in_words() {
@@ -1226,20 +1192,22 @@ mod tests {
         let fake = dir.path().join("python3");
         std::fs::write(&fake, "#!/bin/sh\n").unwrap();
         let path_var = std::env::join_paths([dir.path()]).unwrap();
-        assert_eq!(search_path("python3", &path_var), None, "not executable");
+        assert_eq!(search_path_in("python3", &path_var), None, "not executable");
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        assert_eq!(search_path("python3", &path_var), Some(fake.clone()));
+        assert_eq!(search_path_in("python3", &path_var), Some(fake.clone()));
         assert_eq!(find_interpreter(Some(&fake)), Ok(fake));
         let missing = dir.path().join("nope");
         assert!(
             find_interpreter(Some(&missing))
                 .unwrap_err()
+                .to_string()
                 .contains("does not exist")
         );
         assert!(
             find_interpreter(Some(dir.path()))
                 .unwrap_err()
+                .to_string()
                 .contains("not an executable file")
         );
     }

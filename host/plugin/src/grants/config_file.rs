@@ -58,9 +58,23 @@ pub enum Origin {
     Operator,
 }
 
+/// Why the grants file cannot be used, in words that follow its name.
+#[derive(Debug, thiserror::Error)]
+pub enum UnreadableGrantsFile {
+    /// Reading it failed.
+    #[error("the file cannot be read: {0}")]
+    Io(std::io::Error),
+    /// It is not a file the host reads (a symlink in env/, a FIFO, too large…).
+    #[error("the file {0}")]
+    Refused(RefusalReason),
+    /// Its bytes are not text.
+    #[error("the file is not valid UTF-8")]
+    NotUtf8,
+}
+
 /// The text of the grants file at `path`; `Ok(None)` when there is none,
 /// `Err` with the words (without the file's name) when it cannot be used.
-pub fn read_text(path: &Path, origin: Origin) -> Result<Option<String>, String> {
+pub fn read_text(path: &Path, origin: Origin) -> Result<Option<String>, UnreadableGrantsFile> {
     let opened = match origin {
         Origin::Project => untrusted::open_file(path),
         Origin::Operator => untrusted::open_named(path),
@@ -74,12 +88,24 @@ pub fn read_text(path: &Path, origin: Origin) -> Result<Option<String>, String> 
         Err(FileRefusal {
             reason: RefusalReason::Io(err),
             ..
-        }) => return Err(format!("the file cannot be read: {err}")),
-        Err(refusal) => return Err(format!("the file {}", refusal.reason)),
+        }) => return Err(UnreadableGrantsFile::Io(err)),
+        Err(refusal) => return Err(UnreadableGrantsFile::Refused(refusal.reason)),
     };
     String::from_utf8(bytes)
         .map(Some)
-        .map_err(|_| "the file is not valid UTF-8".to_owned())
+        .map_err(|_| UnreadableGrantsFile::NotUtf8)
+}
+
+/// Why a value of a plugin's entry cannot be granted; the message says
+/// what to write instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadGrantValue(String);
+
+impl From<String> for BadGrantValue {
+    fn from(message: String) -> Self {
+        BadGrantValue(message)
+    }
 }
 use toml::de::{DeTable, DeValue, ValueDeserializer};
 
@@ -213,14 +239,14 @@ impl ConfigFile {
         match read_text(path, origin) {
             Ok(None) => None,
             Ok(Some(text)) => Some(ConfigFile::parse(path, shown, &text)),
-            Err(message) => {
+            Err(unreadable) => {
                 let mut file = ConfigFile::empty(path, shown);
                 file.file_error = Some(ConfigError {
                     file: shown.to_owned(),
                     at: None,
                     plugin: None,
                     key: None,
-                    message,
+                    message: unreadable.to_string(),
                 });
                 Some(file)
             }
@@ -335,113 +361,164 @@ fn parse_entry(
     at: Location,
     entry: Spanned<DeValue<'_>>,
 ) -> Result<PluginEntry, ConfigError> {
-    let error = |span: Option<Range<usize>>, key: Option<&str>, message: String| ConfigError {
-        file: shown.to_owned(),
-        at: Some(span.map(|s| lines.locate(s.start)).unwrap_or(at)),
-        plugin: Some(plugin.to_owned()),
-        key: key.map(str::to_owned),
-        message,
+    let place = EntryPlace {
+        lines,
+        shown,
+        plugin,
+        at,
     };
-    let entry_span = entry.span();
-    let keys: Vec<(String, Range<usize>, Range<usize>)> = match entry.get_ref() {
-        DeValue::Table(table) => table
-            .iter()
-            .map(|(k, v)| (k.get_ref().to_string(), k.span(), v.span()))
-            .collect(),
-        _ => {
-            return Err(error(
-                Some(entry_span),
-                None,
-                format!(
-                    "must be a table of grants, e.g.\n[plugins.{plugin}]\nprograms = [\"sqlite3\"]"
-                ),
-            ));
-        }
-    };
-    let raw = RawEntry::deserialize(ValueDeserializer::from(entry)).map_err(|err| {
-        let span = err.span();
-        let key = span.as_ref().and_then(|span| {
-            keys.iter()
-                .find(|(_, key, value)| overlaps(key, span) || overlaps(value, span))
-                .map(|(name, _, _)| name.as_str())
-        });
-        let message = err.message().trim().to_owned();
-        let message = if message.starts_with("unknown field") {
-            format!(
-                "{}; the keys of a plugin's entry are {}",
-                message.split(", expected").next().unwrap_or(&message),
-                ENTRY_KEYS.join(", ")
-            )
-        } else {
-            message
-        };
-        error(span, key, message)
-    })?;
-    let locate = |span: Range<usize>| lines.locate(span.start);
-    let strings =
-        |key: &str, values: Vec<Spanned<String>>, check: fn(&str) -> Result<(), String>| {
-            let mut seen: Vec<Located<String>> = Vec::new();
-            for value in values {
-                let span = value.span();
-                let text = value.into_inner();
-                check(&text).map_err(|message| error(Some(span.clone()), Some(key), message))?;
-                if !seen.iter().any(|s| s.value == text) {
-                    seen.push(Located {
-                        value: text,
-                        at: locate(span),
-                    });
-                }
-            }
-            Ok(seen)
-        };
-    let mut parsed = PluginEntry {
+    let raw = place.deserialize(entry)?;
+    Ok(PluginEntry {
         at: Some(at),
-        read_only: strings("read-only", raw.read_only, check_directory)?,
-        read_write: strings("read-write", raw.read_write, check_directory)?,
-        variables: strings("variables", raw.variables, check_variable)?,
-        programs: strings("programs", raw.programs, check_program)?,
-        ..PluginEntry::default()
-    };
-    if let Some(memory) = raw.memory {
+        read_only: place.strings("read-only", raw.read_only, check_directory)?,
+        read_write: place.strings("read-write", raw.read_write, check_directory)?,
+        variables: place.strings("variables", raw.variables, check_variable)?,
+        programs: place.strings("programs", raw.programs, check_program)?,
+        memory: raw.memory.map(|memory| place.memory(memory)).transpose()?,
+        time_limit: raw
+            .time_limit
+            .map(|limit| place.time_limit(limit))
+            .transpose()?,
+        allowed_hosts: place.allowed_hosts(raw.allowed_hosts)?,
+        sha256: raw.sha256.map(|pin| place.sha256(pin)).transpose()?,
+        verify: raw.verify.map(|verify| place.verify(verify)).transpose()?,
+    })
+}
+
+/// Where one plugin's entry is, for the errors and locations of its values.
+struct EntryPlace<'a> {
+    lines: &'a LineIndex<'a>,
+    shown: &'a str,
+    plugin: &'a str,
+    at: Location,
+}
+
+impl EntryPlace<'_> {
+    /// An error at `span` (the entry's line without one) about `key`.
+    fn error(&self, span: Option<Range<usize>>, key: Option<&str>, message: String) -> ConfigError {
+        ConfigError {
+            file: self.shown.to_owned(),
+            at: Some(span.map(|s| self.lines.locate(s.start)).unwrap_or(self.at)),
+            plugin: Some(self.plugin.to_owned()),
+            key: key.map(str::to_owned),
+            message,
+        }
+    }
+
+    fn located<T>(&self, value: T, span: Range<usize>) -> Located<T> {
+        Located {
+            value,
+            at: self.lines.locate(span.start),
+        }
+    }
+
+    /// The entry as serde reads it; an unknown key is named with the keys
+    /// there are.
+    fn deserialize(&self, entry: Spanned<DeValue<'_>>) -> Result<RawEntry, ConfigError> {
+        let plugin = self.plugin;
+        let entry_span = entry.span();
+        let keys: Vec<(String, Range<usize>, Range<usize>)> = match entry.get_ref() {
+            DeValue::Table(table) => table
+                .iter()
+                .map(|(k, v)| (k.get_ref().to_string(), k.span(), v.span()))
+                .collect(),
+            _ => {
+                return Err(self.error(
+                    Some(entry_span),
+                    None,
+                    format!(
+                        "must be a table of grants, e.g.\n[plugins.{plugin}]\nprograms = [\"sqlite3\"]"
+                    ),
+                ));
+            }
+        };
+        RawEntry::deserialize(ValueDeserializer::from(entry)).map_err(|err| {
+            let span = err.span();
+            let key = span.as_ref().and_then(|span| {
+                keys.iter()
+                    .find(|(_, key, value)| overlaps(key, span) || overlaps(value, span))
+                    .map(|(name, _, _)| name.as_str())
+            });
+            let message = err.message().trim().to_owned();
+            let message = if message.starts_with("unknown field") {
+                format!(
+                    "{}; the keys of a plugin's entry are {}",
+                    message.split(", expected").next().unwrap_or(&message),
+                    ENTRY_KEYS.join(", ")
+                )
+            } else {
+                message
+            };
+            self.error(span, key, message)
+        })
+    }
+
+    /// A list of strings, each checked, duplicates dropped.
+    fn strings(
+        &self,
+        key: &str,
+        values: Vec<Spanned<String>>,
+        check: fn(&str) -> Result<(), BadGrantValue>,
+    ) -> Result<Vec<Located<String>>, ConfigError> {
+        let mut seen: Vec<Located<String>> = Vec::new();
+        for value in values {
+            let span = value.span();
+            let text = value.into_inner();
+            check(&text)
+                .map_err(|bad| self.error(Some(span.clone()), Some(key), bad.to_string()))?;
+            if !seen.iter().any(|s| s.value == text) {
+                seen.push(self.located(text, span));
+            }
+        }
+        Ok(seen)
+    }
+
+    fn memory(&self, memory: Spanned<SizeValue>) -> Result<Located<usize>, ConfigError> {
         let span = memory.span();
         let bytes = match memory.into_inner() {
             SizeValue::Bytes(bytes) => usize::try_from(bytes)
                 .ok()
                 .filter(|b| *b > 0)
                 .ok_or_else(|| format!("{bytes} bytes is not a usable memory limit")),
-            SizeValue::Text(text) => parse_size(&text),
+            SizeValue::Text(text) => parse_size(&text).map_err(|bad| bad.to_string()),
         }
-        .map_err(|message| error(Some(span.clone()), Some("memory"), message))?;
-        parsed.memory = Some(Located {
-            value: bytes,
-            at: locate(span),
-        });
+        .map_err(|message| self.error(Some(span.clone()), Some("memory"), message))?;
+        Ok(self.located(bytes, span))
     }
-    if let Some(limit) = raw.time_limit {
+
+    fn time_limit(&self, limit: Spanned<String>) -> Result<Located<Duration>, ConfigError> {
         let span = limit.span();
         let duration = parse_duration(limit.get_ref())
-            .map_err(|message| error(Some(span.clone()), Some("time-limit"), message))?;
-        parsed.time_limit = Some(Located {
-            value: duration,
-            at: locate(span),
-        });
+            .map_err(|bad| self.error(Some(span.clone()), Some("time-limit"), bad.to_string()))?;
+        Ok(self.located(duration, span))
     }
-    for entry in raw.allowed_hosts {
-        let span = entry.span();
-        let host = AllowedHost::parse(entry.get_ref())
-            .map_err(|message| error(Some(span.clone()), Some("allowed-hosts"), message))?;
-        if !parsed.allowed_hosts.iter().any(|seen| seen.value == host) {
-            parsed.allowed_hosts.push(Located {
-                value: host,
-                at: locate(span),
-            });
+
+    fn allowed_hosts(
+        &self,
+        entries: Vec<Spanned<String>>,
+    ) -> Result<Vec<Located<AllowedHost>>, ConfigError> {
+        let mut allowed: Vec<Located<AllowedHost>> = Vec::new();
+        for entry in entries {
+            let span = entry.span();
+            let host = AllowedHost::parse(entry.get_ref()).map_err(|unreadable| {
+                self.error(
+                    Some(span.clone()),
+                    Some("allowed-hosts"),
+                    unreadable.to_string(),
+                )
+            })?;
+            if !allowed.iter().any(|seen| seen.value == host) {
+                allowed.push(self.located(host, span));
+            }
         }
+        Ok(allowed)
     }
-    if let Some(pin) = raw.sha256 {
+
+    fn sha256(&self, pin: Spanned<String>) -> Result<Located<String>, ConfigError> {
         let span = pin.span();
         let hex = pin.get_ref().trim().to_ascii_lowercase();
         if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(error(
+            return Err(self.error(
                 Some(span),
                 Some("sha256"),
                 format!(
@@ -450,12 +527,10 @@ fn parse_entry(
                 ),
             ));
         }
-        parsed.sha256 = Some(Located {
-            value: hex,
-            at: locate(span),
-        });
+        Ok(self.located(hex, span))
     }
-    if let Some(verify) = raw.verify {
+
+    fn verify(&self, verify: Spanned<RawVerify>) -> Result<Located<Verify>, ConfigError> {
         let span = verify.span();
         let value = match verify.into_inner() {
             RawVerify {
@@ -475,19 +550,15 @@ fn parse_entry(
                 trusted_root,
             },
             _ => {
-                return Err(error(
+                return Err(self.error(
                     Some(span),
                     Some("verify"),
                     "write verify = { key = \"keys/publisher.pub\" } (a public key file) or verify = { identity = \"…\", issuer = \"https://…\" } (a Sigstore keyless signer)".to_owned(),
                 ));
             }
         };
-        parsed.verify = Some(Located {
-            value,
-            at: locate(span),
-        });
+        Ok(self.located(value, span))
     }
-    Ok(parsed)
 }
 
 fn overlaps(a: &Range<usize>, b: &Range<usize>) -> bool {
@@ -495,15 +566,15 @@ fn overlaps(a: &Range<usize>, b: &Range<usize>) -> bool {
 }
 
 /// A directory as written: relative to the project, staying inside it.
-fn check_directory(text: &str) -> Result<(), String> {
+fn check_directory(text: &str) -> Result<(), BadGrantValue> {
     let path = Path::new(text);
     if text.trim().is_empty() {
-        return Err("an empty path; write a directory relative to the project, e.g. \"data\" (\".\" is the whole project)".to_owned());
+        return Err("an empty path; write a directory relative to the project, e.g. \"data\" (\".\" is the whole project)".to_owned().into());
     }
     if path.is_absolute() {
         return Err(format!(
             "{text:?} is absolute; write directories relative to the project (a plugin never sees anything outside it)"
-        ));
+        ).into());
     }
     if path
         .components()
@@ -511,36 +582,36 @@ fn check_directory(text: &str) -> Result<(), String> {
     {
         return Err(format!(
             "{text:?} goes up with `..`; a plugin may only be granted directories inside the project"
-        ));
+        ).into());
     }
     Ok(())
 }
 
-fn check_variable(text: &str) -> Result<(), String> {
+fn check_variable(text: &str) -> Result<(), BadGrantValue> {
     if text.is_empty() || text.contains(['=', '\0']) {
-        return Err(format!(
-            "{text:?} is not a variable name (no `=`, not empty)"
-        ));
+        return Err(format!("{text:?} is not a variable name (no `=`, not empty)").into());
     }
     Ok(())
 }
 
-fn check_program(text: &str) -> Result<(), String> {
+fn check_program(text: &str) -> Result<(), BadGrantValue> {
     if text.trim().is_empty() || text.contains('\0') {
         return Err(
             "an empty program; write a name looked up on PATH (\"gdb\") or an absolute path"
-                .to_owned(),
+                .to_owned()
+                .into(),
         );
     }
     if text.contains('/') && !Path::new(text).is_absolute() {
         return Err(format!(
             "{text:?} is a relative path; write a name looked up on PATH (\"gdb\") or an absolute path (\"/usr/bin/gdb\")"
-        ));
+        ).into());
     }
     if text.chars().any(char::is_whitespace) && !text.contains('/') {
         return Err(format!(
             "{text:?} has spaces: write only the program; the plugin passes its arguments"
-        ));
+        )
+        .into());
     }
     Ok(())
 }

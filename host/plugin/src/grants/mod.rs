@@ -181,7 +181,7 @@ impl Grants {
                     message,
                 };
                 let granted = resolve_directory(&project, &project_handle, &dir.value, writable)
-                    .map_err(error)?;
+                    .map_err(|refused| error(refused.to_string()))?;
                 // Checked on the merged grant: read-only here and
                 // read-write elsewhere is read-write.
                 let merged_writable = writable
@@ -189,7 +189,8 @@ impl Grants {
                         .directories
                         .iter()
                         .any(|d| d.guest_path == granted.guest_path && d.writable);
-                refuse_shielded(&granted, merged_writable, shielded).map_err(error)?;
+                refuse_shielded(&granted, merged_writable, shielded)
+                    .map_err(|refused| error(refused.to_string()))?;
                 match grants
                     .directories
                     .iter_mut()
@@ -248,7 +249,7 @@ impl Grants {
                 return resolved.map(|path| (granted.clone(), path)).map_err(|why| {
                     ProgramRefused::NotFound {
                         program: granted.clone(),
-                        why,
+                        why: why.to_string(),
                     }
                 });
             }
@@ -314,6 +315,29 @@ impl fmt::Display for NetworkRefused {
     }
 }
 
+/// Why a plugin's grants cannot be read from the configuration file.
+#[derive(Debug, thiserror::Error)]
+pub enum GrantsRefused {
+    /// The whole file is unusable: no entry can be trusted, pins included.
+    #[error("the plugin configuration cannot be used, so no plugin loads until it is fixed: {0}")]
+    FileUnusable(ConfigError),
+    /// This plugin's entry has a mistake.
+    #[error("its entry in the plugin configuration is invalid: {0}")]
+    EntryInvalid(ConfigError),
+}
+
+/// Why a directory of `read-only` or `read-write` cannot be granted; the
+/// message says what to do instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct UngrantableDirectory(String);
+
+impl From<String> for UngrantableDirectory {
+    fn from(message: String) -> Self {
+        UngrantableDirectory(message)
+    }
+}
+
 /// A plugin's grants from the configuration file (`None`: there is none),
 /// or why the plugin must be refused: its entry is invalid, or the whole
 /// file is (then no entry can be trusted, pins included).
@@ -324,24 +348,19 @@ pub fn grants_for(
     project_dir: &Path,
     shielded: &Shielded,
     output: OutputLimits,
-) -> Result<Grants, String> {
+) -> Result<Grants, GrantsRefused> {
     let Some(config) = config else {
         return Ok(Grants::none(plugin, shown_file, project_dir, output));
     };
     if let Some(error) = &config.file_error {
-        return Err(format!(
-            "the plugin configuration cannot be used, so no plugin loads until it is fixed: {error}"
-        ));
+        return Err(GrantsRefused::FileUnusable(error.clone()));
     }
     match config.entries.get(plugin) {
         None => Ok(Grants::none(plugin, &config.shown, project_dir, output)),
-        Some(Err(error)) => Err(format!(
-            "its entry in the plugin configuration is invalid: {error}"
-        )),
+        Some(Err(error)) => Err(GrantsRefused::EntryInvalid(error.clone())),
         Some(Ok(entry)) => {
-            Grants::resolve(plugin, &config.shown, entry, project_dir, shielded, output).map_err(
-                |error| format!("its entry in the plugin configuration is invalid: {error}"),
-            )
+            Grants::resolve(plugin, &config.shown, entry, project_dir, shielded, output)
+                .map_err(GrantsRefused::EntryInvalid)
         }
     }
 }
@@ -373,7 +392,7 @@ impl fmt::Display for ProgramRefused {
                 if granted.is_empty() {
                     write!(f, "it may run no programs")?;
                 } else {
-                    write!(f, "it may run only {}", quoted(granted))?;
+                    write!(f, "it may run only {}", text::quoted_list(granted))?;
                 }
                 write!(f, ". The operator grants programs in `programs` of {entry}")
             }
@@ -385,20 +404,12 @@ impl fmt::Display for ProgramRefused {
     }
 }
 
-fn quoted(items: &[String]) -> String {
-    items
-        .iter()
-        .map(|item| format!("`{item}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 fn resolve_directory(
     project: &Path,
     project_handle: &std::fs::File,
     relative: &str,
     writable: bool,
-) -> Result<DirectoryGrant, String> {
+) -> Result<DirectoryGrant, UngrantableDirectory> {
     let normalised: PathBuf = Path::new(relative)
         .components()
         .filter(|c| !matches!(c, std::path::Component::CurDir))
@@ -418,10 +429,10 @@ fn resolve_directory(
         return Err(format!(
             "{relative:?} leads outside the project (it resolves to {}); a plugin may only be granted directories inside the project",
             canonical.display()
-        ));
+        ).into());
     }
     if !canonical.is_dir() {
-        return Err(format!("{relative:?} is not a directory"));
+        return Err(format!("{relative:?} is not a directory").into());
     }
     // Opened beneath the project's handle: whatever happened to the path
     // since it was resolved, the handle cannot be outside the project.
@@ -452,7 +463,7 @@ fn refuse_shielded(
     granted: &DirectoryGrant,
     writable: bool,
     shielded: &Shielded,
-) -> Result<(), String> {
+) -> Result<(), UngrantableDirectory> {
     let holds = |path: &PathBuf| {
         let path = path.canonicalize().unwrap_or_else(|_| path.clone());
         path.starts_with(&granted.host_path).then_some(path)
@@ -462,7 +473,7 @@ fn refuse_shielded(
             "{:?} holds {}, the compiled-code cache: a plugin that could read or change compiled code could run code it was not reviewed for; grant a directory that does not contain it, or move the cache (--plugin-cache DIR)",
             granted.relative,
             path.display()
-        ));
+        ).into());
     }
     if !writable {
         return Ok(());
@@ -472,7 +483,7 @@ fn refuse_shielded(
             "{:?} holds {}: a plugin that may write there could change its own grants or replace plugins; grant a directory that does not contain it",
             granted.relative,
             path.display()
-        ));
+        ).into());
     }
     Ok(())
 }

@@ -27,6 +27,24 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+/// Why a grant or a request's destination cannot be read one way only; the
+/// message says what to write instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct UnreadableAddress(String);
+
+impl From<String> for UnreadableAddress {
+    fn from(message: String) -> Self {
+        UnreadableAddress(message)
+    }
+}
+
+impl From<&str> for UnreadableAddress {
+    fn from(message: &str) -> Self {
+        UnreadableAddress(message.to_owned())
+    }
+}
+
 /// `http` or `https`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Scheme {
@@ -87,7 +105,10 @@ pub struct Destination {
 impl Destination {
     /// The destination of a request with `scheme` (`None`: `https`, as
     /// wasi:http's default) and `authority` as the plugin set them.
-    pub fn of_request(scheme: Option<&str>, authority: &str) -> Result<Destination, String> {
+    pub fn of_request(
+        scheme: Option<&str>,
+        authority: &str,
+    ) -> Result<Destination, UnreadableAddress> {
         let scheme = match scheme {
             None => Scheme::Https,
             Some(text) => Scheme::parse(text).ok_or_else(|| {
@@ -95,7 +116,7 @@ impl Destination {
             })?,
         };
         if authority.is_empty() {
-            return Err("the request names no host".to_owned());
+            return Err("the request names no host".to_owned().into());
         }
         let (host, port) = split_authority(authority)?;
         let port = match port {
@@ -156,51 +177,51 @@ pub struct AllowedHost {
 impl AllowedHost {
     /// Reads an entry as the operator (or a plugin's request) wrote it;
     /// the error says what to write instead.
-    pub fn parse(text: &str) -> Result<AllowedHost, String> {
+    pub fn parse(text: &str) -> Result<AllowedHost, UnreadableAddress> {
         let example = "write scheme://host[:port], e.g. \"https://api.github.com\", \"http://127.0.0.1:8080\" or \"https://*.example.com\"";
         if text.trim().is_empty() {
-            return Err(format!("an empty entry; {example}"));
+            return Err(format!("an empty entry; {example}").into());
         }
         if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(format!(
-                "{text:?} has spaces or control characters; {example}"
-            ));
+            return Err(format!("{text:?} has spaces or control characters; {example}").into());
         }
         let Some((scheme, rest)) = text.split_once("://") else {
             return Err(format!(
                 "{text:?} has no scheme; write \"https://{text}\" (or \"http://{text}\")"
-            ));
+            )
+            .into());
         };
-        let scheme = match Scheme::parse(scheme) {
-            Some(scheme) => scheme,
-            None if scheme == "*" => {
-                return Err(format!(
+        let scheme =
+            match Scheme::parse(scheme) {
+                Some(scheme) => scheme,
+                None if scheme == "*" => {
+                    return Err(format!(
                     "{text:?}: the scheme must be written, http or https (list both to allow both)"
-                ));
-            }
-            None => {
-                return Err(format!(
+                ).into());
+                }
+                None => {
+                    return Err(format!(
                     "{text:?}: the scheme {scheme:?} is not supported; plugins speak http and https"
-                ));
-            }
-        };
+                ).into());
+                }
+            };
         // A lone trailing slash is how URLs are often copied; it is no path.
         let authority = rest.strip_suffix('/').unwrap_or(rest);
         if authority.contains(['/', '?', '#']) {
             return Err(format!(
                 "{text:?} has a path; a grant covers every path of a host: write only scheme://host[:port]"
-            ));
+            ).into());
         }
         if authority.is_empty() {
-            return Err(format!("{text:?} has no host; {example}"));
+            return Err(format!("{text:?} has no host; {example}").into());
         }
         let (host, port) = split_authority(authority).map_err(|why| format!("{text:?}: {why}"))?;
         let port = match port {
             None => scheme.default_port(),
             Some("*") => {
-                return Err(format!(
-                    "{text:?}: a port of `*` is not supported; list each port"
-                ));
+                return Err(
+                    format!("{text:?}: a port of `*` is not supported; list each port").into(),
+                );
             }
             Some(port) => parse_port(port).map_err(|why| format!("{text:?}: {why}"))?,
         };
@@ -208,20 +229,21 @@ impl AllowedHost {
             return Err(format!(
                 "{text:?}: a grant for every host is not supported; list the hosts, or their subdomains as \"{}://*.example.com\"",
                 scheme.as_str()
-            ));
+            ).into());
         } else if let Some(parent) = host.strip_prefix("*.") {
             match parse_host(parent).map_err(|why| format!("{text:?}: {why}"))? {
                 Host::Name(name) => HostPattern::Subdomains(name),
                 Host::Ip(_) => {
                     return Err(format!(
                         "{text:?}: `*.` stands for subdomains of a name, not of an address"
-                    ));
+                    )
+                    .into());
                 }
             }
         } else if host.contains('*') {
             return Err(format!(
                 "{text:?}: `*` may only start a host, as `*.` (every subdomain), e.g. \"https://*.example.com\""
-            ));
+            ).into());
         } else {
             HostPattern::Exact(parse_host(host).map_err(|why| format!("{text:?}: {why}"))?)
         };
@@ -280,16 +302,16 @@ fn is_subdomain(name: &str, parent: &str) -> bool {
 }
 
 /// `host[:port]` or `[v6][:port]`, refusing a user name.
-fn split_authority(authority: &str) -> Result<(&str, Option<&str>), String> {
+fn split_authority(authority: &str) -> Result<(&str, Option<&str>), UnreadableAddress> {
     if authority.contains('@') {
         return Err(
             "a user name or password in the host (`user@host`) is never allowed; send credentials in a header"
-                .to_owned(),
+                .to_owned().into(),
         );
     }
     if let Some(rest) = authority.strip_prefix('[') {
         let Some((inside, after)) = rest.split_once(']') else {
-            return Err(format!("{authority:?} opens `[` without closing it"));
+            return Err(format!("{authority:?} opens `[` without closing it").into());
         };
         let port = match after {
             "" => None,
@@ -304,32 +326,37 @@ fn split_authority(authority: &str) -> Result<(&str, Option<&str>), String> {
     match authority.rsplit_once(':') {
         Some((host, _)) if host.contains(':') => Err(format!(
             "{authority:?}: an IPv6 address must be in brackets, e.g. [::1]:8080"
-        )),
+        )
+        .into()),
         Some((host, port)) => Ok((host, Some(port))),
         None => Ok((authority, None)),
     }
 }
 
-fn parse_port(port: &str) -> Result<u16, String> {
+fn parse_port(port: &str) -> Result<u16, UnreadableAddress> {
     if port.is_empty() {
-        return Err("an empty port after `:`; write the number or leave out the `:`".to_owned());
+        return Err(
+            "an empty port after `:`; write the number or leave out the `:`"
+                .to_owned()
+                .into(),
+        );
     }
     // Digits only: `u16::from_str` would also take a `+`.
     match port.parse::<u16>() {
         Ok(number) if number > 0 && port.bytes().all(|b| b.is_ascii_digit()) => Ok(number),
-        _ => Err(format!("{port:?} is not a port (1 to 65535)")),
+        _ => Err(format!("{port:?} is not a port (1 to 65535)").into()),
     }
 }
 
 /// A host in canonical form, or why it cannot be read one way only.
-fn parse_host(host: &str) -> Result<Host, String> {
+fn parse_host(host: &str) -> Result<Host, UnreadableAddress> {
     if let Some(inside) = host.strip_prefix('[') {
         let inside = inside.strip_suffix(']').unwrap_or(inside);
         return inside
             .parse::<Ipv6Addr>()
             .map(|ip| Host::Ip(IpAddr::V6(ip)))
             .map_err(|_| {
-                format!("[{inside}] is not an IPv6 address (zone names are not supported)")
+                format!("[{inside}] is not an IPv6 address (zone names are not supported)").into()
             });
     }
     if let Ok(ip) = host.parse::<Ipv4Addr>() {
@@ -338,25 +365,25 @@ fn parse_host(host: &str) -> Result<Host, String> {
     let lower = host.to_ascii_lowercase();
     let name = lower.strip_suffix('.').unwrap_or(&lower);
     if name.is_empty() {
-        return Err("the host is empty".to_owned());
+        return Err("the host is empty".to_owned().into());
     }
     if !name.is_ascii() {
-        return Err(format!(
-            "{host:?} is not ASCII; write an international name in its xn-- form"
-        ));
+        return Err(
+            format!("{host:?} is not ASCII; write an international name in its xn-- form").into(),
+        );
     }
     if name.len() > 253 {
-        return Err("the host name is longer than DNS allows (253 characters)".to_owned());
+        return Err("the host name is longer than DNS allows (253 characters)"
+            .to_owned()
+            .into());
     }
     let labels: Vec<&str> = name.split('.').collect();
     for label in &labels {
         if label.is_empty() {
-            return Err(format!(
-                "{host:?} has an empty label (`..`, or a leading dot)"
-            ));
+            return Err(format!("{host:?} has an empty label (`..`, or a leading dot)").into());
         }
         if label.len() > 63 {
-            return Err(format!("{host:?} has a label longer than 63 characters"));
+            return Err(format!("{host:?} has a label longer than 63 characters").into());
         }
         if !label
             .bytes()
@@ -364,7 +391,7 @@ fn parse_host(host: &str) -> Result<Host, String> {
         {
             return Err(format!(
                 "{host:?} has characters a host name does not have (letters, digits, `-`, `_` and dots only)"
-            ));
+            ).into());
         }
     }
     // What C resolvers (inet_aton) would read as an address: `127.1`,
@@ -378,7 +405,7 @@ fn parse_host(host: &str) -> Result<Host, String> {
     if labels.last().is_some_and(numeric) {
         return Err(format!(
             "{host:?} is neither a host name nor a dotted IPv4 address (a.b.c.d, without leading zeros)"
-        ));
+        ).into());
     }
     Ok(Host::Name(name.to_owned()))
 }
@@ -391,7 +418,7 @@ mod tests {
         AllowedHost::parse(text).unwrap_or_else(|why| panic!("{text}: {why}"))
     }
 
-    fn to(scheme: Option<&str>, authority: &str) -> Result<Destination, String> {
+    fn to(scheme: Option<&str>, authority: &str) -> Result<Destination, UnreadableAddress> {
         Destination::of_request(scheme, authority)
     }
 

@@ -16,6 +16,36 @@ use crate::grants::config_file::{self, ConfigFile, PluginEntry, Verify};
 use crate::settings::{PluginSettings, config_origin, config_path, plugin_dir};
 use envhost_core::text;
 
+/// Why the grants file cannot give the distribution commands its entries.
+#[derive(Debug, thiserror::Error)]
+pub enum GrantsFileError {
+    /// The file is there but cannot be read.
+    #[error("{shown}: {reason}")]
+    Unreadable {
+        /// The file as messages show it.
+        shown: String,
+        /// Why it cannot be read.
+        reason: config_file::UnreadableGrantsFile,
+    },
+    /// The file, or one of its entries, has a mistake (names file, line and key).
+    #[error("{0}")]
+    Mistake(config_file::ConfigError),
+}
+
+/// Why one plugin's pin cannot be written into the grants file's text.
+#[derive(Debug, thiserror::Error)]
+pub enum PinEditError {
+    /// The file is not TOML.
+    #[error("it is not valid TOML ({0}); fix it by hand first")]
+    NotToml(toml_edit::TomlError),
+    /// `plugins` is not a table.
+    #[error("its `plugins` is not a table of plugin entries; fix it by hand first")]
+    PluginsNotATable,
+    /// The plugin's entry is not a table.
+    #[error("[plugins.{0}] is not a table; fix it by hand first")]
+    EntryNotATable(String),
+}
+
 /// One plugin's entry, for the distribution commands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PinnedEntry {
@@ -54,18 +84,25 @@ impl GrantsFile {
 /// `--plugin-config` file when the settings name one). A missing file has
 /// no entries; a file or an entry with a mistake is an error that names
 /// the file, line and key, since a pin that cannot be read cannot be kept.
-pub fn grants_file(project: &Path, settings: &PluginSettings) -> Result<GrantsFile, String> {
+pub fn grants_file(
+    project: &Path,
+    settings: &PluginSettings,
+) -> Result<GrantsFile, GrantsFileError> {
     let (path, shown) = config_path(settings, &plugin_dir(project), Some(project));
-    let text = config_file::read_text(&path, config_origin(settings))
-        .map_err(|e| format!("{shown}: {e}"))?;
+    let text = config_file::read_text(&path, config_origin(settings)).map_err(|reason| {
+        GrantsFileError::Unreadable {
+            shown: shown.clone(),
+            reason,
+        }
+    })?;
     let mut entries = Vec::new();
     if let Some(text) = &text {
         let file = ConfigFile::parse(&path, &shown, text);
         if let Some(error) = file.file_error {
-            return Err(error.to_string());
+            return Err(GrantsFileError::Mistake(error));
         }
         for (name, entry) in file.entries {
-            let entry = entry.map_err(|e| e.to_string())?;
+            let entry = entry.map_err(GrantsFileError::Mistake)?;
             entries.push(pinned(name, &entry));
         }
     }
@@ -132,10 +169,8 @@ pub fn with_pin(
     name: &str,
     sha256: Option<&str>,
     verify: &VerifyChange,
-) -> Result<String, String> {
-    let mut document: DocumentMut = text
-        .parse()
-        .map_err(|e| format!("it is not valid TOML ({e}); fix it by hand first"))?;
+) -> Result<String, PinEditError> {
+    let mut document: DocumentMut = text.parse().map_err(PinEditError::NotToml)?;
     let root = document.as_table_mut();
     if !root.contains_key("plugins") {
         let mut plugins = Table::new();
@@ -145,7 +180,7 @@ pub fn with_pin(
     let plugins = root
         .get_mut("plugins")
         .and_then(Item::as_table_like_mut)
-        .ok_or("its `plugins` is not a table of plugin entries; fix it by hand first")?;
+        .ok_or(PinEditError::PluginsNotATable)?;
     if !plugins.contains_key(name) {
         if sha256.is_none() && !matches!(verify, VerifyChange::Set(_)) {
             return Ok(document.to_string());
@@ -155,7 +190,7 @@ pub fn with_pin(
     let entry = plugins
         .get_mut(name)
         .and_then(Item::as_table_like_mut)
-        .ok_or_else(|| format!("[plugins.{name}] is not a table; fix it by hand first"))?;
+        .ok_or_else(|| PinEditError::EntryNotATable(name.to_owned()))?;
     match sha256 {
         Some(hex) => {
             entry.insert("sha256", Item::Value(Value::from(hex)));

@@ -14,6 +14,7 @@
 //! [`envhost_process::Session`]'s job.
 
 use std::ffi::OsString;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::Resource;
@@ -21,6 +22,7 @@ use wasmtime::component::Resource;
 use envhost_process::{AtDeadline, Prompt, Session, SessionError, Waited};
 
 use crate::limits::{ANSWER_GRACE, MAX_SESSIONS, QUICK_CALL_LIMIT};
+use crate::live_call::LiveCall;
 use crate::state::HostState;
 use crate::wit::latest::interactive::{Ending, Error, Host, HostSession, Reply};
 use envhost_core::text;
@@ -118,35 +120,26 @@ impl Host for HostState {
     }
 }
 
-impl HostSession for HostState {
-    fn send_line(&mut self, session: Resource<Session>, text: String) -> Result<(), Error> {
-        self.type_text(session, text, true)
-    }
+/// How long one `expect` waits, and what ends the wait.
+struct WaitPlan {
+    started: Instant,
+    until: Instant,
+    /// The command's own deadline, when one applies.
+    deadline: Option<Instant>,
+    /// The command's deadline comes before the wait's own limit.
+    cut_by_command: bool,
+    /// The command may outlive the agent's wait and has no limit of its own.
+    unlimited: bool,
+}
 
-    fn send(&mut self, session: Resource<Session>, text: String) -> Result<(), Error> {
-        self.type_text(session, text, false)
-    }
-
-    fn expect(
-        &mut self,
-        session: Resource<Session>,
-        prompt: String,
-        timeout_ms: Option<u32>,
-    ) -> Result<Reply, Error> {
-        let prompt = Prompt::cached(&prompt).map_err(Error::BadPattern)?;
-        if self.budget().is_spent() {
-            return Err(Error::OutOfTime(
-                "the command's time limit is spent (an earlier wait was interrupted); return your answer now".to_owned(),
-            ));
-        }
+impl HostState {
+    /// When a wait of `timeout_ms` (the plugin's own limit, if any) ends.
+    fn wait_plan(&self, live_call: Option<&Arc<LiveCall>>, timeout_ms: Option<u32>) -> WaitPlan {
         // A command that may outlive the agent's wait and has no limit of
         // its own waits on its programs without a deadline (the agent
         // interrupts it); only its own WebAssembly work counts against its
         // call limit.
-        let live_call = self.live_call();
-        let unlimited = live_call
-            .as_ref()
-            .is_some_and(|call| call.waits_unlimited());
+        let unlimited = live_call.is_some_and(|call| call.waits_unlimited());
         let deadline = if unlimited {
             None
         } else {
@@ -161,40 +154,31 @@ impl HostSession for HostState {
             (None, None) if unlimited => now + UNLIMITED_WAIT,
             (None, None) => now + QUICK_CALL_LIMIT,
         };
-        let cut_by_command = deadline.is_some_and(|d| own.is_none_or(|own| d <= own));
-        let cancel = self.budget().cancel_flag();
-        let limits = self.grants().output_limits.clone();
-        let label = self.grants().plugin.clone();
-        let waited = {
-            let entry = self.table().get_mut(&session).map_err(|_| lost_session())?;
-            let label = format!("{label}-{}", entry.program());
-            let at_deadline = if cut_by_command {
-                AtDeadline::Interrupt
-            } else {
-                AtDeadline::LeaveRunning
-            };
-            let _shown = live_call.as_ref().map(|call| call.waiting_on(entry.live()));
-            entry
-                .wait(
-                    &prompt,
-                    until,
-                    at_deadline,
-                    cancel.as_ref(),
-                    &limits,
-                    &label,
-                )
-                .map_err(session_error)?
-        };
-        if unlimited {
-            self.budget_mut().extend(now.elapsed());
+        WaitPlan {
+            started: now,
+            until,
+            deadline,
+            cut_by_command: deadline.is_some_and(|d| own.is_none_or(|own| d <= own)),
+            unlimited,
         }
-        Ok(match waited {
+    }
+
+    /// The plugin's answer for how the wait ended; a cut by the command's
+    /// deadline or an interruption leaves it a moment to answer.
+    fn reply(
+        &mut self,
+        waited: Waited,
+        plan: &WaitPlan,
+        live_call: Option<&Arc<LiveCall>>,
+        timeout_ms: Option<u32>,
+    ) -> Reply {
+        match waited {
             Waited::Prompt { before, prompt } => Reply {
                 output: before,
                 ending: Ending::Prompt(prompt),
             },
             Waited::TimedOut { output, how } => {
-                let limit = match (cut_by_command, deadline) {
+                let limit = match (plan.cut_by_command, plan.deadline) {
                     (true, Some(_)) => {
                         // The command's own time is up: the plugin gets a
                         // moment to answer, and nothing more.
@@ -234,7 +218,60 @@ impl HostSession for HostState {
                     ending: Ending::Interrupted(format!("{why}: {how}")),
                 }
             }
-        })
+        }
+    }
+}
+
+impl HostSession for HostState {
+    fn send_line(&mut self, session: Resource<Session>, text: String) -> Result<(), Error> {
+        self.type_text(session, text, true)
+    }
+
+    fn send(&mut self, session: Resource<Session>, text: String) -> Result<(), Error> {
+        self.type_text(session, text, false)
+    }
+
+    fn expect(
+        &mut self,
+        session: Resource<Session>,
+        prompt: String,
+        timeout_ms: Option<u32>,
+    ) -> Result<Reply, Error> {
+        let prompt = Prompt::cached(&prompt).map_err(|bad| Error::BadPattern(bad.to_string()))?;
+        if self.budget().is_spent() {
+            return Err(Error::OutOfTime(
+                "the command's time limit is spent (an earlier wait was interrupted); return your answer now".to_owned(),
+            ));
+        }
+        let live_call = self.live_call();
+        let plan = self.wait_plan(live_call.as_ref(), timeout_ms);
+        let cancel = self.budget().cancel_flag();
+        let limits = self.grants().output_limits.clone();
+        let label = self.grants().plugin.clone();
+        let waited = {
+            let entry = self.table().get_mut(&session).map_err(|_| lost_session())?;
+            let label = format!("{label}-{}", entry.program());
+            let at_deadline = if plan.cut_by_command {
+                AtDeadline::Interrupt
+            } else {
+                AtDeadline::LeaveRunning
+            };
+            let _shown = live_call.as_ref().map(|call| call.waiting_on(entry.live()));
+            entry
+                .wait(
+                    &prompt,
+                    plan.until,
+                    at_deadline,
+                    cancel.as_ref(),
+                    &limits,
+                    &label,
+                )
+                .map_err(session_error)?
+        };
+        if plan.unlimited {
+            self.budget_mut().extend(plan.started.elapsed());
+        }
+        Ok(self.reply(waited, &plan, live_call.as_ref(), timeout_ms))
     }
 
     fn interrupt(&mut self, session: Resource<Session>) -> Result<(), Error> {

@@ -60,6 +60,18 @@ const MAX_ENTRY_BYTES: u64 = 1 << 30;
 const KEY_FILE: &str = "key";
 const KEY_BYTES: usize = 32;
 
+/// Why the cache could not be used for one entry (read, written, or
+/// trusted), in words that follow "the cache entry…" or stand alone.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CacheError(String);
+
+impl From<String> for CacheError {
+    fn from(message: String) -> Self {
+        CacheError(message)
+    }
+}
+
 /// The cache, or its absence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CodeCache {
@@ -77,7 +89,7 @@ pub enum CacheOutcome {
     /// Compiled, then saved (or not: `saved` says why). `rejected` says why
     /// the entry that was there was not used.
     Compiled {
-        saved: Result<PathBuf, String>,
+        saved: Result<PathBuf, CacheError>,
         rejected: Option<String>,
     },
     /// Compiled; the cache is off.
@@ -171,7 +183,7 @@ impl CodeCache {
             .map_or(Ok(()), private_to_user)
             .and_then(|()| {
                 path.parent()
-                    .ok_or_else(|| "the cache entry has no folder".to_owned())
+                    .ok_or_else(|| CacheError::from("the cache entry has no folder".to_owned()))
                     .and_then(cache_key)
             }) {
             Ok(key) => key,
@@ -182,7 +194,8 @@ impl CodeCache {
                     outcome: CacheOutcome::Compiled {
                         saved: Err(format!(
                             "the compiled code was neither read from nor saved to the cache: {reason}"
-                        )),
+                        )
+                        .into()),
                         rejected: None,
                     },
                     took: started.elapsed(),
@@ -217,7 +230,7 @@ impl CodeCache {
         engine: &Engine,
         content_sha256: &str,
         serialized: &[u8],
-    ) -> Result<PathBuf, String> {
+    ) -> Result<PathBuf, CacheError> {
         let path = self
             .entry_path(engine, content_sha256)
             .ok_or_else(|| "the cache is off".to_owned())?;
@@ -237,8 +250,8 @@ impl CodeCache {
             .entry_path(engine, content_sha256)
             .ok_or(Miss::Absent)?;
         let dir = path.parent().ok_or(Miss::Absent)?;
-        private_to_user(dir).map_err(Miss::Rejected)?;
-        let key = cache_key(dir).map_err(Miss::Rejected)?;
+        private_to_user(dir).map_err(|why| Miss::Rejected(why.to_string()))?;
+        let key = cache_key(dir).map_err(|why| Miss::Rejected(why.to_string()))?;
         let component = load_entry(engine, &path, &key, content_sha256)?;
         Ok(Compiled {
             component,
@@ -275,20 +288,19 @@ fn load_entry(
     key: &[u8; KEY_BYTES],
     content_sha256: &str,
 ) -> Result<Component, Miss> {
-    let reject = |why: String| Miss::Rejected(why);
     // Not followed if a symlink, not waited on if a FIFO: a process of the
     // same user can put anything here.
     let opened = match envhost_files::untrusted::open_file(path) {
         Ok(opened) => opened,
         Err(refusal) if refusal.is_missing() => return Err(Miss::Absent),
-        Err(refusal) => return Err(reject(format!("it {}", refusal.reason))),
+        Err(refusal) => return Err(rejected(format!("it {}", refusal.reason))),
     };
     let metadata = opened.metadata().clone();
     let mut file = opened.into_file();
-    owned_privately(&metadata, path).map_err(reject)?;
+    owned_privately(&metadata, path).map_err(rejected)?;
     let size = metadata.len();
     if size > MAX_ENTRY_BYTES || size < (ENTRY_MAGIC.len() + MAC_BYTES) as u64 {
-        return Err(reject(format!("it is {size} bytes long")));
+        return Err(rejected(format!("it is {size} bytes long")));
     }
     // The header is read first; the code after it is copied into the
     // sealed file and checked there, against the MAC held in memory.
@@ -296,24 +308,24 @@ fn load_entry(
     let mut mac_bytes = [0; MAC_BYTES];
     file.read_exact(&mut header)
         .and_then(|()| file.read_exact(&mut mac_bytes))
-        .map_err(|err| reject(format!("it cannot be read: {err}")))?;
+        .map_err(|err| rejected(format!("it cannot be read: {err}")))?;
     if &header != ENTRY_MAGIC {
-        return Err(reject("it is not an envhost cache entry".to_owned()));
+        return Err(rejected("it is not an envhost cache entry".to_owned()));
     }
     let code_len = size - (ENTRY_MAGIC.len() + MAC_BYTES) as u64;
-    let sealed = SealedCopy::of(&mut file, code_len).map_err(reject)?;
+    let sealed = SealedCopy::of(&mut file, code_len).map_err(rejected)?;
     let mut mac = mac_for(key, content_sha256, engine);
     sealed
         .each_chunk(|chunk| mac.update(chunk))
-        .map_err(reject)?;
+        .map_err(rejected)?;
     if mac.verify_slice(&mac_bytes).is_err() {
-        return Err(reject(
+        return Err(rejected(
             "its authentication code does not match: it was not compiled by this host from this plugin, or it was changed since".to_owned(),
         ));
     }
     sealed
         .component(engine)
-        .map_err(|err| reject(format!("wasmtime refused it: {err}")))
+        .map_err(|err| rejected(format!("wasmtime refused it: {err}")))
 }
 
 /// An entry's code copied into an anonymous memory file and sealed: nobody
@@ -326,7 +338,7 @@ struct SealedCopy {
 
 impl SealedCopy {
     /// The next `size` bytes of `file`, copied (in the kernel) and sealed.
-    fn of(file: &mut File, size: u64) -> Result<SealedCopy, String> {
+    fn of(file: &mut File, size: u64) -> Result<SealedCopy, CacheError> {
         use nix::fcntl::{FcntlArg, SealFlag, fcntl};
         use nix::sys::memfd::{MemFdCreateFlag, memfd_create};
         let memory: File = memfd_create(
@@ -338,9 +350,9 @@ impl SealedCopy {
         let copied = std::io::copy(&mut file.take(size), &mut &memory)
             .map_err(|err| format!("it cannot be read: {err}"))?;
         if copied != size {
-            return Err(format!(
-                "it changed while it was read ({copied} of {size} bytes of code)"
-            ));
+            return Err(
+                format!("it changed while it was read ({copied} of {size} bytes of code)").into(),
+            );
         }
         fcntl(
             memory.as_raw_fd(),
@@ -356,7 +368,7 @@ impl SealedCopy {
     }
 
     /// Every byte of the copy, in order, a chunk at a time.
-    fn each_chunk(&self, mut f: impl FnMut(&[u8])) -> Result<(), String> {
+    fn each_chunk(&self, mut f: impl FnMut(&[u8])) -> Result<(), CacheError> {
         use std::os::unix::fs::FileExt;
         let size = usize::try_from(self.size).map_err(|_| "it is too large".to_owned())?;
         let mut buffer = vec![0; (1 << 20).min(size.max(1))];
@@ -397,7 +409,7 @@ impl SealedCopy {
 
 /// This cache folder's key, made on first use (32 random bytes, private to
 /// the user).
-fn cache_key(dir: &Path) -> Result<[u8; KEY_BYTES], String> {
+fn cache_key(dir: &Path) -> Result<[u8; KEY_BYTES], CacheError> {
     let path = dir.join(KEY_FILE);
     match read_key(&path) {
         Ok(Some(key)) => return Ok(key),
@@ -420,24 +432,21 @@ fn cache_key(dir: &Path) -> Result<[u8; KEY_BYTES], String> {
     let _ = fs::remove_file(&temporary);
     match written {
         Ok(()) => Ok(key),
-        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
-            read_key(&path)?.ok_or_else(|| format!("{} vanished as it was made", path.display()))
-        }
-        Err(err) => Err(format!(
-            "cannot write the cache key {}: {err}",
-            path.display()
-        )),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => read_key(&path)?
+            .ok_or_else(|| format!("{} vanished as it was made", path.display()).into()),
+        Err(err) => Err(format!("cannot write the cache key {}: {err}", path.display()).into()),
     }
 }
 
-fn read_key(path: &Path) -> Result<Option<[u8; KEY_BYTES]>, String> {
+fn read_key(path: &Path) -> Result<Option<[u8; KEY_BYTES]>, CacheError> {
     let opened = match envhost_files::untrusted::open_file(path) {
         Ok(opened) => opened,
         Err(refusal) if refusal.is_missing() => return Ok(None),
         Err(refusal) => {
             return Err(format!(
                 "cannot read the cache key: {refusal}; remove it (a new one is made)"
-            ));
+            )
+            .into());
         }
     };
     let metadata = opened.metadata().clone();
@@ -448,14 +457,14 @@ fn read_key(path: &Path) -> Result<Option<[u8; KEY_BYTES]>, String> {
             "the cache key {} can be read by other users (mode {:o}); remove it (a new one is made) or use another folder (--plugin-cache DIR)",
             path.display(),
             metadata.mode() & 0o7777
-        ));
+        ).into());
     }
     let mut key = [0; KEY_BYTES];
     if metadata.len() != KEY_BYTES as u64 || file.read_exact(&mut key).is_err() {
         return Err(format!(
             "the cache key {} is damaged; remove it (a new one is made, and old entries are compiled again)",
             path.display()
-        ));
+        ).into());
     }
     Ok(Some(key))
 }
@@ -464,47 +473,48 @@ fn read_key(path: &Path) -> Result<Option<[u8; KEY_BYTES]>, String> {
 /// whoever can write there could make the host throw its code away or
 /// fill the disk. A folder that does not exist yet is fine (it is created
 /// private).
-pub(super) fn private_to_user(path: &Path) -> Result<(), String> {
+pub(super) fn private_to_user(path: &Path) -> Result<(), CacheError> {
     let metadata = match fs::symlink_metadata(path) {
         Ok(metadata) => metadata,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(err) => return Err(format!("cannot inspect {}: {err}", path.display())),
+        Err(err) => return Err(format!("cannot inspect {}: {err}", path.display()).into()),
     };
     if metadata.file_type().is_symlink() {
         return Err(format!(
             "{} is a symbolic link; the cache folder and its entries must not be",
             path.display()
-        ));
+        )
+        .into());
     }
     owned_privately(&metadata, path)
 }
 
 /// Owned by this user and writable by nobody else.
-fn owned_privately(metadata: &fs::Metadata, path: &Path) -> Result<(), String> {
+fn owned_privately(metadata: &fs::Metadata, path: &Path) -> Result<(), CacheError> {
     let me = nix::unistd::geteuid().as_raw();
     if metadata.uid() != me {
         return Err(format!(
             "{} belongs to another user (uid {}); use a cache folder of your own (--plugin-cache DIR)",
             path.display(),
             metadata.uid()
-        ));
+        ).into());
     }
     if metadata.mode() & 0o022 != 0 {
         return Err(format!(
             "{} can be written by other users (mode {:o}); make it private (chmod go-w) or use another folder (--plugin-cache DIR)",
             path.display(),
             metadata.mode() & 0o7777
-        ));
+        ).into());
     }
     Ok(())
 }
 
-fn create_private_dir(dir: &Path) -> Result<(), String> {
+fn create_private_dir(dir: &Path) -> Result<(), CacheError> {
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| format!("cannot create the cache folder {}: {e}", dir.display()))
+        .map_err(|e| format!("cannot create the cache folder {}: {e}", dir.display()).into())
 }
 
 fn save(
@@ -513,7 +523,7 @@ fn save(
     key: &[u8; KEY_BYTES],
     content_sha256: &str,
     engine: &Engine,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, CacheError> {
     let dir = path
         .parent()
         .ok_or_else(|| format!("{} has no parent folder", path.display()))?;
@@ -534,7 +544,7 @@ fn save(
     })();
     if let Err(err) = written.and_then(|()| fs::rename(&temporary, path)) {
         let _ = fs::remove_file(&temporary);
-        return Err(format!("cannot write {}: {err}", path.display()));
+        return Err(format!("cannot write {}: {err}", path.display()).into());
     }
     Ok(path.to_owned())
 }
@@ -724,4 +734,9 @@ mod tests {
         );
         assert_eq!(CodeCache::Disabled.entry_path(&engine, "aaaa"), None);
     }
+}
+
+/// A cache entry refused, and why (in the words the load's answer shows).
+fn rejected(why: impl std::fmt::Display) -> Miss {
+    Miss::Rejected(why.to_string())
 }

@@ -119,6 +119,21 @@ fn compile_bounded(
     bytes: &[u8],
     stop: Option<&AtomicBool>,
 ) -> Result<Vec<u8>, CompileError> {
+    let mut command = compiler_command(program, cpu_time, memory, tier);
+    // Registered with the host's reaper, which would otherwise take the
+    // compiler's exit status for an orphan's.
+    let (mut child, _managed) =
+        envhost_process::spawn_managed(|| command.spawn(), |child| Some(child.id())).map_err(
+            |err| CompileError::Failed(format!("cannot start {}: {err}", program.display())),
+        )?;
+    let ran = supervise(&mut child, bytes, cpu_time, stop)?;
+    verdict(ran, cpu_time, memory)
+}
+
+/// The compiler's command: this binary's compile subcommand, with nothing
+/// of the host's environment, dying with the host, its memory and CPU
+/// time bounded.
+fn compiler_command(program: &PathBuf, cpu_time: Duration, memory: u64, tier: Tier) -> Command {
     let cpu_seconds = cpu_time.as_secs().max(1);
     let mut command = Command::new(program);
     command.arg(COMPILE_SUBCOMMAND);
@@ -146,12 +161,28 @@ fn compile_bounded(
             Ok(())
         });
     }
-    // Registered with the host's reaper, which would otherwise take the
-    // compiler's exit status for an orphan's.
-    let (mut child, _managed) =
-        envhost_process::spawn_managed(|| command.spawn(), |child| Some(child.id())).map_err(
-            |err| CompileError::Failed(format!("cannot start {}: {err}", program.display())),
-        )?;
+    command
+}
+
+/// How the compiler's run ended, and what it wrote.
+struct CompilerRun {
+    status: std::io::Result<std::process::ExitStatus>,
+    /// Killed past its deadline, or stopped.
+    killed: bool,
+    /// Stopped because the host asked (`stop`).
+    stopped: bool,
+    output: std::io::Result<Vec<u8>>,
+    errors: String,
+}
+
+/// Feeds the compiler `bytes`, reads its output and errors, and waits for
+/// it: at most twice its CPU time, or until `stop` is set.
+fn supervise(
+    child: &mut std::process::Child,
+    bytes: &[u8],
+    cpu_time: Duration,
+    stop: Option<&AtomicBool>,
+) -> Result<CompilerRun, CompileError> {
     let (Some(mut stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
@@ -159,7 +190,7 @@ fn compile_bounded(
         let _ = child.wait();
         return Err(CompileError::Failed("no pipes to the compiler".to_owned()));
     };
-    let compiled = std::thread::scope(|scope| {
+    Ok(std::thread::scope(|scope| {
         scope.spawn(move || {
             // The compiler reads it all before it starts; a compiler that
             // died early closes the pipe, which ends this write.
@@ -200,11 +231,25 @@ fn compile_bounded(
                 }
             }
         };
-        let output = output.join().unwrap_or_else(|_| Ok(Vec::new()));
-        let errors = errors.join().unwrap_or_default();
-        (status, killed || stopped, stopped, output, errors)
-    });
-    let (status, killed, stopped, output, errors) = compiled;
+        CompilerRun {
+            status,
+            killed: killed || stopped,
+            stopped,
+            output: output.join().unwrap_or_else(|_| Ok(Vec::new())),
+            errors: errors.join().unwrap_or_default(),
+        }
+    }))
+}
+
+/// The compiled code, or what the compiler's ending says went wrong.
+fn verdict(ran: CompilerRun, cpu_time: Duration, memory: u64) -> Result<Vec<u8>, CompileError> {
+    let CompilerRun {
+        status,
+        killed,
+        stopped,
+        output,
+        errors,
+    } = ran;
     if stopped {
         return Err(CompileError::Stopped);
     }

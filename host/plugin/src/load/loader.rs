@@ -204,7 +204,7 @@ pub fn load(
     // as a changed identity at the next start.
     let identity = FileIdentity::of(path).ok();
     if let Some(identity) = &identity {
-        too_large(identity.size(), settings.max_size).map_err(refuse)?;
+        too_large(identity.size(), settings.max_size).map_err(|large| refuse(large.to_string()))?;
     }
     let hashes = match cache {
         CodeCache::Directory(dir) => Some(FileHashes::in_cache(dir)),
@@ -265,17 +265,13 @@ fn read_and_compile(
     let name = candidate.name.as_str();
     let path = &candidate.path;
     let refuse = |problem: String| Refusal::new(name, path, problem);
-    let bytes = read_plugin(path, settings.max_size).map_err(refuse)?;
+    let bytes = read_plugin(path, settings.max_size)
+        .map_err(|unreadable| refuse(unreadable.to_string()))?;
     let sha256 = content_sha256(&bytes);
-    if let Some(pin) = &grants.pin
-        && pin.value != sha256
-    {
-        return Err(refuse(format!(
-            "its content does not match the pin in {}: the file's sha256 is {sha256}, the pin (line {}, [plugins.{name}] sha256) is {}. If you replaced the plugin on purpose, check the new file (`envhost check`) and put its sha256 in the pin",
-            grants.source.file, pin.at.line, pin.value
-        )));
+    if let Some(mismatch) = pin_mismatch(grants, name, &sha256) {
+        return Err(refuse(mismatch));
     }
-    refusals::check_header(&bytes).map_err(refuse)?;
+    refusals::check_header(&bytes).map_err(|defect| refuse(defect.to_string()))?;
     let size = bytes.len() as u64;
     let tiered = matches!(cache, CodeCache::Directory(_))
         && settings.baseline_above.is_some_and(|above| size > above);
@@ -342,9 +338,25 @@ fn read_and_compile(
                 refuse(problem).with_detail(detail)
             }
         })?;
+    say_cache_trouble(name, &compiled.outcome);
+    Ok((compiled, sha256, size, None))
+}
+
+/// Why the bytes' `sha256` is not the pin in the grants file, if it is not.
+fn pin_mismatch(grants: &Grants, name: &str, sha256: &str) -> Option<String> {
+    let pin = grants.pin.as_ref().filter(|pin| pin.value != sha256)?;
+    Some(format!(
+        "its content does not match the pin in {}: the file's sha256 is {sha256}, the pin (line {}, [plugins.{name}] sha256) is {}. If you replaced the plugin on purpose, check the new file (`envhost check`) and put its sha256 in the pin",
+        grants.source.file, pin.at.line, pin.value
+    ))
+}
+
+/// Tells the operator (on stderr) when cached code was not used or the
+/// compiled code could not be cached: the next start pays for it again.
+fn say_cache_trouble(name: &str, outcome: &CacheOutcome) {
     if let CacheOutcome::Compiled {
         saved, rejected, ..
-    } = &compiled.outcome
+    } = outcome
     {
         if let Some(why) = rejected {
             eprintln!(
@@ -357,7 +369,6 @@ fn read_and_compile(
             );
         }
     }
-    Ok((compiled, sha256, size, None))
 }
 
 /// The plugin compiled to baseline code (bounded like any compilation),
@@ -410,7 +421,7 @@ fn link_and_start(
         )
     })?;
     let description = refusals::check_description(name, &description)
-        .map_err(|problem| (problem, String::new()))?;
+        .map_err(|defect| (defect.to_string(), String::new()))?;
     let asked = instance.requested(sandbox);
     output.append(asked.output);
     let requests = asked.result.map_err(|failure| {
@@ -422,7 +433,7 @@ fn link_and_start(
             failure.detail,
         )
     })?;
-    refusals::check_requests(&requests).map_err(|problem| (problem, String::new()))?;
+    refusals::check_requests(&requests).map_err(|defect| (defect.to_string(), String::new()))?;
     Ok(Started {
         pre,
         instance,
@@ -432,14 +443,36 @@ fn link_and_start(
     })
 }
 
+/// Why a plugin file cannot be read for compiling.
+#[derive(Debug, thiserror::Error)]
+pub enum UnreadablePlugin {
+    /// Nothing is there.
+    #[error("the file cannot be read: it does not exist")]
+    Missing,
+    /// Reading it failed.
+    #[error("the file cannot be read: {0}")]
+    Io(std::io::Error),
+    /// Over the size the host compiles.
+    #[error(
+        "the file is {}, over the {} the host compiles (compiling costs time and memory in proportion; --plugin-max-size raises the limit)",
+        text::bytes(*.size),
+        text::bytes(*.max_size)
+    )]
+    TooLarge {
+        /// The file's size in bytes.
+        size: u64,
+        /// The most the host compiles.
+        max_size: u64,
+    },
+    /// Not a file the host reads from env/ (a symlink, a FIFO…).
+    #[error("it {0}")]
+    Refused(envhost_files::RefusalReason),
+}
+
 /// A file over the size the host compiles is refused before it is read.
-fn too_large(size: u64, max_size: u64) -> Result<(), String> {
+fn too_large(size: u64, max_size: u64) -> Result<(), UnreadablePlugin> {
     if size > max_size {
-        return Err(format!(
-            "the file is {}, over the {} the host compiles (compiling costs time and memory in proportion; --plugin-max-size raises the limit)",
-            text::bytes(size),
-            text::bytes(max_size)
-        ));
+        return Err(UnreadablePlugin::TooLarge { size, max_size });
     }
     Ok(())
 }
@@ -457,13 +490,13 @@ pub fn file_sha256(path: &Path, max_size: u64) -> Option<String> {
 /// not followed, a FIFO not waited on, and at most `max_size` bytes are
 /// read (through the same handle, one byte past the limit: a file that
 /// grows in between is caught too).
-fn read_plugin(path: &Path, max_size: u64) -> Result<Vec<u8>, String> {
+fn read_plugin(path: &Path, max_size: u64) -> Result<Vec<u8>, UnreadablePlugin> {
     use envhost_files::{Bound, RefusalReason};
     let problem = |reason: RefusalReason| match reason {
-        RefusalReason::Missing => "the file cannot be read: it does not exist".to_owned(),
-        RefusalReason::Io(err) => format!("the file cannot be read: {err}"),
-        RefusalReason::TooLarge { size, .. } => too_large(size, max_size).err().unwrap_or_default(),
-        other => format!("it {other}"),
+        RefusalReason::Missing => UnreadablePlugin::Missing,
+        RefusalReason::Io(err) => UnreadablePlugin::Io(err),
+        RefusalReason::TooLarge { size, .. } => UnreadablePlugin::TooLarge { size, max_size },
+        other => UnreadablePlugin::Refused(other),
     };
     let opened =
         envhost_files::untrusted::open_file(path).map_err(|refusal| problem(refusal.reason))?;

@@ -177,7 +177,7 @@ pub fn load(
             Err(problem) => report.refused.push(Refusal::new(
                 candidate.name.as_str(),
                 &candidate.path,
-                problem,
+                problem.to_string(),
             )),
         }
     }
@@ -326,16 +326,19 @@ pub fn load_file(
     cancel: &CancelFlag,
     log: Arc<dyn LogSink>,
 ) -> Result<Plugin, String> {
-    let candidate = candidate_of(file.path, project_dir)?;
-    load_candidate(
-        &candidate,
-        file,
-        project_dir,
-        settings,
-        output_limits,
-        cancel,
-        log,
-    )
+    candidate_of(file.path)
+        .and_then(|candidate| {
+            load_candidate(
+                &candidate,
+                file,
+                project_dir,
+                settings,
+                output_limits,
+                cancel,
+                log,
+            )
+        })
+        .map_err(|refusal| refusal.sentence(Some(project_dir)))
 }
 
 /// Loads a plugin file of env/ that appeared or changed while a watching
@@ -355,9 +358,9 @@ pub fn load_changed(
     cancel: &CancelFlag,
     log: Arc<dyn LogSink>,
 ) -> Result<Plugin, String> {
-    let candidate = candidate_of(file.path, project_dir)?;
-    loader::admit(&candidate, loaded, settings.max_plugins)
-        .map_err(|refusal| refusal.sentence(Some(project_dir)))?;
+    let in_words = |refusal: Refusal| refusal.sentence(Some(project_dir));
+    let candidate = candidate_of(file.path).map_err(in_words)?;
+    loader::admit(&candidate, loaded, settings.max_plugins).map_err(in_words)?;
     load_candidate(
         &candidate,
         file,
@@ -367,6 +370,7 @@ pub fn load_changed(
         cancel,
         log,
     )
+    .map_err(in_words)
 }
 
 /// The sha256 of the plugin file at `path`, read as loading reads it (no
@@ -376,17 +380,16 @@ pub fn file_sha256(path: &Path, settings: &PluginSettings) -> Option<String> {
     loader::file_sha256(path, settings.max_size)
 }
 
-/// The candidate for `path`, or the refusal of its name in words.
-fn candidate_of(path: &Path, project_dir: &Path) -> Result<loader::Candidate, String> {
+/// The candidate for `path`, or the refusal of its name.
+fn candidate_of(path: &Path) -> Result<loader::Candidate, Refusal> {
     match loader::candidate(path) {
         Ok(Some(candidate)) => Ok(candidate),
         Ok(None) => Err(Refusal::new(
             &path.to_string_lossy(),
             path,
             "its name starts with `_`, so the host skips it in env/; rename it to load it",
-        )
-        .sentence(Some(project_dir))),
-        Err(refusal) => Err(refusal.sentence(Some(project_dir))),
+        )),
+        Err(refusal) => Err(refusal),
     }
 }
 
@@ -399,11 +402,9 @@ fn load_candidate(
     output_limits: &OutputLimits,
     cancel: &CancelFlag,
     log: Arc<dyn LogSink>,
-) -> Result<Plugin, String> {
+) -> Result<Plugin, Refusal> {
     let name = candidate.name.clone();
-    let refuse = |problem: String| {
-        Refusal::new(name.as_str(), file.path, problem).sentence(Some(project_dir))
-    };
+    let refuse = |problem: String| Refusal::new(name.as_str(), file.path, problem);
     let folder = plugin_dir(project_dir);
     let (config_path, config_shown) = config_path(settings, &folder, Some(project_dir));
     let config = if file.apply_grants {
@@ -423,13 +424,12 @@ fn load_candidate(
         &shielded,
         output_limits.clone(),
     )
-    .map_err(refuse)?;
+    .map_err(|refused| refuse(refused.to_string()))?;
     let open_files = limits::open_files_per_plugin(settings.open_files, file.sharing.max(1));
     let sandbox = Sandbox::new(settings.memory_limit, open_files)
         .map_err(|err| refuse(format!("plugins cannot run on this host: {err}")))?;
     let sandbox = Arc::new(sandbox);
-    let loaded = loader::load(&sandbox, settings, candidate, &Arc::new(granted))
-        .map_err(|refusal| refusal.sentence(Some(project_dir)))?;
+    let loaded = loader::load(&sandbox, settings, candidate, &Arc::new(granted))?;
     Ok(environment_of(
         loaded,
         &sandbox,
@@ -526,9 +526,8 @@ fn load_detail(loaded: &loader::LoadedPlugin, project_dir: &Path) -> String {
 
 fn refused_section(refused: &[Refusal], project_dir: &Path) -> ScreenSection {
     let mut content = format!(
-        "{} plugin{} in env/ could not be loaded (the other environments work). `envhost check env/NAME.wasm` explains more:\n",
-        refused.len(),
-        if refused.len() == 1 { "" } else { "s" }
+        "{} in env/ could not be loaded (the other environments work). `envhost check env/NAME.wasm` explains more:\n",
+        text::counted(refused.len(), "plugin")
     );
     for refusal in refused {
         content.push_str(&format!("  - {}\n", refusal.sentence(Some(project_dir))));

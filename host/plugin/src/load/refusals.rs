@@ -93,14 +93,26 @@ impl fmt::Display for Refusal {
     }
 }
 
+/// What is wrong with a plugin's bytes, description or requests, in the
+/// words of its refusal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PluginDefect(String);
+
+impl From<String> for PluginDefect {
+    fn from(message: String) -> Self {
+        PluginDefect(message)
+    }
+}
+
 const BUILD_HINT: &str = "build it for the `wasm32-wasip2` target (which makes a component) against envhost's wit/v0.2.0, e.g. with the envhost-sdk crate";
 
 /// Checks the 8-byte header before anything is compiled: WebAssembly at
 /// all, and a component rather than a core module.
-pub fn check_header(bytes: &[u8]) -> Result<(), String> {
+pub fn check_header(bytes: &[u8]) -> Result<(), PluginDefect> {
     const MAGIC: &[u8] = b"\0asm";
     if bytes.is_empty() {
-        return Err(format!("the file is empty; {BUILD_HINT}"));
+        return Err(format!("the file is empty; {BUILD_HINT}").into());
     }
     if bytes.len() < 8 || &bytes[..4] != MAGIC {
         let start: String = bytes
@@ -111,13 +123,13 @@ pub fn check_header(bytes: &[u8]) -> Result<(), String> {
             .join(" ");
         return Err(format!(
             "it is not a WebAssembly file (it starts with bytes {start}, not the WebAssembly magic 00 61 73 6d); {BUILD_HINT}"
-        ));
+        ).into());
     }
     match &bytes[4..8] {
         [0x01, 0x00, 0x00, 0x00] => Err(format!(
             "it is a core WebAssembly module, not a component. A plugin must be a component for the world `{}`: {BUILD_HINT} (the wasm32-wasip1 and wasm32-unknown-unknown targets make core modules; `wasm-tools component new` wraps one)",
             Version::LATEST.name("plugin")
-        )),
+        ).into()),
         [0x0d, 0x00, 0x01, 0x00] => Ok(()),
         other => Err(format!(
             "it is a WebAssembly binary of an unknown version or layer ({}); this host reads components (version 0d 00, layer 01 00)",
@@ -126,7 +138,7 @@ pub fn check_header(bytes: &[u8]) -> Result<(), String> {
                 .map(|b| format!("{b:02x}"))
                 .collect::<Vec<_>>()
                 .join(" ")
-        )),
+        ).into()),
     }
 }
 
@@ -250,7 +262,7 @@ pub fn export_problem(err: &ExportsError) -> (String, String) {
             let found = if exports.is_empty() {
                 "it exports nothing".to_owned()
             } else {
-                format!("it exports only {}", quoted_list(exports))
+                format!("it exports only {}", text::quoted_list(exports))
             };
             (
                 format!(
@@ -529,19 +541,20 @@ pub struct CheckedDescription {
 pub fn check_description(
     environment: &str,
     description: &Description,
-) -> Result<CheckedDescription, String> {
+) -> Result<CheckedDescription, PluginDefect> {
     if description.commands.len() > MAX_COMMANDS {
         return Err(format!(
             "its description lists {} commands; the host takes at most {MAX_COMMANDS}",
             description.commands.len()
-        ));
+        )
+        .into());
     }
-    let too_long = |what: &str, text: &str| -> Result<(), String> {
+    let too_long = |what: &str, text: &str| -> Result<(), PluginDefect> {
         if text.len() > MAX_DESCRIBED_TEXT {
             Err(format!(
                 "its description's {what} is {} bytes long; the host takes at most {MAX_DESCRIBED_TEXT}",
                 text.len()
-            ))
+            ).into())
         } else {
             Ok(())
         }
@@ -565,7 +578,7 @@ pub fn check_description(
         if plugin_text::has_hidden_or_break(spec.signature.trim()) {
             return Err(format!(
                 "its {label} signature has a line break or a control character; a signature is one line of plain text, such as `add <name> [--fast]`"
-            ));
+            ).into());
         }
         commands.push(CommandSpec {
             signature: spec.signature.clone(),
@@ -586,7 +599,7 @@ pub fn check_description(
             text::bytes(first_shown as u64),
             commands.len(),
             text::bytes(HELP_BYTES_LIMIT as u64)
-        ));
+        ).into());
     }
     let summary = plugin_text::block(&description.summary)
         .lines()
@@ -598,12 +611,12 @@ pub fn check_description(
 }
 
 /// A plugin's requests, checked for size (they are shown to the operator).
-pub fn check_requests(requests: &[Request]) -> Result<(), String> {
+pub fn check_requests(requests: &[Request]) -> Result<(), PluginDefect> {
     if requests.len() > MAX_REQUESTS {
         return Err(format!(
             "it asks for {} powers in its `capabilities` export; the host takes at most {MAX_REQUESTS}",
             requests.len()
-        ));
+        ).into());
     }
     for request in requests {
         let text = match &request.power {
@@ -617,13 +630,15 @@ pub fn check_requests(requests: &[Request]) -> Result<(), String> {
         if text.len() > MAX_REQUEST_TEXT || request.reason.len() > MAX_REQUEST_TEXT {
             return Err(format!(
                 "a request in its `capabilities` export is over {MAX_REQUEST_TEXT} bytes long"
-            ));
+            )
+            .into());
         }
         if plugin_text::has_hidden_or_break(text) {
             return Err(format!(
                 "its `capabilities` export asks for {:?}, which is not a name or a path",
                 text
-            ));
+            )
+            .into());
         }
     }
     Ok(())
@@ -633,14 +648,6 @@ fn between(text: &str, start: &str, end: &str) -> Option<String> {
     let from = text.find(start)? + start.len();
     let to = text[from..].find(end)? + from;
     Some(text[from..to].to_owned())
-}
-
-fn quoted_list(items: &[String]) -> String {
-    items
-        .iter()
-        .map(|item| format!("`{item}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]

@@ -56,7 +56,7 @@ pub use self::wait::{Controls, Waiter};
 use super::marker::PromptReport;
 use super::reader::{PtyReader, ReaderEvent, ReportPlace, ReportSocket};
 use super::setup::{SessionFiles, TypedMark};
-use envhost_core::{CancelFlag, CommandContext};
+use envhost_core::{CancelFlag, CommandContext, text};
 use envhost_process::{DEFAULT_LADDER, Escalation, escalate, signal_group};
 use envhost_process::{
     Exit, OpenError, PassedFd, ProgramSpec, Pty, PtyProgram, SpawnError, TerminalSize,
@@ -598,8 +598,8 @@ impl Shell {
             let ended = end_leftover_jobs(&jobs);
             if ended > 0 {
                 self.notes.add(format!(
-                    "{ended} process{} of the interrupted command kept running (they ignore SIGINT, e.g. background children of a script); {} ended.",
-                    if ended == 1 { "" } else { "es" },
+                    "{} of the interrupted command kept running (they ignore SIGINT, e.g. background children of a script); {} ended.",
+                    text::counted(ended, "process"),
                     if ended == 1 { "it was" } else { "they were" }
                 ));
             }

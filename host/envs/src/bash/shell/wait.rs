@@ -357,35 +357,7 @@ impl Watched<'_> {
                 self.reader.next_events(wake.saturating_duration_since(now))
             };
             for event in events {
-                match event {
-                    ReaderEvent::Output(bytes) => {
-                        state.suspect = false;
-                        if let InputWatch::Flag(flag) = watch.input {
-                            flag.store(false, Ordering::SeqCst);
-                        }
-                        state.last_output = Instant::now();
-                        sink(&bytes);
-                    }
-                    // Every report comes from the shell's own prompt (the
-                    // reader refuses any other), and the one command line
-                    // typed since the last prompt is this one: its number
-                    // can only differ if the command changed the shell's
-                    // copy of it (`__envhost_seq`, or `__envhost_load`
-                    // called by hand). The report still ends this command.
-                    ReaderEvent::Prompt(report) if state.reported.is_none() => {
-                        if report.seq != state.seq {
-                            self.notes.add(format!(
-                                "The command changed the number the shell reports its commands by (__envhost_seq, {}); its end was taken from the shell's own report all the same.",
-                                if report.seq == UNKNOWN_SEQ { "to something not a number".to_owned() } else { format!("to {}", report.seq) }
-                            ));
-                        }
-                        state.reported = Some(self.reported(report));
-                    }
-                    ReaderEvent::Prompt(_) => {} // a second prompt (after Ctrl-C)
-                    ReaderEvent::Refused(refusal) => self.notes.refused(&refusal),
-                    ReaderEvent::ReportsClosed => self.channel_closed.set(true),
-                    ReaderEvent::Closed => state.closed = true,
-                }
+                self.take_event(event, state, watch, sink);
             }
             if let Some(done) = &state.reported {
                 match done.settled(Instant::now(), state.last_output) {
@@ -421,30 +393,84 @@ impl Watched<'_> {
             if now >= watch.until {
                 return Awaited::Deadline;
             }
-            if (watch.input.on() || self.channel_closed.get()) && now >= state.next_probe {
-                self.continue_if_stopped();
-                let waiting = self.input_waiter();
-                match (&waiting, watch.input) {
-                    (Some(reader), _) if self.shell_reading_without_channel(reader) => {
-                        return Awaited::ChannelLost;
-                    }
-                    (Some(reader), InputWatch::Stop) if state.suspect => {
-                        return Awaited::WaitingForInput(reader.clone());
-                    }
-                    (Some(_), InputWatch::Flag(flag)) if state.suspect => {
-                        flag.store(true, Ordering::SeqCst);
-                    }
-                    (Some(_), _) => state.suspect = true,
-                    (None, InputWatch::Flag(flag)) => {
-                        state.suspect = false;
-                        flag.store(false, Ordering::SeqCst);
-                    }
-                    (None, _) => state.suspect = false,
-                }
-                state.probe_interval = (state.probe_interval * 3 / 2).min(MAX_PROBE_INTERVAL);
-                state.next_probe = now + state.probe_interval;
+            if (watch.input.on() || self.channel_closed.get())
+                && now >= state.next_probe
+                && let Some(awaited) = self.probe_input(state, watch, now)
+            {
+                return awaited;
             }
         }
+    }
+
+    /// One event of the reader while a command is awaited.
+    fn take_event(
+        &self,
+        event: ReaderEvent,
+        state: &mut WaitState,
+        watch: &Watch<'_>,
+        sink: &mut dyn FnMut(&[u8]),
+    ) {
+        match event {
+            ReaderEvent::Output(bytes) => {
+                state.suspect = false;
+                if let InputWatch::Flag(flag) = watch.input {
+                    flag.store(false, Ordering::SeqCst);
+                }
+                state.last_output = Instant::now();
+                sink(&bytes);
+            }
+            // Every report comes from the shell's own prompt (the
+            // reader refuses any other), and the one command line
+            // typed since the last prompt is this one: its number
+            // can only differ if the command changed the shell's
+            // copy of it (`__envhost_seq`, or `__envhost_load`
+            // called by hand). The report still ends this command.
+            ReaderEvent::Prompt(report) if state.reported.is_none() => {
+                if report.seq != state.seq {
+                    self.notes.add(format!(
+                        "The command changed the number the shell reports its commands by (__envhost_seq, {}); its end was taken from the shell's own report all the same.",
+                        if report.seq == UNKNOWN_SEQ { "to something not a number".to_owned() } else { format!("to {}", report.seq) }
+                    ));
+                }
+                state.reported = Some(self.reported(report));
+            }
+            ReaderEvent::Prompt(_) => {} // a second prompt (after Ctrl-C)
+            ReaderEvent::Refused(refusal) => self.notes.refused(&refusal),
+            ReaderEvent::ReportsClosed => self.channel_closed.set(true),
+            ReaderEvent::Closed => state.closed = true,
+        }
+    }
+
+    /// Whether the shell waits for input the agent should give (or reads
+    /// without its channel); probed less often the longer it runs.
+    fn probe_input(
+        &self,
+        state: &mut WaitState,
+        watch: &Watch<'_>,
+        now: Instant,
+    ) -> Option<Awaited> {
+        self.continue_if_stopped();
+        let waiting = self.input_waiter();
+        match (&waiting, watch.input) {
+            (Some(reader), _) if self.shell_reading_without_channel(reader) => {
+                return Some(Awaited::ChannelLost);
+            }
+            (Some(reader), InputWatch::Stop) if state.suspect => {
+                return Some(Awaited::WaitingForInput(reader.clone()));
+            }
+            (Some(_), InputWatch::Flag(flag)) if state.suspect => {
+                flag.store(true, Ordering::SeqCst);
+            }
+            (Some(_), _) => state.suspect = true,
+            (None, InputWatch::Flag(flag)) => {
+                state.suspect = false;
+                flag.store(false, Ordering::SeqCst);
+            }
+            (None, _) => state.suspect = false,
+        }
+        state.probe_interval = (state.probe_interval * 3 / 2).min(MAX_PROBE_INTERVAL);
+        state.next_probe = now + state.probe_interval;
+        None
     }
 
     /// A report for the awaited command arrived: what is still to come.
