@@ -199,7 +199,7 @@ fn each_instance_keeps_its_own_state_and_section_after_its_kind() {
 
     // Timeouts and restart act on the instance alone.
     let slow = host.command_with_timeout("bash:a", "sleep 20", 500);
-    assert!(slow.failed().contains("timed out"), "{}", slow.0);
+    assert!(slow.failed().contains("(its timeout)"), "{}", slow.0);
     assert_eq!(host.command("bash:a", "echo $X").ok(), "1\n");
     let restarted = control(&mut host, "restart", "bash:a");
     assert!(restarted.success(), "{}", restarted.0);

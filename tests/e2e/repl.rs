@@ -842,3 +842,34 @@ fn a_plugin_command_left_running_is_followed_by_wait_and_stopped_by_ctrl_c() {
     assert!(answer.contains("---- sqlite: ok ----"), "{answer}");
     assert!(answer.contains("42"), "{answer}");
 }
+
+/// `bash:NAME:` lines run in that instance, `:close` ends it (issue #34).
+#[test]
+fn an_instance_line_runs_in_its_own_shell_and_close_ends_it() {
+    let project = Project::new();
+    let session = "\
+bash:server: cd /tmp && X=1 && echo opened
+bash: echo \"[$X]\"
+bash:server: echo $X; pwd
+:close bash:server
+:close bash
+:quit
+";
+    let (code, out) = repl(&project, session);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("---- bash:server: ok ----\nopened\n"), "{out}");
+    assert!(out.contains("---- bash: ok ----\n[]\n"), "{out}");
+    assert!(
+        out.contains("---- bash:server: ok ----\n1\n/tmp\n"),
+        "{out}"
+    );
+    assert!(out.contains("BASH:SERVER ===================="), "{out}");
+    assert!(
+        out.contains("Closed bash:server: ended the shell."),
+        "{out}"
+    );
+    assert!(
+        out.contains("bash is the default bash and cannot be closed"),
+        "{out}"
+    );
+}
