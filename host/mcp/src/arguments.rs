@@ -292,7 +292,8 @@ mod tests {
                 None,
                 YIELD
             )
-            .unwrap_err(),
+            .unwrap_err()
+            .to_string(),
             "The screen tool takes no arguments; remove `x`."
         );
     }
