@@ -70,7 +70,7 @@ pub fn replace_verified(
     if before.len() != expected.len() as u64 || read_whole(&current)? != expected {
         return Err(WriteProblem::Changed);
     }
-    let writers = writers::others_writing(before.dev(), before.ino());
+    let writers = writers::others_writing_file(&current, before.dev(), before.ino());
     if !writers.is_empty() {
         return Err(WriteProblem::OpenForWriting(writers));
     }
