@@ -4,11 +4,14 @@
 //!    re-read and re-match the file on every screen). Target: < 5 ms.
 //! 2. `search` over 10,000 files (~100 MB) beside `grep -rn` on the same
 //!    tree, both producing every match. Target: ratio ≤ 1×.
-//! 3. `edit` of one line in a 1,000-line file (read, verify, check that the
-//!    file is unchanged and nobody else writes it, write, switch) beside the
-//!    floor: read the file, write a temporary file, flush it, rename it.
+//! 3. `edit` of one line in a 1,000-line and a 100,000-line file (read,
+//!    verify, check that the file is unchanged and nobody else writes it,
+//!    write, switch), then the screen (the view re-reads the file), beside
+//!    the floor in the same run: read the file, write a temporary file,
+//!    flush it, rename it; read it again.
 //!
-//! Run: `cargo bench --bench editor` (release; what the numbers mean) or
+//! Run: `cargo bench --bench editor [-- screen|search|edit]` (release; what
+//! the numbers mean) or
 //! `cargo bench --profile dev --bench editor` (a quick check that it runs).
 //! The search tree is generated once under the target directory and reused.
 
@@ -34,38 +37,105 @@ const SEARCH_ROUNDS: usize = 5;
 fn main() {
     let data = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("editor-bench");
     println!("editor benchmark (data in {})", data.display());
-    bench_screen(&data.join("screen"));
-    bench_search(&data.join("search"));
-    bench_edit(&data.join("edit"));
+    // `cargo bench --bench editor -- edit` runs only the parts named.
+    let named: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wanted = |part: &str| named.is_empty() || named.iter().any(|n| n == part);
+    if wanted("screen") {
+        bench_screen(&data.join("screen"));
+    }
+    if wanted("search") {
+        bench_search(&data.join("search"));
+    }
+    if wanted("edit") {
+        bench_edit(&data.join("edit"));
+    }
 }
 
 const EDIT_ROUNDS: usize = 200;
+const BIG_EDIT_ROUNDS: usize = 40;
 
 fn bench_edit(project: &Path) {
+    edit_rounds(project, 1000, EDIT_ROUNDS);
+    edit_rounds(project, FILE_LINES, BIG_EDIT_ROUNDS);
+    writers_check(project);
+}
+
+/// The edit's look for other writers, both ways, alternating: the kernel's
+/// read lease (what an edit asks first) and the search of `/proc` (what it
+/// did before, and still does to name writers when there are some).
+fn writers_check(project: &Path) {
+    use envhost_files::writers;
+    use std::os::unix::fs::MetadataExt;
+    let file = project.join("writers.txt");
+    fs::write(&file, "x").expect("write");
+    let reading = fs::File::open(&file).expect("open");
+    let metadata = reading.metadata().expect("metadata");
+    let (mut leases, mut searches) = (Vec::new(), Vec::new());
+    for _ in 0..EDIT_ROUNDS / 4 {
+        let started = Instant::now();
+        std::hint::black_box(writers::lease_check(&reading));
+        leases.push(started.elapsed());
+        let started = Instant::now();
+        std::hint::black_box(writers::others_writing(metadata.dev(), metadata.ino()));
+        searches.push(started.elapsed());
+    }
+    let processes = fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .count()
+        })
+        .unwrap_or(0);
+    let lease = summarize(&leases).median;
+    let search = summarize(&searches).median;
+    println!(
+        "look for other writers ({processes} processes, medians): read lease {:.1} µs ({:?}), search of /proc {:.3} ms; ratio {:.4}x",
+        lease.as_secs_f64() * 1e6,
+        writers::lease_check(&reading),
+        millis(search),
+        lease.as_secs_f64() / search.as_secs_f64().max(f64::MIN_POSITIVE)
+    );
+}
+
+/// Edits one line of a `lines`-line file through a view, then draws the
+/// screen (the view re-reads the file), `rounds` times; beside the floor
+/// in the same run: read the file, write a temporary file, flush it, rename
+/// it, read it again.
+fn edit_rounds(project: &Path, lines: usize, rounds: usize) {
     fs::create_dir_all(project).expect("bench folder");
-    let file = project.join("edit.py");
-    let text: String = (1..=1000).map(|n| format!("line {n}\n")).collect();
+    let file = project.join(format!("edit{lines}.py"));
+    let text: String = (1..=lines).map(|n| format!("line {n}\n")).collect();
     fs::write(&file, &text).expect("write the edit file");
+    let name = file
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("file name");
     let mut editor = editor_on(project);
     let view = editor
-        .handle_command("view edit.py /^line 1$/ /^line 5$/", &context())
+        .handle_command(&format!("view {name} /^line 1$/ /^line 5$/"), &context())
         .expect("view");
     assert!(view.success, "{}", view.output);
     editor.screen().expect("screen");
-    let mut edits = Vec::with_capacity(EDIT_ROUNDS);
-    for round in 0..EDIT_ROUNDS {
-        let command = format!("edit edit.py 3-3\nvalue {round}");
+    let mut edits = Vec::with_capacity(rounds);
+    let mut screens = Vec::with_capacity(rounds);
+    let mut edit_floors = Vec::with_capacity(rounds);
+    let mut view_floors = Vec::with_capacity(rounds);
+    let temp = project.join(format!(".{name}.floor.tmp"));
+    // Editor and floor alternate, so that the machine's load falls on both.
+    for round in 0..rounds {
+        let command = format!("edit {name} 3-3\nvalue {round}");
         let started = Instant::now();
         let response = editor.handle_command(&command, &context()).expect("edit");
         edits.push(started.elapsed());
         assert!(response.success, "{}", response.output);
         // The orchestrator draws the screen after every command; the views
         // take their new lines from it.
-        editor.screen().expect("screen");
-    }
-    let mut floors = Vec::with_capacity(EDIT_ROUNDS);
-    let temp = project.join(".edit.py.floor.tmp");
-    for round in 0..EDIT_ROUNDS {
+        let started = Instant::now();
+        std::hint::black_box(editor.screen().expect("screen"));
+        screens.push(started.elapsed());
+
         let started = Instant::now();
         let mut bytes = fs::read(&file).expect("read");
         bytes.extend_from_slice(format!("{round}").as_bytes());
@@ -73,16 +143,27 @@ fn bench_edit(project: &Path) {
         out.write_all(&bytes).expect("write");
         out.sync_all().expect("sync");
         fs::rename(&temp, &file).expect("rename");
-        floors.push(started.elapsed());
-        fs::write(&file, &text).expect("restore");
+        edit_floors.push(started.elapsed());
+        let started = Instant::now();
+        std::hint::black_box(fs::read(&file).expect("read again"));
+        view_floors.push(started.elapsed());
+        let len = bytes.len() - format!("{round}").len();
+        bytes.truncate(len);
+        fs::write(&file, &bytes).expect("restore");
     }
-    let edit = summarize(&edits).median;
-    let floor = summarize(&floors).median;
+    let edit = millis(summarize(&edits).median);
+    let screen = millis(summarize(&screens).median);
+    let edit_floor = millis(summarize(&edit_floors).median);
+    let view_floor = millis(summarize(&view_floors).median);
     println!(
-        "edit: one line of a 1000-line file: editor median {:.3} ms, floor (read, write a temporary file, flush, rename) {:.3} ms, ratio {:.2}x",
-        millis(edit),
-        millis(floor),
-        millis(edit) / millis(floor).max(f64::MIN_POSITIVE)
+        "edit + view: one line of a {lines}-line file ({} rounds, medians): editor edit {edit:.3} ms + screen {screen:.3} ms = {:.3} ms; \
+         floor (read, write a temporary file, flush, rename; read again) {edit_floor:.3} + {view_floor:.3} = {:.3} ms; \
+         ratio edit {:.2}x, edit + view {:.2}x",
+        rounds,
+        edit + screen,
+        edit_floor + view_floor,
+        edit / edit_floor.max(f64::MIN_POSITIVE),
+        (edit + screen) / (edit_floor + view_floor).max(f64::MIN_POSITIVE)
     );
 }
 

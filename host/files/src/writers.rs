@@ -258,7 +258,10 @@ mod tests {
         let searched = others_writing(metadata.dev(), metadata.ino());
         let _ = (child.kill(), child.wait());
         assert_eq!(line.trim(), "mapped");
-        assert!(searched.is_empty(), "the search sees no descriptor: {searched:?}");
+        assert!(
+            searched.is_empty(),
+            "the search sees no descriptor: {searched:?}"
+        );
         assert_eq!(answer, LeaseAnswer::Writers);
     }
 
