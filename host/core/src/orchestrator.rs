@@ -18,7 +18,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, TryLockError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -26,7 +26,7 @@ use envhost_files::changes::{self, ProducedFile, Reported, Since};
 
 use crate::environment::{
     CancelFlag, CommandContext, CommandResponse, Environment, EnvironmentError, EnvironmentKind,
-    EnvironmentName, HostWatch, Incident, Reach, RunningCommand, ScreenSection, StateKeeper, Usage,
+    EnvironmentName, HostWatch, Incident, Reach, Reload, RunningCommand, ScreenSection, StateKeeper, Usage,
 };
 use crate::events::{Event, EventBus, panic_message};
 use crate::request::{
@@ -255,7 +255,10 @@ pub enum RegisterError {
 /// environment and collects the screen after it, and nothing an
 /// environment does (an error, a panic) takes it down.
 pub struct Orchestrator {
-    slots: Vec<Slot>,
+    /// Behind a lock of its own so that a plugin rebuilt while the host
+    /// runs can take its old instance's place through a shared reference
+    /// (under every front end); each request holds its slot, not the list.
+    slots: RwLock<Vec<Arc<Slot>>>,
     notices: Vec<NoticeSection>,
     bus: Mutex<EventBus>,
     settings: OrchestratorSettings,
@@ -264,6 +267,8 @@ pub struct Orchestrator {
     /// Where states go after each answer, while the session is recorded.
     keeper: Option<Box<dyn StateKeeper>>,
     watch: Option<Box<dyn HostWatch>>,
+    /// Asked before every command for plugins rebuilt on disk (`--watch`).
+    reload: Option<Box<dyn Reload>>,
     /// Whether the keeper keeps them: the screen's session line.
     keeping: Mutex<Keeping>,
     /// Shown with the first answer only (what a resumed session got back).
@@ -280,7 +285,7 @@ impl Orchestrator {
     /// command.
     pub fn new(settings: OrchestratorSettings, bus: EventBus, cancel: CancelFlag) -> Self {
         Orchestrator {
-            slots: Vec::new(),
+            slots: RwLock::new(Vec::new()),
             notices: Vec::new(),
             bus: Mutex::new(bus),
             settings,
@@ -288,6 +293,7 @@ impl Orchestrator {
             shut_down: AtomicBool::new(false),
             keeper: None,
             watch: None,
+            reload: None,
             keeping: Mutex::default(),
             first_notice: Mutex::new(Vec::new()),
             reported: Mutex::default(),
@@ -310,6 +316,13 @@ impl Orchestrator {
     /// follow the answer's output.
     pub fn watch_host(&mut self, watch: Box<dyn HostWatch>) {
         self.watch = Some(watch);
+    }
+
+    /// Before every command, `reload` may swap plugins rebuilt on disk in
+    /// (through [`replace`](Orchestrator::replace)); its sentences head
+    /// that command's output.
+    pub fn reload_before_commands(&mut self, reload: Box<dyn Reload>) {
+        self.reload = Some(reload);
     }
 
     /// Hands each `(environment, state)` back to its environment (before
@@ -435,13 +448,13 @@ impl Orchestrator {
 
     /// Adds an environment in its display position and records it.
     pub fn register(
-        &mut self,
+        &self,
         name: EnvironmentName,
         kind: EnvironmentKind,
         environment: Box<dyn Environment>,
         detail: Option<String>,
     ) -> Result<(), RegisterError> {
-        if self.slots.iter().any(|s| s.name == name) {
+        if self.slots().iter().any(|s| s.name == name) {
             return Err(RegisterError::Duplicate(name.to_string()));
         }
         self.emit(Event::EnvironmentLoaded {
@@ -459,14 +472,18 @@ impl Orchestrator {
                 Usage::default()
             }
         };
-        self.slots.push(Slot {
+        let mut slots = self.slots.write().unwrap_or_else(PoisonError::into_inner);
+        if slots.iter().any(|s| s.name == name) {
+            return Err(RegisterError::Duplicate(name.to_string()));
+        }
+        slots.push(Arc::new(Slot {
             name,
             kind,
             usage,
             environment: Mutex::new(environment),
             view: Mutex::new(View::default()),
-        });
-        self.slots.sort_by_key(display_rank);
+        }));
+        slots.sort_by_key(|slot| display_rank(slot));
         Ok(())
     }
 
@@ -474,22 +491,27 @@ impl Orchestrator {
     /// the old one down first (a plugin rebuilt while the host runs), or
     /// adds it when there is none. A built-in is never replaced.
     pub fn replace(
-        &mut self,
+        &self,
         name: EnvironmentName,
         kind: EnvironmentKind,
         environment: Box<dyn Environment>,
         detail: Option<String>,
     ) -> Result<(), RegisterError> {
-        let Some(index) = self.slots.iter().position(|s| s.name == name) else {
+        let mut slots = self.slots.write().unwrap_or_else(PoisonError::into_inner);
+        let Some(index) = slots.iter().position(|s| s.name == name) else {
+            drop(slots);
             return self.register(name, kind, environment, detail);
         };
-        if self.slots[index].kind == EnvironmentKind::Builtin || kind == EnvironmentKind::Builtin {
+        if slots[index].kind == EnvironmentKind::Builtin || kind == EnvironmentKind::Builtin {
             return Err(RegisterError::Duplicate(name.to_string()));
         }
-        let old = self.slots.remove(index);
+        let old = slots.remove(index);
+        drop(slots);
+        // A request another thread still has inside the old instance ends
+        // first (the lock waits for it); none can enter it any more.
         let mut old_environment = old
             .environment
-            .into_inner()
+            .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if let Err(panic) = catch_unwind(AssertUnwindSafe(|| old_environment.shutdown())) {
             self.emit(Event::Error {
@@ -498,6 +520,7 @@ impl Orchestrator {
             });
         }
         drop(old_environment);
+        drop(old);
         self.register(name, kind, environment, detail)
     }
 
@@ -515,22 +538,25 @@ impl Orchestrator {
     }
 
     /// The registered environments' names, in display order.
-    pub fn environment_names(&self) -> Vec<&str> {
-        self.slots.iter().map(|s| s.name.as_str()).collect()
+    pub fn environment_names(&self) -> Vec<String> {
+        self.slots()
+            .iter()
+            .map(|s| s.name.as_str().to_owned())
+            .collect()
     }
 
     /// How to use `environment` (its summary and described commands), for
     /// front ends that describe environments up front; without waiting for
     /// a request inside it.
-    pub fn usage(&self, environment: &str) -> Option<&Usage> {
-        self.slot(environment).map(|slot| &slot.usage)
+    pub fn usage(&self, environment: &str) -> Option<Usage> {
+        self.slot(environment).map(|slot| slot.usage.clone())
     }
 
     /// Every environment's name, kind, usage and reach, in display order.
     /// The usage is the one asked at registration; the reach waits for a
     /// request inside an environment to end: call it before serving.
     pub fn describe(&self) -> Vec<Description> {
-        self.slots
+        self.slots()
             .iter()
             .map(|slot| {
                 let environment = slot
@@ -576,7 +602,7 @@ impl Orchestrator {
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
             Err(TryLockError::WouldBlock) => return None,
         };
-        self.running_in(slot, &**guard)
+        self.running_in(&slot, &**guard)
     }
 
     /// Emits an event from outside (the protocol layer's bad-input errors).
@@ -603,6 +629,18 @@ impl Orchestrator {
     /// host's flag, so that a signal still stops it: a front end cancels one
     /// request this way (an MCP client's `notifications/cancelled`).
     pub fn execute_with_cancel(&self, request: &CommandRequest, cancel: &CancelFlag) -> Outcome {
+        let reloaded = match &self.reload {
+            Some(reload) => reload.before_command(self),
+            None => Vec::new(),
+        };
+        let mut outcome = self.execute_now(request, cancel);
+        if !reloaded.is_empty() {
+            outcome.output = format!("{}\n\n{}", reloaded.join("\n"), outcome.output);
+        }
+        outcome
+    }
+
+    fn execute_now(&self, request: &CommandRequest, cancel: &CancelFlag) -> Outcome {
         let yield_after = request.yield_after.or(self.settings.yield_after);
         let timeout = self.settings.limit(request.timeout, yield_after);
         self.emit(Event::CommandReceived {
@@ -617,7 +655,7 @@ impl Orchestrator {
             None => self.unknown_environment(&request.environment),
             Some(slot) => {
                 let mut inside = slot.enter("command");
-                match self.running_in(slot, &**inside.environment) {
+                match self.running_in(&slot, &**inside.environment) {
                     Some(running) => CommandResponse::failure(running::busy_refusal(
                         slot.name.as_str(),
                         &running,
@@ -630,12 +668,12 @@ impl Orchestrator {
                                 .yielding_after(yield_after);
                         let since = Since::now();
                         let environment = &mut inside.environment;
-                        let response = self.guarded(slot, || {
+                        let response = self.guarded(&slot, || {
                             environment.handle_command(&request.command, &context)
                         });
                         let response = self.with_changed_files(&inside, response, since);
-                        let kept = self.keep_state(slot, &mut inside.environment);
-                        let response = self.noted(slot, &inside, response);
+                        let kept = self.keep_state(&slot, &mut inside.environment);
+                        let response = self.noted(&slot, &inside, response);
                         with_keeping_note(response, kept)
                     }
                 }
@@ -690,14 +728,14 @@ impl Orchestrator {
         if request.control == Control::Restart {
             let context = CommandContext::new(self.settings.default_timeout, cancel.clone());
             let environment = &mut inside.environment;
-            let response = self.guarded(slot, || environment.restart(&context));
-            let kept = self.keep_state(slot, &mut inside.environment);
+            let response = self.guarded(&slot, || environment.restart(&context));
+            let kept = self.keep_state(&slot, &mut inside.environment);
             let response = with_keeping_note(response, kept);
             drop(inside);
-            self.record_restart(slot, &response);
+            self.record_restart(&slot, &response);
             return self.outcome(response);
         }
-        let Some(running) = self.running_in(slot, &**inside.environment) else {
+        let Some(running) = self.running_in(&slot, &**inside.environment) else {
             let refusal = running::nothing_running(slot.name.as_str(), request.control.name());
             drop(inside);
             return self.outcome(CommandResponse::failure(refusal));
@@ -705,7 +743,7 @@ impl Orchestrator {
         let waiting =
             CommandContext::new(self.settings.default_timeout, cancel.clone()).limited_to(None);
         let environment = &mut inside.environment;
-        let response = self.guarded(slot, || match &request.control {
+        let response = self.guarded(&slot, || match &request.control {
             Control::Wait { timeout } => {
                 environment.wait(&waiting.yielding_after(Some(timeout.unwrap_or(DEFAULT_WAIT))))
             }
@@ -717,8 +755,8 @@ impl Orchestrator {
         });
         let since = Since::before_now(running.started.elapsed());
         let response = self.with_changed_files(&inside, response, since);
-        let kept = self.keep_state(slot, &mut inside.environment);
-        let response = with_keeping_note(self.noted(slot, &inside, response), kept);
+        let kept = self.keep_state(&slot, &mut inside.environment);
+        let response = with_keeping_note(self.noted(&slot, &inside, response), kept);
         drop(inside);
         self.record_answer(
             request.id.as_ref(),
@@ -729,8 +767,22 @@ impl Orchestrator {
         self.outcome(response)
     }
 
-    fn slot(&self, name: &str) -> Option<&Slot> {
-        self.slots.iter().find(|s| s.name.as_str() == name)
+    fn slot(&self, name: &str) -> Option<Arc<Slot>> {
+        self.slots
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|s| s.name.as_str() == name)
+            .cloned()
+    }
+
+    /// The environments now, in display order (a plugin reloaded meanwhile
+    /// is in the next list).
+    fn slots(&self) -> Vec<Arc<Slot>> {
+        self.slots
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     fn outcome(&self, response: CommandResponse) -> Outcome {
@@ -833,7 +885,7 @@ impl Orchestrator {
         mut response: CommandResponse,
     ) -> CommandResponse {
         if response.running {
-            let running = self.running_in(slot, &**inside.environment);
+            let running = self.running_in(&slot, &**inside.environment);
             if !response.output.is_empty() && !response.output.ends_with('\n') {
                 response.output.push('\n');
             }
@@ -938,7 +990,7 @@ impl Orchestrator {
     }
 
     fn unknown_environment(&self, name: &str) -> CommandResponse {
-        let mut available: Vec<&str> = self.environment_names();
+        let mut available: Vec<String> = self.environment_names();
         available.sort_unstable();
         let available = if available.is_empty() {
             "(none loaded)".to_owned()
@@ -971,7 +1023,7 @@ impl Orchestrator {
     /// session line says that, on every screen.
     fn screen_with(&self, first: &[(NoticeSection, bool)], resumed: bool) -> Screen {
         let mut screen = Screen::new();
-        for slot in &self.slots {
+        for slot in &self.slots() {
             screen.push(slot.name.as_str(), self.section(slot));
         }
         for notice in &self.notices {
@@ -1020,7 +1072,7 @@ impl Orchestrator {
                 return self.failed_section(slot, message);
             }
         };
-        let section = match self.running_in(slot, &**environment) {
+        let section = match self.running_in(&slot, &**environment) {
             Some(running) => with_running_block(section, &running),
             None => section,
         };
@@ -1050,7 +1102,7 @@ impl Orchestrator {
         self.emit(Event::HostStopping {
             reason: reason.to_owned(),
         });
-        for slot in &self.slots {
+        for slot in &self.slots() {
             let mut inside = slot.enter("shutdown");
             let environment = &mut inside.environment;
             if let Err(panic) = catch_unwind(AssertUnwindSafe(|| environment.shutdown())) {

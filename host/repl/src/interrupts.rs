@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
 
-use crate::signals::HostSignal;
+use envhost_runtime::signals::HostSignal;
 use envhost_core::CancelFlag;
 
 /// What the REPL is doing, as the signal thread sees it.

@@ -64,7 +64,7 @@ pub fn run(checks: Checks, out: &mut dyn Write) -> std::io::Result<bool> {
     )?;
     report(true, envhost_process::session_limits().describe(), out)?;
     let cancel = CancelFlag::new();
-    let mut orchestrator = Orchestrator::new(
+    let orchestrator = Orchestrator::new(
         OrchestratorSettings::new(checks.timeout),
         EventBus::new(),
         cancel.clone(),
@@ -73,7 +73,7 @@ pub fn run(checks: Checks, out: &mut dyn Write) -> std::io::Result<bool> {
         match builtin {
             Ok(loaded) => {
                 let name = loaded.name.to_string();
-                if let Err(err) = crate::register(&mut orchestrator, loaded) {
+                if let Err(err) = crate::register(&orchestrator, loaded) {
                     report(false, format!("{name}: {err}"), out)?;
                 }
             }

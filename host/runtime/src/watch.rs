@@ -168,7 +168,7 @@ impl Watcher {
     /// Looks at env/ and swaps in every plugin rebuilt since the last look,
     /// within the bounds of one command; returns what the next answer must
     /// say (nothing when nothing changed).
-    pub fn refresh(&mut self, orchestrator: &mut Orchestrator) -> Vec<String> {
+    pub fn refresh(&mut self, orchestrator: &Orchestrator) -> Vec<String> {
         let mut said = Vec::new();
         let present = plugin_files(&self.folder);
         let mut changed: Vec<PathBuf> = present
@@ -242,7 +242,7 @@ impl Watcher {
 
     /// Loads the build at `path` and puts it in place; the sentence for
     /// the answer.
-    fn load(&mut self, path: &Path, new: bool, orchestrator: &mut Orchestrator) -> String {
+    fn load(&mut self, path: &Path, new: bool, orchestrator: &Orchestrator) -> String {
         let shown = shown(&self.project, path);
         let name = stem(path);
         let running = self.plugins.contains(&name);
