@@ -183,16 +183,6 @@ pub trait HostWatch: Send + Sync {
     fn after_answer(&self) -> Vec<String>;
 }
 
-/// Plugins rebuilt while the host runs (`--watch`): the orchestrator asks
-/// before every command, whatever the front end, and the sentences it
-/// hands back head that command's output.
-pub trait Reload: Send + Sync {
-    /// Swaps in (through [`Orchestrator::replace`](crate::Orchestrator::replace))
-    /// what changed on disk since the last command; one sentence per change
-    /// the agent must hear, usually none.
-    fn before_command(&self, orchestrator: &crate::Orchestrator) -> Vec<String>;
-}
-
 /// How to use an environment: what [`Environment::usage`] returns.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Usage {

@@ -71,7 +71,7 @@ mod transcript;
 pub use crate::console::ConsoleObserver;
 pub use crate::environment::{
     CancelFlag, CommandContext, CommandResponse, DEFAULT_MAX_LINES, Environment, EnvironmentError,
-    EnvironmentKind, EnvironmentName, HostWatch, Incident, InvalidName, LoadFailure, Reload,
+    EnvironmentKind, EnvironmentName, HostWatch, Incident, InvalidName, LoadFailure,
     LoadedEnvironment, Reach, RunningCommand, ScreenSection, StateKeeper, Usage,
 };
 pub use crate::events::{Event, EventBus, Observer, ObserverError, StampedEvent, panic_message};
@@ -79,7 +79,7 @@ pub use crate::help::{
     CommandHelp, CommandSpec, HelpError, Routed, UnknownCommand, render_usage, split_command,
 };
 pub use crate::orchestrator::{
-    Description, Orchestrator, OrchestratorSettings, Outcome, RegisterError,
+    Description, Orchestrator, OrchestratorSettings, Outcome, RegisterError, Reload,
 };
 pub use crate::request::{
     CommandRequest, Control, ControlRequest, DEFAULT_INPUT_WAIT, DEFAULT_WAIT, InvalidId, RequestId,

@@ -26,7 +26,7 @@ use envhost_files::changes::{self, ProducedFile, Reported, Since};
 
 use crate::environment::{
     CancelFlag, CommandContext, CommandResponse, Environment, EnvironmentError, EnvironmentKind,
-    EnvironmentName, HostWatch, Incident, Reach, Reload, RunningCommand, ScreenSection, StateKeeper, Usage,
+    EnvironmentName, HostWatch, Incident, Reach, RunningCommand, ScreenSection, StateKeeper, Usage,
 };
 use crate::events::{Event, EventBus, panic_message};
 use crate::request::{
@@ -195,6 +195,16 @@ impl Drop for Inside<'_> {
     fn drop(&mut self) {
         self.slot.view().inside = None;
     }
+}
+
+/// Plugins rebuilt while the host runs (`--watch`): the orchestrator asks
+/// before every command, whatever the front end, and the sentences it
+/// hands back head that command's output.
+pub trait Reload: Send + Sync {
+    /// Swaps in (through [`Orchestrator::replace`])
+    /// what changed on disk since the last command; one sentence per change
+    /// the agent must hear, usually none.
+    fn before_command(&self, orchestrator: &Orchestrator) -> Vec<String>;
 }
 
 /// Settings the orchestrator applies to every command.

@@ -28,7 +28,7 @@ use envhost_core::{
 use envhost_plugin::{self as plugin, LogSink, PluginFile, StderrSink};
 use envhost_process::OutputLimits;
 
-use crate::cli::PluginArgs;
+use crate::plugin_args::PluginArgs;
 use crate::session_file::{Action, Answer, render_step};
 
 /// Exit status of a refused plugin.

@@ -30,7 +30,7 @@ use envhost_registry::{
     OciReference, SignatureCheck, Signer, SigningKey, Source, TrustRoot,
 };
 
-use crate::cli::PluginArgs;
+use crate::plugin_args::PluginArgs;
 
 /// The distribution subcommands.
 #[derive(Subcommand)]

@@ -14,6 +14,7 @@ mod cli;
 mod commands;
 mod distribution;
 mod new_project;
+mod plugin_args;
 mod plugin_test;
 mod session_file;
 

@@ -29,7 +29,12 @@ use envhost_runtime::{Host, Stopped};
 pub fn serve(host: &Host, max_line_bytes: usize) -> Stopped {
     let mut files = host.files();
     let served = catch_unwind(AssertUnwindSafe(|| {
-        run_stdin(host.orchestrator(), &mut files, host.cancel(), max_line_bytes)
+        run_stdin(
+            host.orchestrator(),
+            &mut files,
+            host.cancel(),
+            max_line_bytes,
+        )
     }));
     match served {
         Ok(Stopped::Signal(HostSignal::Deadly(signal))) => {
@@ -124,13 +129,7 @@ pub fn run(
                 None => return Stopped::InputFailed(err.to_string()),
             },
         };
-        if let Err(err) = answer(
-            orchestrator,
-            files,
-            &raw,
-            output,
-            max_line_bytes,
-        ) {
+        if let Err(err) = answer(orchestrator, files, &raw, output, max_line_bytes) {
             return match signals::signal_of(&err) {
                 Some(signal) => Stopped::Signal(signal),
                 None => Stopped::OutputClosed(err.to_string()),
@@ -173,60 +172,8 @@ fn answer(
                 },
             );
         }
-        Request::ReadFile {
-            id,
-            path,
-            offset,
-            length,
-        } => {
-            return match files.read(path, *offset, *length) {
-                Ok(chunk) => {
-                    orchestrator.emit(Event::FileRead {
-                        path: path.clone(),
-                        offset: *offset,
-                        bytes: chunk.content.len() as u64,
-                    });
-                    protocol::write_reply(
-                        output,
-                        &Reply::File {
-                            id: id.as_ref(),
-                            path,
-                            size: chunk.size,
-                            offset: chunk.offset,
-                            content: &chunk.content,
-                            eof: chunk.eof,
-                        },
-                    )
-                }
-                Err(err) => refuse(orchestrator, output, id.as_ref(), path, &err),
-            };
-        }
-        Request::WriteFile {
-            id,
-            path,
-            content,
-            append,
-            more,
-        } => {
-            return match files.write(path, content, *append, *more) {
-                Ok(written) => {
-                    orchestrator.emit(Event::FileWritten {
-                        path: path.clone(),
-                        bytes: written.size,
-                        complete: written.complete,
-                    });
-                    protocol::write_reply(
-                        output,
-                        &Reply::FileWritten {
-                            id: id.as_ref(),
-                            path,
-                            size: written.size,
-                            complete: written.complete,
-                        },
-                    )
-                }
-                Err(err) => refuse(orchestrator, output, id.as_ref(), path, &err),
-            };
+        Request::ReadFile { .. } | Request::WriteFile { .. } => {
+            return answer_file_request(orchestrator, files, &request, output);
         }
         Request::Command(command) => orchestrator.execute(command),
         Request::Control(control) => orchestrator.control(control),
@@ -242,6 +189,69 @@ fn answer(
             screen: &outcome.screen,
         },
     )
+}
+
+/// Reads or writes a project file for the agent, and answers.
+fn answer_file_request(
+    orchestrator: &Orchestrator,
+    files: &mut ProjectFiles,
+    request: &Request,
+    output: &mut dyn Write,
+) -> std::io::Result<()> {
+    match request {
+        Request::ReadFile {
+            id,
+            path,
+            offset,
+            length,
+        } => match files.read(path, *offset, *length) {
+            Ok(chunk) => {
+                orchestrator.emit(Event::FileRead {
+                    path: path.clone(),
+                    offset: *offset,
+                    bytes: chunk.content.len() as u64,
+                });
+                protocol::write_reply(
+                    output,
+                    &Reply::File {
+                        id: id.as_ref(),
+                        path,
+                        size: chunk.size,
+                        offset: chunk.offset,
+                        content: &chunk.content,
+                        eof: chunk.eof,
+                    },
+                )
+            }
+            Err(err) => refuse(orchestrator, output, id.as_ref(), path, &err),
+        },
+        Request::WriteFile {
+            id,
+            path,
+            content,
+            append,
+            more,
+        } => match files.write(path, content, *append, *more) {
+            Ok(written) => {
+                orchestrator.emit(Event::FileWritten {
+                    path: path.clone(),
+                    bytes: written.size,
+                    complete: written.complete,
+                });
+                protocol::write_reply(
+                    output,
+                    &Reply::FileWritten {
+                        id: id.as_ref(),
+                        path,
+                        size: written.size,
+                        complete: written.complete,
+                    },
+                )
+            }
+            Err(err) => refuse(orchestrator, output, id.as_ref(), path, &err),
+        },
+        _ => Ok(()),
+    }
 }
 
 /// The answer to a file request that could not be done.

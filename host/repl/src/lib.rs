@@ -41,14 +41,14 @@ use std::sync::mpsc::{self, Receiver, TryRecvError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use envhost_runtime::signals::{self, HostSignal};
-use envhost_runtime::{Host, Stopped};
 use envhost_core::ProducedFile;
 use envhost_core::{
     CancelFlag, CommandRequest, Control, ControlRequest, Orchestrator, Outcome, Screen, running,
     text,
 };
 use envhost_protocol::{LineReader, RawLine};
+use envhost_runtime::signals::{self, HostSignal};
+use envhost_runtime::{Host, Stopped};
 
 use self::blocks::{Blocks, entry_of_block};
 use self::colour::{Colours, Status};
@@ -102,10 +102,20 @@ const FOLLOW_EVERY: Duration = Duration::from_millis(500);
 /// input, SIGTERM or SIGHUP; with `open_figures`, images a command
 /// produced open in the desktop's viewer.
 pub fn serve(host: &Host, open_figures: bool) -> Stopped {
-    let input = Box::new(std::io::BufReader::with_capacity(64 * 1024, std::io::stdin()));
+    let input = Box::new(std::io::BufReader::with_capacity(
+        64 * 1024,
+        std::io::stdin(),
+    ));
     let mut stdout = std::io::stdout().lock();
     let viewer = open_figures.then(Viewer::find);
-    run(host.orchestrator(), host.project(), input, &mut stdout, host.cancel(), viewer)
+    run(
+        host.orchestrator(),
+        host.project(),
+        input,
+        &mut stdout,
+        host.cancel(),
+        viewer,
+    )
 }
 
 /// Runs the REPL in `project` until `:quit`, end of input, SIGTERM or
@@ -146,7 +156,11 @@ pub fn run(
                 (name, usage)
             })
             .collect();
-        let usages = || usages.iter().map(|(name, usage)| (name.as_str(), usage.as_ref()));
+        let usages = || {
+            usages
+                .iter()
+                .map(|(name, usage)| (name.as_str(), usage.as_ref()))
+        };
         let history = history::file();
         if history.is_none() {
             eprintln!(

@@ -27,7 +27,8 @@ pub fn contain(settings: &ProcessSettings) -> Result<(), StartError> {
         IsolationLevel::Namespaces => envhost_process::IsolationRequest::Namespaces,
         IsolationLevel::Guard => envhost_process::IsolationRequest::Guard,
     };
-    envhost_process::configure_isolation(request).map_err(|err| StartError::Isolation(err.to_string()))?;
+    envhost_process::configure_isolation(request)
+        .map_err(|err| StartError::Isolation(err.to_string()))?;
     install_reaper();
     Ok(())
 }

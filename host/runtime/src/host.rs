@@ -78,8 +78,13 @@ impl Host {
                 Err(failure) => orchestrator.record_load_failure(&failure.name, &failure.reason),
             }
         }
-        let (identity, plugins) =
-            load_plugins(&mut orchestrator, &settings, &environments, &project, &cancel);
+        let (identity, plugins) = load_plugins(
+            &mut orchestrator,
+            &settings,
+            &environments,
+            &project,
+            &cancel,
+        );
         if settings.session_state {
             record_session(&mut orchestrator, identity, settings.resume, &plugins);
         }
@@ -130,7 +135,10 @@ impl Host {
 }
 
 /// Registers an environment in the orchestrator.
-pub fn register(orchestrator: &Orchestrator, loaded: LoadedEnvironment) -> Result<(), RegisterError> {
+pub fn register(
+    orchestrator: &Orchestrator,
+    loaded: LoadedEnvironment,
+) -> Result<(), RegisterError> {
     let LoadedEnvironment {
         name,
         kind,
@@ -199,7 +207,13 @@ fn load_plugins(
             Arc::clone(&log),
         )
     });
-    let mut plugins = plugin::load(project, &settings.plugins, &environments.output, cancel, log);
+    let mut plugins = plugin::load(
+        project,
+        &settings.plugins,
+        &environments.output,
+        cancel,
+        log,
+    );
     let mut identity = Identity::new(project);
     let mut names = Vec::new();
     for loaded in plugins.take_loaded() {

@@ -9,7 +9,12 @@ use crate::session::{Identity, SessionStore};
 /// Records the session in `identity`'s project (restoring it first with
 /// `resume`); when the folder cannot be made, says so on stderr and records
 /// nothing.
-pub(crate) fn record_session(orchestrator: &mut Orchestrator, identity: Identity, resume: bool, plugins: &[String]) {
+pub(crate) fn record_session(
+    orchestrator: &mut Orchestrator,
+    identity: Identity,
+    resume: bool,
+    plugins: &[String],
+) {
     let store = SessionStore::new(identity);
     let words = resume.then(|| resume_session(orchestrator, &store, plugins));
     if !resume {

@@ -1,6 +1,6 @@
-//! `envhost serve --watch`: plugins rebuilt while the host runs.
+//! `--watch`: plugins rebuilt while the host runs, under every front end.
 //!
-//! Before each command the front end asks the [`Watcher`] to look at
+//! Before each command the orchestrator asks the [`Watcher`] to look at
 //! `<project>/env/`: one directory listing and one `stat` per `*.wasm`
 //! file (size, modification and change times, inode), never a read or a
 //! hash while nothing changed. A file whose stamp changed, or a new one, is
