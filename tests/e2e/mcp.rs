@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use crate::harness::{
     ANSWER_DEADLINE, Host, Project, envhost_binary, process_alive, wait_until_dead,
 };
-use crate::plugins::{events, install, transcript};
+use crate::plugins::{events, guest, install, transcript};
 
 /// The client's side: it records the progress notifications it gets.
 #[derive(Clone, Default)]
@@ -865,5 +865,31 @@ fn instances_over_mcp_keep_their_own_state_and_close_ends_what_they_run() {
     }
     let kept = mcp.ok("python", json!({"command": "v", "instance": "w"}));
     assert!(kept.starts_with('7'), "{kept}");
+    mcp.close();
+}
+
+/// `--watch` is the host's, not a front end's: under `envhost mcp` a
+/// plugin rebuilt in env/ is swapped in before the next call to it, which
+/// says so, and the tool keeps its name (the tool list is fixed).
+#[test]
+fn mcp_watch_swaps_in_a_rebuilt_plugin_and_says_so() {
+    let project = Project::new();
+    install(&project, &[("notes", "manual")]);
+    let mcp = Mcp::start(&project, &["--watch"]);
+    let first = mcp.ok("notes", json!({"command": "one"}));
+    assert!(first.starts_with("Noted (1 so far)"), "{first}");
+    let timer = std::fs::read(guest("timer")).expect("the timer plugin");
+    let staged = project.write("env/.notes.staged", &timer);
+    std::fs::rename(&staged, project.path().join("env/notes.wasm")).expect("rename");
+    let reloaded = mcp.ok("notes", json!({"command": "start"}));
+    assert!(
+        reloaded.starts_with(
+            "[envhost] reloaded notes from env/notes.wasm (changed on disk). The old instance was shut down; notes starts with fresh state.\n\nTimer started"
+        ),
+        "{reloaded}"
+    );
+    // Said once: the next call runs quietly on the new build.
+    let next = mcp.ok("notes", json!({"command": "reset"}));
+    assert!(next.starts_with("Timer reset"), "{next}");
     mcp.close();
 }

@@ -99,7 +99,7 @@ pub fn check_name(kind: &str, name: &str) -> Result<(), BadInstanceName> {
 // to send instead.
 
 /// `kind:NAME` for each kind: how instances are addressed.
-fn addresses(kinds: &[&str]) -> String {
+fn addresses(kinds: &[String]) -> String {
     kinds
         .iter()
         .map(|kind| format!("{kind}:NAME"))
@@ -108,7 +108,7 @@ fn addresses(kinds: &[&str]) -> String {
 }
 
 /// The kinds, as a sentence names them.
-fn kinds_named(kinds: &[&str]) -> String {
+fn kinds_named(kinds: &[String]) -> String {
     if kinds.is_empty() {
         "no environment in this host".to_owned()
     } else {
@@ -117,7 +117,7 @@ fn kinds_named(kinds: &[&str]) -> String {
 }
 
 /// `name` (`ruby:x`) names a kind that is not loaded.
-pub fn unknown_kind(name: &str, kind: &str, kinds: &[&str]) -> String {
+pub fn unknown_kind(name: &str, kind: &str, kinds: &[String]) -> String {
     let shown = if kind.is_empty() { "(empty)" } else { kind };
     format!(
         "Unknown environment kind {shown} in {name}: instances are opened of {} ({}).",
@@ -127,7 +127,7 @@ pub fn unknown_kind(name: &str, kind: &str, kinds: &[&str]) -> String {
 }
 
 /// `kind` (the editor, a plugin) has no instances besides itself.
-pub fn single(kind: &str, kinds: &[&str]) -> String {
+pub fn single(kind: &str, kinds: &[String]) -> String {
     format!(
         "{kind} has one instance only: send to {kind} itself. Several instances are opened of \
          {} ({}).",
@@ -151,7 +151,7 @@ pub fn too_many(name: &str, kind: &str, live: &[&str]) -> String {
 
 /// `name` is a registered environment, not a named instance: the default
 /// instance of a kind that has instances (`default`), or one that has none.
-pub fn not_closable(name: &str, default: bool, kinds: &[&str]) -> String {
+pub fn not_closable(name: &str, default: bool, kinds: &[String]) -> String {
     let restart = format!("{{\"type\":\"restart\",\"environment\":\"{name}\"}}");
     if default {
         format!(

@@ -82,7 +82,7 @@ pub use crate::help::{
     CommandHelp, CommandSpec, HelpError, Routed, UnknownCommand, render_usage, split_command,
 };
 pub use crate::orchestrator::{
-    Description, Orchestrator, OrchestratorSettings, Outcome, RegisterError,
+    Description, Orchestrator, OrchestratorSettings, Outcome, RegisterError, Reload,
 };
 pub use crate::request::{
     CommandRequest, Control, ControlRequest, DEFAULT_INPUT_WAIT, DEFAULT_WAIT, InvalidId, RequestId,

@@ -209,6 +209,16 @@ impl Drop for Inside<'_> {
     }
 }
 
+/// Plugins rebuilt while the host runs (`--watch`): the orchestrator asks
+/// before every command, whatever the front end, and the sentences it
+/// hands back head that command's output.
+pub trait Reload: Send + Sync {
+    /// Swaps in (through [`Orchestrator::replace`])
+    /// what changed on disk since the last command; one sentence per change
+    /// the agent must hear, usually none.
+    fn before_command(&self, orchestrator: &Orchestrator) -> Vec<String>;
+}
+
 /// Settings the orchestrator applies to every command.
 #[derive(Debug, Clone)]
 pub struct OrchestratorSettings {
@@ -274,7 +284,10 @@ pub enum RegisterError {
 /// environment and collects the screen after it, and nothing an
 /// environment does (an error, a panic) takes it down.
 pub struct Orchestrator {
-    slots: Vec<Arc<Slot>>,
+    /// Behind a lock of its own so that a plugin rebuilt while the host
+    /// runs can take its old instance's place through a shared reference
+    /// (under every front end); each request holds its slot, not the list.
+    slots: RwLock<Vec<Arc<Slot>>>,
     /// The named instances alive (`bash:server`), by name.
     instances: RwLock<Vec<Arc<Slot>>>,
     /// The kinds that have named instances, and how each makes one.
@@ -287,6 +300,8 @@ pub struct Orchestrator {
     /// Where states go after each answer, while the session is recorded.
     keeper: Option<Box<dyn StateKeeper>>,
     watch: Option<Box<dyn HostWatch>>,
+    /// Asked before every command for plugins rebuilt on disk (`--watch`).
+    reload: Option<Box<dyn Reload>>,
     /// Whether the keeper keeps them: the screen's session line.
     keeping: Mutex<Keeping>,
     /// Shown with the first answer only (what a resumed session got back).
@@ -303,7 +318,7 @@ impl Orchestrator {
     /// command.
     pub fn new(settings: OrchestratorSettings, bus: EventBus, cancel: CancelFlag) -> Self {
         Orchestrator {
-            slots: Vec::new(),
+            slots: RwLock::new(Vec::new()),
             instances: RwLock::default(),
             factories: Vec::new(),
             notices: Vec::new(),
@@ -313,6 +328,7 @@ impl Orchestrator {
             shut_down: AtomicBool::new(false),
             keeper: None,
             watch: None,
+            reload: None,
             keeping: Mutex::default(),
             first_notice: Mutex::new(Vec::new()),
             reported: Mutex::default(),
@@ -335,6 +351,13 @@ impl Orchestrator {
     /// follow the answer's output.
     pub fn watch_host(&mut self, watch: Box<dyn HostWatch>) {
         self.watch = Some(watch);
+    }
+
+    /// Before every command, `reload` may swap plugins rebuilt on disk in
+    /// (through [`replace`](Orchestrator::replace)); its sentences head
+    /// that command's output.
+    pub fn reload_before_commands(&mut self, reload: Box<dyn Reload>) {
+        self.reload = Some(reload);
     }
 
     /// Hands each `(environment, state)` back to its environment (before
@@ -464,13 +487,13 @@ impl Orchestrator {
 
     /// Adds an environment in its display position and records it.
     pub fn register(
-        &mut self,
+        &self,
         name: EnvironmentName,
         kind: EnvironmentKind,
         environment: Box<dyn Environment>,
         detail: Option<String>,
     ) -> Result<(), RegisterError> {
-        if self.slots.iter().any(|s| s.name == name) {
+        if self.slots().iter().any(|s| s.name == name) {
             return Err(RegisterError::Duplicate(name.to_string()));
         }
         self.emit(Event::EnvironmentLoaded {
@@ -488,7 +511,11 @@ impl Orchestrator {
                 Usage::default()
             }
         };
-        self.slots.push(Arc::new(Slot {
+        let mut slots = self.slots.write().unwrap_or_else(PoisonError::into_inner);
+        if slots.iter().any(|s| s.name == name) {
+            return Err(RegisterError::Duplicate(name.to_string()));
+        }
+        slots.push(Arc::new(Slot {
             name,
             kind,
             instance_of: None,
@@ -496,7 +523,7 @@ impl Orchestrator {
             environment: Mutex::new(environment),
             view: Mutex::new(View::default()),
         }));
-        self.slots.sort_by_key(|slot| display_rank(slot));
+        slots.sort_by_key(|slot| display_rank(slot));
         Ok(())
     }
 
@@ -504,19 +531,24 @@ impl Orchestrator {
     /// the old one down first (a plugin rebuilt while the host runs), or
     /// adds it when there is none. A built-in is never replaced.
     pub fn replace(
-        &mut self,
+        &self,
         name: EnvironmentName,
         kind: EnvironmentKind,
         environment: Box<dyn Environment>,
         detail: Option<String>,
     ) -> Result<(), RegisterError> {
-        let Some(index) = self.slots.iter().position(|s| s.name == name) else {
+        let mut slots = self.slots.write().unwrap_or_else(PoisonError::into_inner);
+        let Some(index) = slots.iter().position(|s| s.name == name) else {
+            drop(slots);
             return self.register(name, kind, environment, detail);
         };
-        if self.slots[index].kind == EnvironmentKind::Builtin || kind == EnvironmentKind::Builtin {
+        if slots[index].kind == EnvironmentKind::Builtin || kind == EnvironmentKind::Builtin {
             return Err(RegisterError::Duplicate(name.to_string()));
         }
-        let old = self.slots.remove(index);
+        let old = slots.remove(index);
+        drop(slots);
+        // A request another thread still has inside the old instance ends
+        // first (entering waits for it); none can enter it any more.
         let mut inside = old.enter("replace");
         let old_environment = &mut inside.environment;
         if let Err(panic) = catch_unwind(AssertUnwindSafe(|| old_environment.shutdown())) {
@@ -544,8 +576,11 @@ impl Orchestrator {
 
     /// The registered environments' names, in display order (named
     /// instances are in [`instance_names`](Orchestrator::instance_names)).
-    pub fn environment_names(&self) -> Vec<&str> {
-        self.slots.iter().map(|s| s.name.as_str()).collect()
+    pub fn environment_names(&self) -> Vec<String> {
+        self.slots()
+            .iter()
+            .map(|s| s.name.as_str().to_owned())
+            .collect()
     }
 
     /// Lets `kind` (a registered environment: bash, python) have named
@@ -556,7 +591,7 @@ impl Orchestrator {
         kind: &str,
         factory: InstanceFactory,
     ) -> Result<(), RegisterError> {
-        let Some(slot) = self.slots.iter().find(|s| s.name.as_str() == kind) else {
+        let Some(slot) = self.slot(kind) else {
             return Err(RegisterError::NoSuchKind(kind.to_owned()));
         };
         let name = slot.name.clone();
@@ -566,11 +601,11 @@ impl Orchestrator {
     }
 
     /// The kinds that have named instances (bash, python), in display order.
-    pub fn instance_kinds(&self) -> Vec<&str> {
-        self.slots
+    pub fn instance_kinds(&self) -> Vec<String> {
+        self.slots()
             .iter()
             .filter(|slot| self.factory(slot.name.as_str()).is_some())
-            .map(|slot| slot.name.as_str())
+            .map(|slot| slot.name.as_str().to_owned())
             .collect()
     }
 
@@ -587,19 +622,16 @@ impl Orchestrator {
     /// How to use `environment` (its summary and described commands), for
     /// front ends that describe environments up front; without waiting for
     /// a request inside it. A named instance is used as its kind is.
-    pub fn usage(&self, environment: &str) -> Option<&Usage> {
+    pub fn usage(&self, environment: &str) -> Option<Usage> {
         let base = instance::split(environment).map_or(environment, |(kind, _)| kind);
-        self.slots
-            .iter()
-            .find(|slot| slot.name.as_str() == base)
-            .map(|slot| &slot.usage)
+        self.slot(base).map(|slot| slot.usage.clone())
     }
 
     /// Every environment's name, kind, usage and reach, in display order.
     /// The usage is the one asked at registration; the reach waits for a
     /// request inside an environment to end: call it before serving.
     pub fn describe(&self) -> Vec<Description> {
-        self.slots
+        self.slots()
             .iter()
             .map(|slot| {
                 let environment = slot
@@ -673,6 +705,18 @@ impl Orchestrator {
     /// host's flag, so that a signal still stops it: a front end cancels one
     /// request this way (an MCP client's `notifications/cancelled`).
     pub fn execute_with_cancel(&self, request: &CommandRequest, cancel: &CancelFlag) -> Outcome {
+        let reloaded = match &self.reload {
+            Some(reload) => reload.before_command(self),
+            None => Vec::new(),
+        };
+        let mut outcome = self.execute_now(request, cancel);
+        if !reloaded.is_empty() {
+            outcome.output = format!("{}\n\n{}", reloaded.join("\n"), outcome.output);
+        }
+        outcome
+    }
+
+    fn execute_now(&self, request: &CommandRequest, cancel: &CancelFlag) -> Outcome {
         let yield_after = request.yield_after.or(self.settings.yield_after);
         let timeout = self.settings.limit(request.timeout, yield_after);
         self.emit(Event::CommandReceived {
@@ -815,7 +859,7 @@ impl Orchestrator {
     }
 
     fn slot(&self, name: &str) -> Option<Arc<Slot>> {
-        if let Some(slot) = self.slots.iter().find(|s| s.name.as_str() == name) {
+        if let Some(slot) = self.slots().iter().find(|s| s.name.as_str() == name) {
             return Some(Arc::clone(slot));
         }
         instance::split(name)?;
@@ -825,6 +869,15 @@ impl Orchestrator {
             .iter()
             .find(|s| s.name.as_str() == name)
             .cloned()
+    }
+
+    /// The environments now, in display order (a plugin reloaded meanwhile
+    /// is in the next list).
+    fn slots(&self) -> Vec<Arc<Slot>> {
+        self.slots
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     fn factory(&self, kind: &str) -> Option<&InstanceFactory> {
@@ -867,7 +920,7 @@ impl Orchestrator {
                 panic_message(panic.as_ref())
             )
         })?;
-        let usage = self.usage(kind.as_str()).cloned().unwrap_or_default();
+        let usage = self.usage(kind.as_str()).unwrap_or_default();
         let slot = Arc::new(Slot {
             name: EnvironmentName::instance(&kind, instance_name),
             kind: EnvironmentKind::Builtin,
@@ -895,7 +948,7 @@ impl Orchestrator {
             return Err(self.unknown_environment(name).output);
         };
         let kinds = self.instance_kinds();
-        let Some(slot) = self.slots.iter().find(|s| s.name.as_str() == kind) else {
+        let Some(slot) = self.slot(kind) else {
             return Err(instance::unknown_kind(name, kind, &kinds));
         };
         if self.factory(kind).is_none() {
@@ -910,7 +963,7 @@ impl Orchestrator {
     /// one that is not open.
     fn close(&self, request: &ControlRequest) -> CommandResponse {
         let name = request.environment.as_str();
-        if self.slots.iter().any(|s| s.name.as_str() == name) {
+        if self.slots().iter().any(|s| s.name.as_str() == name) {
             let default = self.factory(name).is_some();
             return CommandResponse::failure(instance::not_closable(
                 name,
@@ -1191,8 +1244,8 @@ impl Orchestrator {
 
     fn unknown_environment(&self, name: &str) -> CommandResponse {
         let instances = self.instance_names();
-        let mut available: Vec<&str> = self.environment_names();
-        available.extend(instances.iter().map(String::as_str));
+        let mut available: Vec<String> = self.environment_names();
+        available.extend(instances.iter().cloned());
         available.sort_unstable();
         let available = if available.is_empty() {
             "(none loaded)".to_owned()
@@ -1230,7 +1283,7 @@ impl Orchestrator {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        for slot in &self.slots {
+        for slot in &self.slots() {
             let mut section = self.section(slot);
             if self.factory(slot.name.as_str()).is_some() {
                 section = with_instance_hint(section, slot.name.as_str());
@@ -1325,7 +1378,7 @@ impl Orchestrator {
                 .write()
                 .unwrap_or_else(PoisonError::into_inner),
         );
-        for slot in self.slots.iter().chain(&instances) {
+        for slot in self.slots().iter().chain(&instances) {
             let mut inside = slot.enter("shutdown");
             let environment = &mut inside.environment;
             if let Err(panic) = catch_unwind(AssertUnwindSafe(|| environment.shutdown())) {

@@ -189,7 +189,7 @@ fn calls(bytes: &[u8]) {
 
 fn screens(bytes: &[u8]) {
     let project = project_with(bytes, 20);
-    let mut orchestrator = Orchestrator::new(
+    let orchestrator = Orchestrator::new(
         OrchestratorSettings::new(Duration::from_secs(120)),
         EventBus::new(),
         CancelFlag::new(),

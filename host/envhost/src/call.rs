@@ -28,7 +28,7 @@ use envhost_core::{
 use envhost_plugin::{self as plugin, LogSink, PluginFile, StderrSink};
 use envhost_process::OutputLimits;
 
-use crate::PluginArgs;
+use crate::plugin_args::PluginArgs;
 use crate::session_file::{Action, Answer, render_step};
 
 /// Exit status of a refused plugin.
@@ -79,9 +79,9 @@ pub(crate) struct Runner {
 impl Runner {
     /// Loads `file` as a session would; the error is the refusal in words.
     pub(crate) fn start(file: &Path, target: &Target) -> anyhow::Result<Result<Runner, String>> {
-        let project = crate::resolve_project(&target.project)?;
+        let project = envhost_runtime::resolve_project(&target.project)?;
         // Before the plugin can start a program (a `programs` grant).
-        crate::ProcessArgs::start_default()?;
+        envhost_runtime::contain(&envhost_runtime::ProcessSettings::default())?;
         let cancel = CancelFlag::new();
         let log: Arc<dyn LogSink> = Arc::new(StderrSink);
         let settings = target.plugins.settings(target.grants.clone());
@@ -101,7 +101,7 @@ impl Runner {
             Ok(loaded) => loaded,
             Err(reason) => return Ok(Err(reason)),
         };
-        let mut orchestrator = Orchestrator::new(
+        let orchestrator = Orchestrator::new(
             OrchestratorSettings::new(target.timeout),
             EventBus::new(),
             cancel,
@@ -157,7 +157,8 @@ impl Runner {
 
 impl Drop for Runner {
     fn drop(&mut self) {
-        crate::stop_session(&self.orchestrator, "the commands are done");
+        self.orchestrator.shutdown("the commands are done");
+        envhost_runtime::stop_descendants();
     }
 }
 

@@ -30,7 +30,7 @@ use envhost_registry::{
     OciReference, SignatureCheck, Signer, SigningKey, Source, TrustRoot,
 };
 
-use crate::PluginArgs;
+use crate::plugin_args::PluginArgs;
 
 /// The distribution subcommands.
 #[derive(Subcommand)]
@@ -246,7 +246,7 @@ struct Project {
 
 impl Project {
     fn open(args: &ProjectArgs) -> anyhow::Result<Project> {
-        let dir = crate::resolve_project(&args.project)?;
+        let dir = envhost_runtime::resolve_project(&args.project)?;
         let env = dir.join("env");
         Ok(Project {
             lock_path: env.join(registry::LOCK_FILE_NAME),

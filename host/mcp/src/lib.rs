@@ -64,6 +64,24 @@ pub use crate::settings::{
     DEFAULT_YIELD_AFTER, HttpLimits, HttpSettings, PROGRESS_EVERY, Settings,
 };
 
+/// Serves `host` to MCP clients, on stdin/stdout or (with `http`) over
+/// streamable HTTP, until input ends or a signal arrives: the MCP peer of
+/// the NDJSON and REPL front ends. The caller stops the host afterwards,
+/// also after an error (nothing was served).
+pub fn serve(
+    host: &envhost_runtime::Host,
+    settings: Settings,
+    http: Option<HttpSettings>,
+) -> Result<envhost_runtime::Stopped, ServeError> {
+    let orchestrator = Arc::clone(host.orchestrator());
+    let cancel = host.cancel().clone();
+    let words = match http {
+        None => serve_stdio(orchestrator, cancel, settings)?,
+        Some(http) => serve_http(orchestrator, cancel, settings, http)?,
+    };
+    Ok(envhost_runtime::Stopped::Done(words))
+}
+
 /// Serves one MCP client on stdin/stdout until stdin closes or a signal
 /// arrives; returns why it stopped. `cancel` is the host's flag: a signal
 /// sets it, and every command runs with a child of it. The caller shuts

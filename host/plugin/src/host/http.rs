@@ -102,7 +102,13 @@ fn handle(
         Ok(destination) => destination,
         Err(why) => {
             let shown = format!("{}://{authority}", scheme.as_deref().unwrap_or("https"));
-            return refuse(state, request, &shown, &why.to_string(), ErrorCode::HttpRequestDenied);
+            return refuse(
+                state,
+                request,
+                &shown,
+                &why.to_string(),
+                ErrorCode::HttpRequestDenied,
+            );
         }
     };
     if let Err(refused) = state.grants().allows_request(&destination) {

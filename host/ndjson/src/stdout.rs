@@ -21,7 +21,7 @@ use nix::sys::stat::{SFlag, fstat};
 
 use envhost_protocol::{Reply, write_reply};
 
-use crate::signals::SignalWatch;
+use envhost_runtime::signals::SignalWatch;
 
 /// The last byte written to stdout was not a newline: an answer was cut
 /// short, and last words must start on a new line.

@@ -1,4 +1,5 @@
-//! `envhost repl`: the same orchestrator for a person at a terminal.
+//! `envhost repl`: the same host for a person at a terminal, a peer of
+//! the NDJSON front end (`envhost-ndjson`) and MCP (`envhost-mcp`).
 //!
 //! Input is `ENV: command`. After each command the output and the screen
 //! are printed with a header per section: what an agent would see, except
@@ -18,7 +19,7 @@
 //! before its output, and each command runs to its end (unless
 //! `--yield-after` says otherwise), without colour.
 //!
-//! This module owns the conversation with the person; it must not know how
+//! This crate owns the conversation with the person; it must not know how
 //! any environment runs a command.
 
 mod blocks;
@@ -41,13 +42,14 @@ use std::sync::{Arc, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::signals::{self, HostSignal};
 use envhost_core::ProducedFile;
 use envhost_core::{
     CancelFlag, CommandRequest, Control, ControlRequest, Orchestrator, Outcome, Screen, running,
     text,
 };
 use envhost_protocol::{LineReader, RawLine};
+use envhost_runtime::signals::{self, HostSignal};
+use envhost_runtime::{Host, Stopped};
 
 use self::blocks::{Blocks, entry_of_block};
 use self::colour::{Colours, Status};
@@ -99,6 +101,26 @@ const CTRL_C_MARGIN: Duration = Duration::from_millis(150);
 /// How often the REPL shows the new output of a command it follows.
 const FOLLOW_EVERY: Duration = Duration::from_millis(500);
 
+/// Serves the REPL on stdin and stdout for `host` until `:quit`, end of
+/// input, SIGTERM or SIGHUP; with `open_figures`, images a command
+/// produced open in the desktop's viewer.
+pub fn serve(host: &Host, open_figures: bool) -> Stopped {
+    let input = Box::new(std::io::BufReader::with_capacity(
+        64 * 1024,
+        std::io::stdin(),
+    ));
+    let mut stdout = std::io::stdout().lock();
+    let viewer = open_figures.then(Viewer::find);
+    run(
+        host.orchestrator(),
+        host.project(),
+        input,
+        &mut stdout,
+        host.cancel(),
+        viewer,
+    )
+}
+
 /// Runs the REPL in `project` until `:quit`, end of input, SIGTERM or
 /// SIGHUP. Returns the reason it stopped.
 pub fn run(
@@ -108,7 +130,7 @@ pub fn run(
     output: &mut dyn Write,
     cancel: &CancelFlag,
     viewer: Option<Viewer>,
-) -> String {
+) -> Stopped {
     let interactive = std::io::stdin().is_terminal();
     let (sender, receiver) = mpsc::sync_channel::<Input>(1);
     let signal_sender = sender.clone();
@@ -133,8 +155,16 @@ pub fn run(
         let usages: Vec<_> = orchestrator
             .environment_names()
             .into_iter()
-            .map(|name| (name, orchestrator.usage(name)))
+            .map(|name| {
+                let usage = orchestrator.usage(&name);
+                (name, usage)
+            })
             .collect();
+        let usages = || {
+            usages
+                .iter()
+                .map(|(name, usage)| (name.as_str(), usage.as_ref()))
+        };
         let history = history::file();
         if history.is_none() {
             eprintln!(
@@ -142,9 +172,9 @@ pub fn run(
             );
         }
         let setup = Setup {
-            completions: Completions::new(usages.iter().copied(), project)
+            completions: Completions::new(usages(), project)
                 .with_instances(&orchestrator.instance_kinds(), Arc::clone(&live)),
-            blocks: Blocks::new(usages.iter().copied()),
+            blocks: Blocks::new(usages()),
             colours,
             history,
         };
@@ -204,10 +234,10 @@ struct Repl<'a> {
 }
 
 /// Whether the REPL goes on.
-type Flow = Result<(), String>;
+type Flow = Result<(), Stopped>;
 
 impl Repl<'_> {
-    fn converse(&mut self, editor: Option<&LineEditor>) -> String {
+    fn converse(&mut self, editor: Option<&LineEditor>) -> Stopped {
         let names = self.orchestrator.environment_names().join(", ");
         let _ = writeln!(
             self.output,
@@ -228,7 +258,7 @@ impl Repl<'_> {
                 }
                 if !reading {
                     if !editor.read(self.prompt()) {
-                        return "end of input".to_owned();
+                        return Stopped::EndOfInput;
                     }
                     reading = true;
                 }
@@ -249,12 +279,12 @@ impl Repl<'_> {
                     }
                     continue;
                 }
-                Input::Signal(signal) => return format!("received {}", signal.name()),
+                Input::Signal(signal) => return Stopped::Signal(signal),
                 Input::End => {
                     if editor.is_some() {
                         eprintln!();
                     }
-                    return "end of input".to_owned();
+                    return Stopped::EndOfInput;
                 }
             };
             reading = false;
@@ -286,7 +316,7 @@ impl Repl<'_> {
                     environment,
                     command,
                 } => self.run_command(environment, command),
-                Entry::Meta(Meta::Quit) => return ":quit".to_owned(),
+                Entry::Meta(Meta::Quit) => return Stopped::Done(":quit".to_owned()),
                 Entry::Meta(meta) => self.meta(meta),
                 Entry::Unrecognised => {
                     self.say(&format!(
@@ -501,7 +531,7 @@ impl Repl<'_> {
                     let outcome = self.control(environment, Control::Interrupt);
                     return self.end_follow(environment, outcome);
                 }
-                Some(signal) => return Err(format!("received {}", signal.name())),
+                Some(signal) => return Err(Stopped::Signal(signal)),
                 None => {}
             }
             let waits_for_input = self
@@ -600,7 +630,7 @@ impl Repl<'_> {
         let runs = |name: &str| self.orchestrator.running(name).is_some();
         let found = match named {
             // An unknown name: the orchestrator's answer lists the known.
-            Some(name) if !names.contains(&name.as_str()) || runs(&name) => Some(name),
+            Some(name) if !names.contains(&name) || runs(&name) => Some(name),
             Some(name) => {
                 self.say(&format!(
                     "Nothing is running in {name}: :wait, :input and :interrupt go on with a \
@@ -660,12 +690,11 @@ impl Repl<'_> {
 
     /// The prompt, naming the environments whose command is left running.
     fn prompt(&self) -> String {
-        let instances = self.orchestrator.instance_names();
-        let running: Vec<&str> = self
+        let running: Vec<String> = self
             .orchestrator
             .environment_names()
             .into_iter()
-            .chain(instances.iter().map(String::as_str))
+            .chain(self.orchestrator.instance_names())
             .filter(|name| self.orchestrator.running(name).is_some())
             .collect();
         if running.is_empty() {
@@ -700,7 +729,7 @@ impl Repl<'_> {
         while let Some(signal) = self.poll_signal() {
             match signal {
                 HostSignal::Interrupt => self.cancel.reset(),
-                other => return Err(format!("received {}", other.name())),
+                other => return Err(Stopped::Signal(other)),
             }
         }
         Ok(())

@@ -53,8 +53,11 @@ pub const DEADLY: [Signal; 11] = [
 /// A signal the host acts on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HostSignal {
+    /// SIGTERM: stop quietly.
     Terminate,
+    /// SIGINT (Ctrl-C).
     Interrupt,
+    /// SIGHUP: the terminal went away.
     HangUp,
     /// One of [`DEADLY`].
     Deadly(Signal),
@@ -73,6 +76,7 @@ impl HostSignal {
         }
     }
 
+    /// The signal's name (`SIGTERM`).
     pub fn name(self) -> &'static str {
         match self {
             HostSignal::Terminate => "SIGTERM",

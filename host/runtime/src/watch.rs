@@ -1,6 +1,6 @@
-//! `envhost serve --watch`: plugins rebuilt while the host runs.
+//! `--watch`: plugins rebuilt while the host runs, under every front end.
 //!
-//! Before each command the front end asks the [`Watcher`] to look at
+//! Before each command the orchestrator asks the [`Watcher`] to look at
 //! `<project>/env/`: one directory listing and one `stat` per `*.wasm`
 //! file (size, modification and change times, inode), never a read or a
 //! hash while nothing changed. A file whose stamp changed, or a new one, is
@@ -168,7 +168,7 @@ impl Watcher {
     /// Looks at env/ and swaps in every plugin rebuilt since the last look,
     /// within the bounds of one command; returns what the next answer must
     /// say (nothing when nothing changed).
-    pub fn refresh(&mut self, orchestrator: &mut Orchestrator) -> Vec<String> {
+    pub fn refresh(&mut self, orchestrator: &Orchestrator) -> Vec<String> {
         let mut said = Vec::new();
         let present = plugin_files(&self.folder);
         let mut changed: Vec<PathBuf> = present
@@ -242,7 +242,7 @@ impl Watcher {
 
     /// Loads the build at `path` and puts it in place; the sentence for
     /// the answer.
-    fn load(&mut self, path: &Path, new: bool, orchestrator: &mut Orchestrator) -> String {
+    fn load(&mut self, path: &Path, new: bool, orchestrator: &Orchestrator) -> String {
         let shown = shown(&self.project, path);
         let name = stem(path);
         let running = self.plugins.contains(&name);

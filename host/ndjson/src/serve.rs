@@ -12,47 +12,58 @@
 //! must not know what any environment is.
 
 use std::io::{BufRead, BufReader, Write};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use crate::signals::{self, HostSignal, InterruptibleInput, SignalWatch};
-use crate::stdout::AgentOutput;
-use crate::watch::Watcher;
+use crate::stdout::{self, AgentOutput};
 use envhost_core::CancelFlag;
 use envhost_core::Event;
-use envhost_core::{Orchestrator, RequestId};
+use envhost_core::{Orchestrator, RequestId, panic_message};
 use envhost_files::{FileError, ProjectFiles};
 use envhost_protocol::{self as protocol, LineReader, Parsed, RawLine, Reply, Request};
+use envhost_runtime::signals::{self, HostSignal, InterruptibleInput, SignalWatch};
+use envhost_runtime::{Host, Stopped};
 
-/// Why the server stopped.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StopReason {
-    EndOfInput,
-    Signal(HostSignal),
-    InputFailed(String),
-    OutputClosed(String),
-}
-
-impl StopReason {
-    pub fn describe(&self) -> String {
-        match self {
-            StopReason::EndOfInput => "end of input".to_owned(),
-            StopReason::Signal(signal) => format!("received {}", signal.name()),
-            StopReason::InputFailed(err) => format!("reading input failed: {err}"),
-            StopReason::OutputClosed(err) => format!("writing output failed: {err}"),
+/// Serves stdin and stdout until input ends, a signal arrives or the
+/// output is closed; a deadly signal or a panic is told on stdout before
+/// it returns. The caller stops the host afterwards.
+pub fn serve(host: &Host, max_line_bytes: usize) -> Stopped {
+    let mut files = host.files();
+    let served = catch_unwind(AssertUnwindSafe(|| {
+        run_stdin(
+            host.orchestrator(),
+            &mut files,
+            host.cancel(),
+            max_line_bytes,
+        )
+    }));
+    match served {
+        Ok(Stopped::Signal(HostSignal::Deadly(signal))) => {
+            stdout::last_words(&format!(
+                "envhost received {} and stops: it shuts every environment down (their \
+                 state is lost) and ends every process they started. SIGTERM or the end \
+                 of input stop it quietly.",
+                signal.as_str()
+            ));
+            Stopped::Signal(HostSignal::Deadly(signal))
+        }
+        Ok(stop) => stop,
+        Err(panic) => {
+            let message = panic_message(panic.as_ref());
+            stdout::last_words(&format!(
+                "envhost stops after an internal error (panic: {message}). It shuts every \
+                 environment down (their state is lost); start it again to go on."
+            ));
+            Stopped::Panicked(message)
         }
     }
 }
 
-/// Serves stdin and stdout until input ends, a signal arrives or the
-/// output is closed. The caller shuts the orchestrator down afterwards.
-/// With a `watcher`, plugins rebuilt on disk are swapped in before each
-/// command.
-pub fn run_stdin(
-    orchestrator: &mut Orchestrator,
-    watcher: Option<Watcher>,
+fn run_stdin(
+    orchestrator: &Orchestrator,
     files: &mut ProjectFiles,
     cancel: &CancelFlag,
     max_line_bytes: usize,
-) -> StopReason {
+) -> Stopped {
     let watched = SignalWatch::install(cancel).and_then(|watch| {
         let for_output = watch.try_clone()?;
         Ok((watch, for_output))
@@ -63,7 +74,6 @@ pub fn run_stdin(
             let mut output = AgentOutput::new(Some(for_output));
             run(
                 orchestrator,
-                watcher,
                 files,
                 BufReader::with_capacity(64 * 1024, input),
                 &mut output,
@@ -78,7 +88,6 @@ pub fn run_stdin(
             let mut output = AgentOutput::new(None);
             run(
                 orchestrator,
-                watcher,
                 files,
                 BufReader::with_capacity(64 * 1024, std::io::stdin()),
                 &mut output,
@@ -92,21 +101,20 @@ pub fn run_stdin(
 /// Serves `input` until it ends, a signal arrives (the cancel flag is set)
 /// or `output` is closed.
 pub fn run(
-    orchestrator: &mut Orchestrator,
-    mut watcher: Option<Watcher>,
+    orchestrator: &Orchestrator,
     files: &mut ProjectFiles,
     input: impl BufRead,
     output: &mut dyn Write,
     cancel: &CancelFlag,
     max_line_bytes: usize,
-) -> StopReason {
+) -> Stopped {
     let mut reader = LineReader::new(input, max_line_bytes);
     loop {
         let next = reader.next_line();
         // A signal during the last command, or while lines were buffered:
         // stop before starting anything new.
         if cancel.is_cancelled() {
-            return StopReason::Signal(
+            return Stopped::Signal(
                 next.as_ref()
                     .err()
                     .and_then(signals::signal_of)
@@ -115,31 +123,23 @@ pub fn run(
         }
         let raw = match next {
             Ok(Some(raw)) => raw,
-            Ok(None) => return StopReason::EndOfInput,
+            Ok(None) => return Stopped::EndOfInput,
             Err(err) => match signals::signal_of(&err) {
-                Some(signal) => return StopReason::Signal(signal),
-                None => return StopReason::InputFailed(err.to_string()),
+                Some(signal) => return Stopped::Signal(signal),
+                None => return Stopped::InputFailed(err.to_string()),
             },
         };
-        if let Err(err) = answer(
-            orchestrator,
-            watcher.as_mut(),
-            files,
-            &raw,
-            output,
-            max_line_bytes,
-        ) {
+        if let Err(err) = answer(orchestrator, files, &raw, output, max_line_bytes) {
             return match signals::signal_of(&err) {
-                Some(signal) => StopReason::Signal(signal),
-                None => StopReason::OutputClosed(err.to_string()),
+                Some(signal) => Stopped::Signal(signal),
+                None => Stopped::OutputClosed(err.to_string()),
             };
         }
     }
 }
 
 fn answer(
-    orchestrator: &mut Orchestrator,
-    watcher: Option<&mut Watcher>,
+    orchestrator: &Orchestrator,
     files: &mut ProjectFiles,
     raw: &RawLine,
     output: &mut dyn Write,
@@ -172,72 +172,10 @@ fn answer(
                 },
             );
         }
-        Request::ReadFile {
-            id,
-            path,
-            offset,
-            length,
-        } => {
-            return match files.read(path, *offset, *length) {
-                Ok(chunk) => {
-                    orchestrator.emit(Event::FileRead {
-                        path: path.clone(),
-                        offset: *offset,
-                        bytes: chunk.content.len() as u64,
-                    });
-                    protocol::write_reply(
-                        output,
-                        &Reply::File {
-                            id: id.as_ref(),
-                            path,
-                            size: chunk.size,
-                            offset: chunk.offset,
-                            content: &chunk.content,
-                            eof: chunk.eof,
-                        },
-                    )
-                }
-                Err(err) => refuse(orchestrator, output, id.as_ref(), path, &err),
-            };
+        Request::ReadFile { .. } | Request::WriteFile { .. } => {
+            return answer_file_request(orchestrator, files, &request, output);
         }
-        Request::WriteFile {
-            id,
-            path,
-            content,
-            append,
-            more,
-        } => {
-            return match files.write(path, content, *append, *more) {
-                Ok(written) => {
-                    orchestrator.emit(Event::FileWritten {
-                        path: path.clone(),
-                        bytes: written.size,
-                        complete: written.complete,
-                    });
-                    protocol::write_reply(
-                        output,
-                        &Reply::FileWritten {
-                            id: id.as_ref(),
-                            path,
-                            size: written.size,
-                            complete: written.complete,
-                        },
-                    )
-                }
-                Err(err) => refuse(orchestrator, output, id.as_ref(), path, &err),
-            };
-        }
-        Request::Command(command) => {
-            let said = match watcher {
-                Some(watcher) => watcher.refresh(orchestrator),
-                None => Vec::new(),
-            };
-            let mut outcome = orchestrator.execute(command);
-            if !said.is_empty() {
-                outcome.output = format!("{}\n\n{}", said.join("\n"), outcome.output);
-            }
-            outcome
-        }
+        Request::Command(command) => orchestrator.execute(command),
         Request::Control(control) => orchestrator.control(control),
     };
     protocol::write_reply(
@@ -251,6 +189,69 @@ fn answer(
             screen: &outcome.screen,
         },
     )
+}
+
+/// Reads or writes a project file for the agent, and answers.
+fn answer_file_request(
+    orchestrator: &Orchestrator,
+    files: &mut ProjectFiles,
+    request: &Request,
+    output: &mut dyn Write,
+) -> std::io::Result<()> {
+    match request {
+        Request::ReadFile {
+            id,
+            path,
+            offset,
+            length,
+        } => match files.read(path, *offset, *length) {
+            Ok(chunk) => {
+                orchestrator.emit(Event::FileRead {
+                    path: path.clone(),
+                    offset: *offset,
+                    bytes: chunk.content.len() as u64,
+                });
+                protocol::write_reply(
+                    output,
+                    &Reply::File {
+                        id: id.as_ref(),
+                        path,
+                        size: chunk.size,
+                        offset: chunk.offset,
+                        content: &chunk.content,
+                        eof: chunk.eof,
+                    },
+                )
+            }
+            Err(err) => refuse(orchestrator, output, id.as_ref(), path, &err),
+        },
+        Request::WriteFile {
+            id,
+            path,
+            content,
+            append,
+            more,
+        } => match files.write(path, content, *append, *more) {
+            Ok(written) => {
+                orchestrator.emit(Event::FileWritten {
+                    path: path.clone(),
+                    bytes: written.size,
+                    complete: written.complete,
+                });
+                protocol::write_reply(
+                    output,
+                    &Reply::FileWritten {
+                        id: id.as_ref(),
+                        path,
+                        size: written.size,
+                        complete: written.complete,
+                    },
+                )
+            }
+            Err(err) => refuse(orchestrator, output, id.as_ref(), path, &err),
+        },
+        _ => Ok(()),
+    }
 }
 
 /// The answer to a file request that could not be done.

@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
 
-use crate::signals::HostSignal;
 use envhost_core::CancelFlag;
+use envhost_runtime::signals::HostSignal;
 
 /// What the REPL is doing, as the signal thread sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

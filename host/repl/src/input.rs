@@ -2,7 +2,7 @@
 //! the script, and from the signal handler. Plain values, shared by the
 //! loop and the line editor; it must not know how either works.
 
-use crate::signals::HostSignal;
+use envhost_runtime::signals::HostSignal;
 
 /// What reaches the REPL's loop.
 pub(crate) enum Input {

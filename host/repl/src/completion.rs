@@ -101,8 +101,8 @@ impl Completions {
 
     /// The same, completing also the instances of `kinds` listed in
     /// `instances` as they come and go.
-    pub fn with_instances(mut self, kinds: &[&str], instances: LiveInstances) -> Self {
-        self.kinds = kinds.iter().map(|kind| (*kind).to_owned()).collect();
+    pub fn with_instances(mut self, kinds: &[String], instances: LiveInstances) -> Self {
+        self.kinds = kinds.to_vec();
         self.instances = instances;
         self
     }

@@ -64,7 +64,7 @@ pub fn run(checks: Checks, out: &mut dyn Write) -> std::io::Result<bool> {
     )?;
     report(true, envhost_process::session_limits().describe(), out)?;
     let cancel = CancelFlag::new();
-    let mut orchestrator = Orchestrator::new(
+    let orchestrator = Orchestrator::new(
         OrchestratorSettings::new(checks.timeout),
         EventBus::new(),
         cancel.clone(),
@@ -73,7 +73,7 @@ pub fn run(checks: Checks, out: &mut dyn Write) -> std::io::Result<bool> {
         match builtin {
             Ok(loaded) => {
                 let name = loaded.name.to_string();
-                if let Err(err) = crate::register(&mut orchestrator, loaded) {
+                if let Err(err) = crate::register(&orchestrator, loaded) {
                     report(false, format!("{name}: {err}"), out)?;
                 }
             }
@@ -115,24 +115,8 @@ pub fn run(checks: Checks, out: &mut dyn Write) -> std::io::Result<bool> {
     }
 
     if let Some(settings) = &checks.plugins {
-        let log: Arc<dyn LogSink> = Arc::new(DiscardSink);
-        let started = Instant::now();
-        let mut plugins = plugin::load(project, settings, &checks.settings.output, &cancel, log);
-        let loaded = plugins.take_loaded().len();
-        let result = plugins.finish();
-        let took = text::duration(started.elapsed());
-        if result.refused.is_empty() && result.config_problems.is_empty() {
-            report(true, format!("plugins: {loaded} loaded in {took}"), out)?;
-        }
-        for refused in &result.refused {
-            report(
-                false,
-                format!("plugin {}: {}", refused.name, refused.reason),
-                out,
-            )?;
-        }
-        for problem in &result.config_problems {
-            report(false, format!("plugin grants: {problem}"), out)?;
+        for (ok, line) in plugin_checks(project, settings, &checks.settings.output, &cancel) {
+            report(ok, line, out)?;
         }
     }
 
@@ -140,4 +124,35 @@ pub fn run(checks: Checks, out: &mut dyn Write) -> std::io::Result<bool> {
     terminate_descendants(Duration::from_secs(2));
     writeln!(out, "{}", if healthy { "healthy" } else { "unhealthy" })?;
     Ok(healthy)
+}
+
+/// Loads the project's plugins as a session would: one line for all that
+/// loaded, or one per refusal and grants problem, each with whether it
+/// passed.
+fn plugin_checks(
+    project: &std::path::Path,
+    settings: &PluginSettings,
+    output: &envhost_process::OutputLimits,
+    cancel: &CancelFlag,
+) -> Vec<(bool, String)> {
+    let log: Arc<dyn LogSink> = Arc::new(DiscardSink);
+    let started = Instant::now();
+    let mut plugins = plugin::load(project, settings, output, cancel, log);
+    let loaded = plugins.take_loaded().len();
+    let result = plugins.finish();
+    let took = text::duration(started.elapsed());
+    let mut lines = Vec::new();
+    if result.refused.is_empty() && result.config_problems.is_empty() {
+        lines.push((true, format!("plugins: {loaded} loaded in {took}")));
+    }
+    for refused in &result.refused {
+        lines.push((
+            false,
+            format!("plugin {}: {}", refused.name, refused.reason),
+        ));
+    }
+    for problem in &result.config_problems {
+        lines.push((false, format!("plugin grants: {problem}")));
+    }
+    lines
 }
