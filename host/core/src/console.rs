@@ -6,6 +6,7 @@
 //! never writes to stdout, which belongs to the protocol.
 
 use std::io::Write;
+use std::path::Path;
 
 use crate::environment::EnvironmentKind;
 use crate::events::{Event, Observer, ObserverError, StampedEvent};
@@ -112,13 +113,7 @@ pub fn describe(event: &Event) -> String {
             environment,
             total_bytes,
             saved_to,
-        } => match saved_to {
-            Some(path) => format!(
-                "{environment} output capped ({total_bytes} bytes, full text in {})",
-                path.display()
-            ),
-            None => format!("{environment} output capped ({total_bytes} bytes)"),
-        },
+        } => output_capped(environment, *total_bytes, saved_to.as_deref()),
         Event::PluginTrapped { environment, cause } => {
             format!("plugin {environment} trapped: {cause}")
         }
@@ -131,16 +126,28 @@ pub fn describe(event: &Event) -> String {
             path,
             bytes,
             complete,
-        } => {
-            if *complete {
-                format!("wrote {path} ({bytes} bytes)")
-            } else {
-                format!("writing {path}: {bytes} bytes so far")
-            }
-        }
+        } => file_written(path, *bytes, *complete),
         Event::FileRefused { path, reason, .. } => format!("refused file {path} ({reason})"),
         Event::ProtocolError { message } => format!("bad input: {message}"),
         Event::Error { context, message } => format!("error in {context}: {message}"),
+    }
+}
+
+fn output_capped(environment: &str, total_bytes: u64, saved_to: Option<&Path>) -> String {
+    match saved_to {
+        Some(path) => format!(
+            "{environment} output capped ({total_bytes} bytes, full text in {})",
+            path.display()
+        ),
+        None => format!("{environment} output capped ({total_bytes} bytes)"),
+    }
+}
+
+fn file_written(path: &str, bytes: u64, complete: bool) -> String {
+    if complete {
+        format!("wrote {path} ({bytes} bytes)")
+    } else {
+        format!("writing {path}: {bytes} bytes so far")
     }
 }
 

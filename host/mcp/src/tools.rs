@@ -220,18 +220,7 @@ fn control_tools(
         "enum": environments,
         "description": "The environment, by name.",
     });
-    let instance = json!({
-        "type": "string",
-        "description": format!(
-            "A named instance of the environment ({}), e.g. `server` for bash:server. Default: \
-             the environment itself.",
-            kinds
-                .iter()
-                .map(|kind| format!("{kind}:NAME"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    });
+    let instance = instance_schema(kinds);
     let wait_seconds = |default: &str| {
         json!({
             "type": "number",
@@ -242,17 +231,7 @@ fn control_tools(
         })
     };
     vec![
-        (
-            Tool::new(
-                "screen",
-                "Every environment's current state and how to use it (the whole screen, as \
-                 after a command). Changes nothing.",
-                object_schema(json!({}), &[]),
-            )
-            .with_title("envhost screen")
-            .with_annotations(ToolAnnotations::new().read_only(true).open_world(false)),
-            ToolKind::Screen,
-        ),
+        screen_tool(),
         (
             Tool::new(
                 "wait",
@@ -324,30 +303,66 @@ fn control_tools(
             .with_annotations(annotations(None, true, false)),
             ToolKind::Restart,
         ),
-        (
-            Tool::new(
-                "close",
-                "Ends a named instance (bash:NAME, python:NAME: the instance argument of the \
-                 bash and python tools) and everything it runs (its background jobs, a running \
-                 command), and removes its screen section; the answer says what was ended. The \
-                 default instances cannot be closed: restart them.",
-                object_schema(
-                    json!({
-                        "environment": {
-                            "type": "string",
-                            "enum": kinds,
-                            "description": "The instance's kind.",
-                        },
-                        "instance": {"type": "string", "description": "The instance's name (`server` for bash:server)."},
-                    }),
-                    &["environment", "instance"],
-                ),
-            )
-            .with_title("close an instance")
-            .with_annotations(annotations(None, true, true)),
-            ToolKind::Close,
-        ),
+        close_tool(kinds),
     ]
+}
+
+/// The optional `instance` argument: a named instance of one of `kinds`.
+fn instance_schema(kinds: &[String]) -> Value {
+    json!({
+        "type": "string",
+        "description": format!(
+            "A named instance of the environment ({}), e.g. `server` for bash:server. Default: \
+             the environment itself.",
+            kinds
+                .iter()
+                .map(|kind| format!("{kind}:NAME"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    })
+}
+
+/// The screen tool: the whole screen, changing nothing.
+fn screen_tool() -> (Tool, ToolKind) {
+    (
+        Tool::new(
+            "screen",
+            "Every environment's current state and how to use it (the whole screen, as \
+             after a command). Changes nothing.",
+            object_schema(json!({}), &[]),
+        )
+        .with_title("envhost screen")
+        .with_annotations(ToolAnnotations::new().read_only(true).open_world(false)),
+        ToolKind::Screen,
+    )
+}
+
+/// The close tool: ends a named instance of one of `kinds`.
+fn close_tool(kinds: &[String]) -> (Tool, ToolKind) {
+    (
+        Tool::new(
+            "close",
+            "Ends a named instance (bash:NAME, python:NAME: the instance argument of the \
+             bash and python tools) and everything it runs (its background jobs, a running \
+             command), and removes its screen section; the answer says what was ended. The \
+             default instances cannot be closed: restart them.",
+            object_schema(
+                json!({
+                    "environment": {
+                        "type": "string",
+                        "enum": kinds,
+                        "description": "The instance's kind.",
+                    },
+                    "instance": {"type": "string", "description": "The instance's name (`server` for bash:server)."},
+                }),
+                &["environment", "instance"],
+            ),
+        )
+        .with_title("close an instance")
+        .with_annotations(annotations(None, true, true)),
+        ToolKind::Close,
+    )
 }
 
 /// `reach` of the environment a tool runs commands in (`None`: the tool
