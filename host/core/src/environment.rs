@@ -206,6 +206,23 @@ pub struct Usage {
     /// Its described commands, in the order its help lists them; empty for
     /// environments that take free text (bash, python) or own their screen.
     pub commands: Vec<CommandSpec>,
+    /// Where a person's entry for it ends when typed over several lines
+    /// (the REPL's rule); a front end need not know the environment.
+    pub input: InputRule,
+}
+
+/// Where an entry typed over several lines ends, as [`Usage::input`] says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum InputRule {
+    /// Described commands: content follows the commands whose example
+    /// spans lines.
+    #[default]
+    Commands,
+    /// A shell's: the entry ends where the shell would stop reading.
+    Shell,
+    /// Python's: the entry ends where the interactive interpreter would
+    /// run it.
+    Python,
 }
 
 /// What an environment's commands can touch beyond its own state: what

@@ -74,7 +74,7 @@ mod transcript;
 pub use crate::console::ConsoleObserver;
 pub use crate::environment::{
     CancelFlag, CommandContext, CommandResponse, DEFAULT_MAX_LINES, Environment, EnvironmentError,
-    EnvironmentKind, EnvironmentName, HostWatch, Incident, InvalidName, LoadFailure,
+    EnvironmentKind, EnvironmentName, HostWatch, Incident, InputRule, InvalidName, LoadFailure,
     LoadedEnvironment, Reach, RunningCommand, ScreenSection, StateKeeper, Usage,
 };
 pub use crate::events::{Event, EventBus, Observer, ObserverError, StampedEvent, panic_message};

@@ -1561,7 +1561,7 @@ mod tests {
         let events = Arc::new(Mutex::new(Vec::new()));
         let mut bus = EventBus::new();
         bus.subscribe(Box::new(Recorder(Arc::clone(&events))));
-        let mut orch = Orchestrator::new(settings, bus, CancelFlag::new());
+        let orch = Orchestrator::new(settings, bus, CancelFlag::new());
         for (name, kind) in [
             ("zeta", EnvironmentKind::Plugin),
             ("python", EnvironmentKind::Builtin),
@@ -1725,7 +1725,7 @@ mod tests {
 
     #[test]
     fn a_replaced_plugin_is_shut_down_and_a_builtin_is_never_replaced() {
-        let (mut orch, _) = orchestrator();
+        let (orch, _) = orchestrator();
         let stopped = Arc::new(Mutex::new(0));
         let name = |n: &str| EnvironmentName::new(n).unwrap();
         let plugin = |word| Box::new(Stoppable(Arc::clone(&stopped), word));
@@ -1792,7 +1792,7 @@ mod tests {
 
     #[test]
     fn instances_open_on_first_use_show_after_their_kind_and_close() {
-        let (orch, events, shut) = with_instances(2);
+        let (mut orch, events, shut) = with_instances(2);
         assert_eq!(
             orch.allow_instances("ruby", Box::new(|| unreachable!())),
             Err(RegisterError::NoSuchKind("ruby".into()))
@@ -1955,7 +1955,7 @@ mod tests {
 
     #[test]
     fn broken_screen_shows_error_in_its_section_only() {
-        let (mut orch, _) = orchestrator();
+        let (orch, _) = orchestrator();
         orch.register(
             EnvironmentName::new("broken").unwrap(),
             EnvironmentKind::Plugin,
@@ -1991,13 +1991,14 @@ mod tests {
             Usage {
                 summary: "Counts things.".into(),
                 commands: Vec::new(),
+                ..Usage::default()
             }
         }
     }
 
     #[test]
     fn usage_is_asked_once_and_given_without_locking() {
-        let (mut orch, _) = orchestrator();
+        let (orch, _) = orchestrator();
         orch.register(
             EnvironmentName::new("counter").unwrap(),
             EnvironmentKind::Plugin,
@@ -2006,13 +2007,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(orch.usage("counter").unwrap().summary, "Counts things.");
-        assert_eq!(orch.usage("bash"), Some(&Usage::default()));
+        assert_eq!(orch.usage("bash"), Some(Usage::default()));
         assert_eq!(orch.usage("nowhere"), None);
     }
 
     #[test]
     fn duplicate_names_are_refused() {
-        let (mut orch, _) = orchestrator();
+        let (orch, _) = orchestrator();
         let err = orch
             .register(
                 EnvironmentName::new("bash").unwrap(),
@@ -2124,7 +2125,7 @@ mod tests {
     type Events = Arc<Mutex<Vec<Event>>>;
 
     fn with_yielder(settings: OrchestratorSettings) -> (Orchestrator, Events, Contexts, Typed) {
-        let (mut orch, events) = orchestrator_with(settings);
+        let (orch, events) = orchestrator_with(settings);
         let contexts: Contexts = Arc::default();
         let typed = Arc::new(Mutex::new(Vec::new()));
         orch.register(
@@ -2410,7 +2411,7 @@ mod tests {
     #[test]
     fn other_threads_use_other_environments_while_one_is_busy() {
         fn shareable<T: Send + Sync>(_: &T) {}
-        let (mut orch, _) = orchestrator();
+        let (orch, _) = orchestrator();
         let entered = Arc::new(AtomicBool::new(false));
         let release = Arc::new(AtomicBool::new(false));
         orch.register(

@@ -412,6 +412,7 @@ mod tests {
             usage: Usage {
                 summary: format!("{name} summary."),
                 commands: Vec::<CommandSpec>::new(),
+                ..Usage::default()
             },
             reach,
             instances: name == "bash" || name == "python",

@@ -456,13 +456,14 @@ impl Environment for PluginEnvironment {
             Some(help) => Usage {
                 summary: format!("The commands of the {} plugin.", self.name),
                 commands: help.commands().to_vec(),
+                ..Usage::default()
             },
             None => Usage {
                 summary: format!(
                     "The {} plugin takes free text; its screen says how to use it.",
                     self.name
                 ),
-                commands: Vec::new(),
+                ..Usage::default()
             },
         }
     }

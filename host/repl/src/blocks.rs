@@ -23,7 +23,7 @@
 
 use std::collections::HashMap;
 
-use envhost_core::Usage;
+use envhost_core::{InputRule, Usage};
 
 use super::entry::{Entry, parse_entry};
 
@@ -46,16 +46,16 @@ pub struct Blocks {
 const END: &str = ".";
 
 impl Blocks {
-    /// The rules for these environments. The built-in shell and Python
-    /// take their languages' rules; the others take content after the
-    /// commands their usage shows with content.
+    /// The rules for these environments, as each one's usage says
+    /// ([`InputRule`]): a shell's, Python's, or content after the commands
+    /// its usage shows with content.
     pub fn new<'a>(environments: impl IntoIterator<Item = (&'a str, Option<&'a Usage>)>) -> Self {
         let mut rules = HashMap::new();
         for (name, usage) in environments {
-            let rule = match name {
-                "bash" => Rule::Shell,
-                "python" => Rule::Python,
-                _ => Rule::Bodies(
+            let rule = match usage.map(|usage| usage.input) {
+                Some(InputRule::Shell) => Rule::Shell,
+                Some(InputRule::Python) => Rule::Python,
+                Some(InputRule::Commands) | None => Rule::Bodies(
                     usage
                         .map(|usage| {
                             usage
@@ -487,10 +487,19 @@ mod tests {
                 CommandSpec::new("view <file>", "Shows it.", "view a.py"),
                 CommandSpec::new("create <file>", "Creates it.", "create a.py\n# content"),
             ],
+            ..Usage::default()
+        };
+        let shell = Usage {
+            input: InputRule::Shell,
+            ..Usage::default()
+        };
+        let python = Usage {
+            input: InputRule::Python,
+            ..Usage::default()
         };
         Blocks::new([
-            ("bash", None),
-            ("python", None),
+            ("bash", Some(&shell)),
+            ("python", Some(&python)),
             ("editor", Some(&editor)),
             ("timer", None),
         ])

@@ -332,6 +332,7 @@ mod tests {
                 CommandSpec::new("close <id>", "", "close 1"),
                 CommandSpec::new("evil\u{1b}]0;x", "", "evil"),
             ],
+            ..Usage::default()
         };
         Completions::new(
             [
@@ -377,7 +378,7 @@ mod tests {
     fn open_instances_complete_as_they_come_and_go() {
         let live = LiveInstances::default();
         let c = completions(Path::new("/nonexistent"))
-            .with_instances(&["bash", "python"], Arc::clone(&live));
+            .with_instances(&["bash".to_owned(), "python".to_owned()], Arc::clone(&live));
         assert_eq!(replacements(&c, "bash:").1, Vec::<String>::new());
         live.lock()
             .unwrap()

@@ -572,6 +572,7 @@ impl Environment for BashEnvironment {
         Usage {
             summary: screen::HELP.to_owned(),
             commands: Vec::new(),
+            input: envhost_core::InputRule::Shell,
         }
     }
 

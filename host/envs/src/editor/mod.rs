@@ -609,6 +609,7 @@ impl Environment for EditorEnvironment {
         Usage {
             summary: SUMMARY.to_owned(),
             commands: self.help.commands().to_vec(),
+            ..Usage::default()
         }
     }
 

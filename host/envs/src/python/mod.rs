@@ -816,6 +816,7 @@ impl Environment for PythonEnvironment {
         Usage {
             summary: HELP.to_owned(),
             commands: Vec::new(),
+            input: envhost_core::InputRule::Python,
         }
     }
 

@@ -486,7 +486,7 @@ mod tests {
             ("", "an empty entry"),
         ];
         for (written, expected) in cases {
-            let why = AllowedHost::parse(written).expect_err(written);
+            let why = AllowedHost::parse(written).expect_err(written).to_string();
             assert!(why.contains(expected), "{written:?}: {why}");
         }
     }

@@ -338,8 +338,9 @@ mod tests {
 
     #[test]
     fn a_broken_file_is_not_rewritten() {
-        let error =
-            with_pin("[plugins.timer\n", "timer", Some(PIN), &VerifyChange::Keep).unwrap_err();
+        let error = with_pin("[plugins.timer\n", "timer", Some(PIN), &VerifyChange::Keep)
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("not valid TOML"), "{error}");
     }
 }

@@ -708,7 +708,10 @@ mod tests {
         else {
             panic!("expected a refusal");
         };
-        assert!(reason.contains("can be written by other users"), "{reason}");
+        assert!(
+            reason.to_string().contains("can be written by other users"),
+            "{reason}"
+        );
         assert_eq!(
             fs::read_dir(dir.path()).unwrap().count(),
             0,

@@ -657,11 +657,11 @@ mod tests {
 
     #[test]
     fn headers_are_told_apart_before_compiling() {
-        assert!(check_header(b"").unwrap_err().contains("empty"));
-        let text = check_header(b"hello world").unwrap_err();
+        assert!(check_header(b"").unwrap_err().to_string().contains("empty"));
+        let text = check_header(b"hello world").unwrap_err().to_string();
         assert!(text.contains("not a WebAssembly file"), "{text}");
         assert!(text.contains("68 65 6c 6c 6f 20 77 6f"), "{text}");
-        let core = check_header(b"\0asm\x01\0\0\0").unwrap_err();
+        let core = check_header(b"\0asm\x01\0\0\0").unwrap_err().to_string();
         assert!(
             core.contains("core WebAssembly module, not a component"),
             "{core}"
@@ -671,6 +671,7 @@ mod tests {
         assert!(
             check_header(b"\0asm\x0e\0\x01\0")
                 .unwrap_err()
+                .to_string()
                 .contains("unknown version")
         );
     }
@@ -729,7 +730,7 @@ mod tests {
             commands: vec![spec("go <n>"), spec("go")],
         };
         assert_eq!(
-            check_description("x", &duplicate).unwrap_err(),
+            check_description("x", &duplicate).unwrap_err().to_string(),
             "its description cannot drive the help system: two commands are named \"go\"; each command's first word must be unique"
         );
         let many = Description {
@@ -739,6 +740,7 @@ mod tests {
         assert!(
             check_description("x", &many)
                 .unwrap_err()
+                .to_string()
                 .contains("at most 100")
         );
     }
