@@ -353,7 +353,7 @@ fn failures_are_error_results_and_bad_calls_say_what_is_wrong() {
     assert_eq!(error.code.0, -32602);
     assert_eq!(
         error.message,
-        "Unknown tool: nope. The tools are: bash, python, editor, screen, wait, input, interrupt, restart."
+        "Unknown tool: nope. The tools are: bash, python, editor, screen, wait, input, interrupt, restart, close."
     );
 
     let missing = mcp.failed("bash", json!({}));
@@ -805,10 +805,12 @@ fn instances_over_mcp_keep_their_own_state_and_close_ends_what_they_run() {
     let python = mcp.ok("python", json!({"command": "'v' in dir()"}));
     assert!(python.starts_with("False"), "{python}");
 
-    // A job and a command left running end with close.
+    // A job and a command left running end with close (back in the
+    // project, where the test reads their pids).
+    let back = format!("cd '{}'", project.canonical().display());
     mcp.ok(
         "bash",
-        json!({"command": "sleep 300 & echo $! > job.pid", "instance": "server"}),
+        json!({"command": format!("{back}; sleep 300 & echo $! > job.pid"), "instance": "server"}),
     );
     let job = wait_for_pid(&project.path().join("job.pid"));
     let running = mcp.ok(

@@ -566,7 +566,10 @@ fn without_python_the_section_says_so_commands_fail_and_the_host_keeps_serving()
     ] {
         assert_eq!(
             host.screen().screen("python"),
-            format!("Python REPL (unavailable): {message}")
+            format!(
+                "Python REPL (unavailable): {message}\nAnother python: send to \"python:NAME\" \
+                 to open one (its own state and section); close ends it."
+            )
         );
         let reply = python(&mut host, "1 + 1");
         assert!(reply.failed().contains(&message), "{}", reply.output());
