@@ -20,30 +20,26 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use clap::{Args, ValueEnum};
 
 include!(concat!(env!("OUT_DIR"), "/rust_sdk.rs"));
 
 /// Arguments of `envhost new`.
-#[derive(Args)]
 pub struct NewArgs {
     /// The plugin's name: the environment's name, the .wasm file's stem
     /// and the package's name (lowercase letters, digits and `_`, starting
     /// with a letter).
-    name: String,
+    pub name: String,
 
     /// The language to write it in.
-    #[arg(long, value_enum)]
-    lang: Lang,
+    pub lang: Lang,
 
     /// The folder to create (it must not exist, or be empty) [default:
     /// ./NAME].
-    #[arg(long, value_name = "DIR")]
-    dir: Option<PathBuf>,
+    pub dir: Option<PathBuf>,
 }
 
 /// A language `envhost new` writes projects in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lang {
     /// Rust, with the envhost SDK vendored (cargo, wasm32-wasip2).
     Rust,

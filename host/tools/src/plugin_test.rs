@@ -13,27 +13,22 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::Args;
-
 use crate::call::{Runner, Target};
 use crate::session_file::{Answer, SessionFile};
 
-#[derive(Args)]
-pub(crate) struct TestArgs {
+/// What `envhost test` runs.
+pub struct TestArgs {
     /// The plugin file; the environment is named after its stem.
-    #[arg(value_name = "FILE.wasm")]
-    file: PathBuf,
+    pub file: PathBuf,
 
     /// The session files (`.session`) to run, each on a fresh instance.
-    #[arg(value_name = "SESSION", required = true)]
-    sessions: Vec<PathBuf>,
+    pub sessions: Vec<PathBuf>,
 
     /// Rewrite the expected blocks that differ with what the plugin said.
-    #[arg(long)]
-    bless: bool,
+    pub bless: bool,
 
-    #[command(flatten)]
-    target: Target,
+    /// Which plugin, granted what, in which project.
+    pub target: Target,
 }
 
 /// How one session file went.
@@ -45,7 +40,7 @@ enum Verdict {
 
 /// `envhost test`: 0 when every session passes (or was blessed), 1
 /// otherwise.
-pub(crate) fn run(args: TestArgs) -> ExitCode {
+pub fn run(args: TestArgs) -> ExitCode {
     let mut out = io::stdout().lock();
     let mut failed = 0;
     for session in &args.sessions {
