@@ -68,7 +68,10 @@ pub(crate) struct Runner {
 
 impl Runner {
     /// Loads `file` as a session would; the error is the refusal in words.
-    pub(crate) fn start(file: &Path, target: &Target) -> anyhow::Result<Result<Runner, String>> {
+    pub(crate) fn start(
+        file: &Path,
+        target: &Target,
+    ) -> Result<Result<Runner, String>, envhost_runtime::StartError> {
         let project = envhost_runtime::resolve_project(&target.project)?;
         // Before the plugin can start a program (a `programs` grant).
         envhost_runtime::contain(&envhost_runtime::ProcessSettings::default())?;
