@@ -1084,3 +1084,61 @@ fn publish(args: PublishArgs) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name_from(source: &str) -> anyhow::Result<String> {
+        default_name(&source.parse::<Source>()?)
+    }
+
+    #[test]
+    fn the_default_name_is_the_sources_last_path_part() {
+        assert_eq!(
+            name_from("oci://127.0.0.1:5000/plugins/kv-store:1.0").unwrap(),
+            "kv_store"
+        );
+        assert_eq!(
+            name_from("https://example.com/files/timer.wasm#sha256=0000000000000000000000000000000000000000000000000000000000000000").unwrap(),
+            "timer"
+        );
+        assert_eq!(name_from("./build/sqlite.wasm").unwrap(), "sqlite");
+    }
+
+    #[test]
+    fn a_source_that_makes_no_name_asks_for_name() {
+        let said = match default_name(&Source::Path(PathBuf::from("/"))) {
+            Ok(name) => panic!("a name was made from /: {name}"),
+            Err(err) => err.to_string(),
+        };
+        assert!(said.contains("pass --name NAME"), "{said}");
+    }
+
+    #[test]
+    fn a_key_inside_the_project_is_written_relative_to_it() {
+        let project = tempfile::tempdir().unwrap();
+        let project_dir = project.path().canonicalize().unwrap();
+        let key = project_dir.join("keys").join("signer.pem");
+        std::fs::create_dir_all(key.parent().unwrap()).unwrap();
+        std::fs::write(&key, "key").unwrap();
+        assert_eq!(relative_to(&project_dir, &key).unwrap(), "keys/signer.pem");
+        let outside = tempfile::NamedTempFile::new().unwrap();
+        let shown = relative_to(&project_dir, outside.path()).unwrap();
+        assert!(Path::new(&shown).is_absolute(), "{shown}");
+    }
+
+    #[test]
+    fn a_missing_key_file_is_named_in_the_error() {
+        let project = tempfile::tempdir().unwrap();
+        let missing = project.path().join("absent.pem");
+        let said = format!("{:#}", relative_to(project.path(), &missing).unwrap_err());
+        assert!(said.contains("absent.pem"), "{said}");
+    }
+
+    #[test]
+    fn a_digest_is_shown_by_its_first_twelve_characters() {
+        assert_eq!(short("0123456789abcdef0123"), "0123456789ab");
+        assert_eq!(short("abc"), "abc");
+    }
+}
