@@ -13,7 +13,7 @@ use envhost_process::DEFAULT_CAP_BYTES;
 use envhost_runtime::{IsolationLevel, ProcessSettings, Settings};
 
 use crate::plugin_args::PluginArgs;
-use crate::{call, distribution, new_project, plugin_test};
+use crate::tool_args;
 
 /// Default time a command may run before it is interrupted: two minutes,
 /// long enough for most builds and test runs, short enough that an agent
@@ -48,11 +48,11 @@ pub(crate) enum Command {
     /// Run commands against one plugin through the host's own path and print
     /// each answer, then its screen section, as a session file. Exits 1 if
     /// a command failed, 2 if the plugin was refused.
-    Call(call::CallArgs),
+    Call(tool_args::CallArgs),
     /// Run session files (commands and their expected answers) against a
     /// plugin and print a diff for each answer that differs; --bless writes
     /// the answers into the files. Exits 1 if any session fails.
-    Test(plugin_test::TestArgs),
+    Test(tool_args::TestArgs),
     /// Check that a session can be served here (for Docker HEALTHCHECK and
     /// Kubernetes probes): the project is readable, bash and python start
     /// and answer, and with --plugins every plugin loads. Exits 1 if not.
@@ -69,9 +69,9 @@ pub(crate) enum Command {
     /// Write a new plugin project: a small key-value environment in Rust,
     /// Python or JavaScript, with its SDK, the WIT, the toolchain pinned, a
     /// build script, a grants stub and a session test.
-    New(new_project::NewArgs),
+    New(tool_args::NewArgs),
     #[command(flatten)]
-    Distribution(distribution::Command),
+    Distribution(tool_args::Command),
 }
 
 #[derive(Args)]

@@ -9,14 +9,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-mod call;
 mod cli;
 mod commands;
-mod distribution;
-mod new_project;
 mod plugin_args;
-mod plugin_test;
-mod session_file;
+mod tool_args;
 
 fn main() -> ExitCode {
     // The session's namespace init is this binary under another name: it

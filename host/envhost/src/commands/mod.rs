@@ -22,13 +22,15 @@ pub(crate) fn run(command: Command) -> ExitCode {
         Command::Mcp(args) => mcp::run(args),
         Command::Check(args) => check::run(args).map(|()| ExitCode::SUCCESS),
         Command::Distribution(command) => {
-            crate::distribution::run(command).map(|()| ExitCode::SUCCESS)
+            envhost_tools::distribution::run(command.into_plain()).map(|()| ExitCode::SUCCESS)
         }
         Command::Healthcheck(args) => return healthcheck::run(args),
-        Command::Call(args) => return crate::call::run(args),
-        Command::Test(args) => return crate::plugin_test::run(args),
+        Command::Call(args) => return envhost_tools::call::run(args.into_plain()),
+        Command::Test(args) => return envhost_tools::plugin_test::run(args.into_plain()),
         Command::CompilePlugin { baseline } => return envhost_plugin::serve_compile(baseline),
-        Command::New(args) => crate::new_project::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::New(args) => {
+            envhost_tools::new_project::run(&args.into_plain()).map(|()| ExitCode::SUCCESS)
+        }
     };
     result.unwrap_or_else(|err| {
         eprintln!("envhost: {err:#}");

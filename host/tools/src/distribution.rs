@@ -18,10 +18,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use clap::{Args, Subcommand};
 
 use envhost_core::EnvironmentName;
-use envhost_core::text::{counted, parse_duration};
+use envhost_core::text::counted;
 use envhost_plugin::{
     self as plugin, GrantsFile, PluginSettings, StderrSink, Verify, VerifyChange,
 };
@@ -30,10 +29,7 @@ use envhost_registry::{
     OciReference, SignatureCheck, Signer, SigningKey, Source, TrustRoot,
 };
 
-use crate::plugin_args::PluginArgs;
-
 /// The distribution subcommands.
-#[derive(Subcommand)]
 pub enum Command {
     /// Fetch, verify and check a plugin, then add it to env/, pinned and locked.
     ///
@@ -73,152 +69,123 @@ pub enum Command {
 }
 
 /// Where the project is, and how plugins are checked.
-#[derive(Args)]
 pub struct ProjectArgs {
     /// The project directory (its plugins are in env/).
-    #[arg(long, value_name = "DIR", default_value = ".")]
-    project: PathBuf,
+    pub project: PathBuf,
 
-    /// The grants file, where pins are written and whose grants a fetched
-    /// plugin is checked with [default: <project>/env/envhost.toml].
-    #[arg(long, value_name = "FILE")]
-    plugin_config: Option<PathBuf>,
-
-    #[command(flatten)]
-    plugins: PluginArgs,
+    /// How plugins are checked, with the grants file where pins are
+    /// written and whose grants a fetched plugin is checked with
+    /// (`config_file`; `None`: <project>/env/envhost.toml).
+    pub settings: PluginSettings,
 }
 
 /// How registries are reached.
-#[derive(Args)]
 pub struct NetworkArgs {
     /// A file holding registry credentials: `USER:TOKEN` (basic
     /// authentication) or a bare token (bearer). Without it, docker's
     /// config.json ($DOCKER_CONFIG or ~/.docker) is used, if any.
-    #[arg(long, value_name = "FILE")]
-    registry_token_file: Option<PathBuf>,
+    pub registry_token_file: Option<PathBuf>,
 
     /// Reach this registry (HOST or HOST:PORT) over plain HTTP. Loopback
     /// registries always are; anything else is HTTPS unless named here.
     /// Credentials are never sent over plain HTTP to a host that is not
     /// loopback.
-    #[arg(long, value_name = "HOST")]
-    insecure_registry: Vec<String>,
+    pub insecure_registry: Vec<String>,
 
     /// Also send a registry's credentials to this host (HOST or
     /// HOST:PORT) when the registry names it as its auth realm (token
     /// service). Without it they go to the registry's own host only.
-    #[arg(long, value_name = "HOST")]
-    registry_auth_host: Vec<String>,
+    pub registry_auth_host: Vec<String>,
 
     /// Give up on a transfer when no byte has moved for this long
     /// (default 30s).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    registry_stall_timeout: Option<Duration>,
+    pub registry_stall_timeout: Option<Duration>,
 
     /// Give up on a transfer (one request and its whole answer) that
     /// takes longer than this, however steadily its bytes come (default
     /// 10m).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    registry_deadline: Option<Duration>,
+    pub registry_deadline: Option<Duration>,
 }
 
 /// `envhost add`.
-#[derive(Args)]
 pub struct AddArgs {
     /// Where the plugin comes from.
-    #[arg(value_name = "SOURCE")]
-    source: String,
+    pub source: String,
 
     /// The environment name (default: from the source's last path part).
-    #[arg(long, value_name = "NAME")]
-    name: Option<String>,
+    pub name: Option<String>,
 
     /// Require a signature by this public key (PEM); recorded as the
     /// plugin's `verify` in the grants file.
-    #[arg(long, value_name = "FILE", conflicts_with = "verify_identity")]
-    verify_key: Option<PathBuf>,
+    pub verify_key: Option<PathBuf>,
 
     /// Require a Sigstore keyless signature by this identity (with
     /// --verify-issuer).
-    #[arg(long, value_name = "IDENTITY", requires = "verify_issuer")]
-    verify_identity: Option<String>,
+    pub verify_identity: Option<String>,
 
     /// The OIDC issuer of --verify-identity.
-    #[arg(long, value_name = "URL", requires = "verify_identity")]
-    verify_issuer: Option<String>,
+    pub verify_issuer: Option<String>,
 
-    #[command(flatten)]
-    project: ProjectArgs,
+    /// Where the project is, and how plugins are checked.
+    pub project: ProjectArgs,
 
-    #[command(flatten)]
-    network: NetworkArgs,
+    /// How registries are reached.
+    pub network: NetworkArgs,
 }
 
 /// `envhost install`.
-#[derive(Args)]
 pub struct InstallArgs {
     /// Change nothing; fail if env/ or the pins differ from the lock.
-    #[arg(long)]
-    frozen: bool,
+    pub frozen: bool,
 
     /// Use only the cache, never the network.
-    #[arg(long, conflicts_with = "frozen")]
-    offline: bool,
+    pub offline: bool,
 
-    #[command(flatten)]
-    project: ProjectArgs,
+    /// Where the project is, and how plugins are checked.
+    pub project: ProjectArgs,
 
-    #[command(flatten)]
-    network: NetworkArgs,
+    /// How registries are reached.
+    pub network: NetworkArgs,
 }
 
 /// `envhost update`.
-#[derive(Args)]
 pub struct UpdateArgs {
     /// Only this plugin (default: all).
-    #[arg(value_name = "NAME")]
-    name: Option<String>,
+    pub name: Option<String>,
 
     /// Report the tags that now name another manifest; change nothing.
-    #[arg(long)]
-    dry_run: bool,
+    pub dry_run: bool,
 
-    #[command(flatten)]
-    project: ProjectArgs,
+    /// Where the project is, and how plugins are checked.
+    pub project: ProjectArgs,
 
-    #[command(flatten)]
-    network: NetworkArgs,
+    /// How registries are reached.
+    pub network: NetworkArgs,
 }
 
 /// `envhost remove`.
-#[derive(Args)]
 pub struct RemoveArgs {
     /// The plugin.
-    #[arg(value_name = "NAME")]
-    name: String,
+    pub name: String,
 
-    #[command(flatten)]
-    project: ProjectArgs,
+    /// Where the project is, and how plugins are checked.
+    pub project: ProjectArgs,
 }
 
 /// `envhost publish`.
-#[derive(Args)]
 pub struct PublishArgs {
     /// The component.
-    #[arg(value_name = "FILE.wasm")]
-    file: PathBuf,
+    pub file: PathBuf,
 
     /// Where to push it: oci://HOST[:PORT]/REPOSITORY:TAG.
-    #[arg(value_name = "TARGET")]
-    target: String,
+    pub target: String,
 
     /// Sign the component's sha256 with this ECDSA P-256 private key
     /// (PKCS#8 PEM); the signature is pushed beside it.
-    #[arg(long, value_name = "KEY")]
-    sign_key: Option<PathBuf>,
+    pub sign_key: Option<PathBuf>,
 
-    #[command(flatten)]
-    network: NetworkArgs,
+    /// How registries are reached.
+    pub network: NetworkArgs,
 }
 
 /// Runs one distribution command.
@@ -252,7 +219,7 @@ impl Project {
             lock_path: env.join(registry::LOCK_FILE_NAME),
             env,
             dir,
-            settings: args.plugins.settings(args.plugin_config.clone()),
+            settings: args.settings.clone(),
         })
     }
 
@@ -1116,4 +1083,62 @@ fn publish(args: PublishArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name_from(source: &str) -> anyhow::Result<String> {
+        default_name(&source.parse::<Source>()?)
+    }
+
+    #[test]
+    fn the_default_name_is_the_sources_last_path_part() {
+        assert_eq!(
+            name_from("oci://127.0.0.1:5000/plugins/kv-store:1.0").unwrap(),
+            "kv_store"
+        );
+        assert_eq!(
+            name_from("https://example.com/files/timer.wasm#sha256=0000000000000000000000000000000000000000000000000000000000000000").unwrap(),
+            "timer"
+        );
+        assert_eq!(name_from("./build/sqlite.wasm").unwrap(), "sqlite");
+    }
+
+    #[test]
+    fn a_source_that_makes_no_name_asks_for_name() {
+        let said = match default_name(&Source::Path(PathBuf::from("/"))) {
+            Ok(name) => panic!("a name was made from /: {name}"),
+            Err(err) => err.to_string(),
+        };
+        assert!(said.contains("pass --name NAME"), "{said}");
+    }
+
+    #[test]
+    fn a_key_inside_the_project_is_written_relative_to_it() {
+        let project = tempfile::tempdir().unwrap();
+        let project_dir = project.path().canonicalize().unwrap();
+        let key = project_dir.join("keys").join("signer.pem");
+        std::fs::create_dir_all(key.parent().unwrap()).unwrap();
+        std::fs::write(&key, "key").unwrap();
+        assert_eq!(relative_to(&project_dir, &key).unwrap(), "keys/signer.pem");
+        let outside = tempfile::NamedTempFile::new().unwrap();
+        let shown = relative_to(&project_dir, outside.path()).unwrap();
+        assert!(Path::new(&shown).is_absolute(), "{shown}");
+    }
+
+    #[test]
+    fn a_missing_key_file_is_named_in_the_error() {
+        let project = tempfile::tempdir().unwrap();
+        let missing = project.path().join("absent.pem");
+        let said = format!("{:#}", relative_to(project.path(), &missing).unwrap_err());
+        assert!(said.contains("absent.pem"), "{said}");
+    }
+
+    #[test]
+    fn a_digest_is_shown_by_its_first_twelve_characters() {
+        assert_eq!(short("0123456789abcdef0123"), "0123456789ab");
+        assert_eq!(short("abc"), "abc");
+    }
 }

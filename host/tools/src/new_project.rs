@@ -20,30 +20,26 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use clap::{Args, ValueEnum};
 
 include!(concat!(env!("OUT_DIR"), "/rust_sdk.rs"));
 
 /// Arguments of `envhost new`.
-#[derive(Args)]
 pub struct NewArgs {
     /// The plugin's name: the environment's name, the .wasm file's stem
     /// and the package's name (lowercase letters, digits and `_`, starting
     /// with a letter).
-    name: String,
+    pub name: String,
 
     /// The language to write it in.
-    #[arg(long, value_enum)]
-    lang: Lang,
+    pub lang: Lang,
 
     /// The folder to create (it must not exist, or be empty) [default:
     /// ./NAME].
-    #[arg(long, value_name = "DIR")]
-    dir: Option<PathBuf>,
+    pub dir: Option<PathBuf>,
 }
 
 /// A language `envhost new` writes projects in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lang {
     /// Rust, with the envhost SDK vendored (cargo, wasm32-wasip2).
     Rust,
@@ -258,101 +254,9 @@ fn project_files(lang: Lang, name: &str) -> anyhow::Result<Vec<File>> {
         "The plugin's notes (granted read-write in env/envhost.toml).\n",
     ));
     let (sources, sdk, toolchain) = match lang {
-        Lang::Python => {
-            files.extend([
-                File::new(
-                    "src/app.py",
-                    fill(include_str!("../templates/python/src/app.py"), name),
-                ),
-                File::new(
-                    "src/envhost_plugin.py",
-                    include_str!("../../../guest-sdk-python/envhost_plugin.py"),
-                ),
-                File::new("requirements.txt", python_requirements()),
-                File::new(
-                    "build.sh",
-                    fill(include_str!("../templates/python/build.sh"), name),
-                )
-                .executable(),
-                File::new(
-                    ".gitignore",
-                    fill(include_str!("../templates/python/gitignore"), name),
-                ),
-            ]);
-            (
-                "src/app.py",
-                "src/envhost_plugin.py",
-                "componentize-py 0.25.1, pinned with its hashes in requirements.txt",
-            )
-        }
-        Lang::Js => {
-            files.extend([
-                File::new(
-                    "src/plugin.js",
-                    fill(include_str!("../templates/js/src/plugin.js"), name),
-                ),
-                File::new(
-                    "src/envhost-plugin.js",
-                    include_str!("../../../guest-sdk-js/envhost-plugin.js"),
-                ),
-                File::new(
-                    "src/envhost-files.js",
-                    include_str!("../../../guest-sdk-js/envhost-files.js"),
-                ),
-                File::new(
-                    "package.json",
-                    fill(include_str!("../templates/js/package.json"), name),
-                ),
-                File::new("package-lock.json", javascript_lock(name)?),
-                File::new(
-                    "build.sh",
-                    fill(include_str!("../templates/js/build.sh"), name),
-                )
-                .executable(),
-                File::new(
-                    ".gitignore",
-                    fill(include_str!("../templates/js/gitignore"), name),
-                ),
-            ]);
-            (
-                "src/plugin.js",
-                "src/envhost-plugin.js, src/envhost-files.js",
-                "jco 1.35.0 and componentize-js 0.23.0, locked in package-lock.json",
-            )
-        }
-        Lang::Rust => {
-            files.extend([
-                File::new(
-                    "Cargo.toml",
-                    fill(include_str!("../templates/rust/Cargo.toml"), name),
-                ),
-                File::new(
-                    "src/lib.rs",
-                    fill(include_str!("../templates/rust/src/lib.rs"), name),
-                ),
-                File::new("Cargo.lock", rust_lock()?),
-                File::new("envhost-sdk/Cargo.toml", rust_sdk_manifest()?),
-                File::new(
-                    "build.sh",
-                    fill(include_str!("../templates/rust/build.sh"), name),
-                )
-                .executable(),
-                File::new(
-                    ".gitignore",
-                    fill(include_str!("../templates/rust/gitignore"), name),
-                ),
-            ]);
-            files.extend(
-                RUST_SDK_SOURCES
-                    .iter()
-                    .map(|(path, text)| File::new(format!("envhost-sdk/{path}"), *text)),
-            );
-            (
-                "src/lib.rs",
-                "envhost-sdk/",
-                "cargo for wasm32-wasip2; the SDK's dependencies locked in Cargo.lock",
-            )
-        }
+        Lang::Python => python_files(name, &mut files),
+        Lang::Js => javascript_files(name, &mut files)?,
+        Lang::Rust => rust_files(name, &mut files)?,
     };
     let readme = fill(include_str!("../templates/common/README.md"), name)
         .replace("{{language}}", language(lang))
@@ -362,6 +266,110 @@ fn project_files(lang: Lang, name: &str) -> anyhow::Result<Vec<File>> {
         .replace("{{toolchain}}", toolchain);
     files.push(File::new("README.md", readme));
     Ok(files)
+}
+
+/// What the README says of a language: its sources, its SDK, its toolchain.
+type Readme = (&'static str, &'static str, &'static str);
+
+/// The Python project's own files; what its README says of them.
+fn python_files(name: &str, files: &mut Vec<File>) -> Readme {
+    files.extend([
+        File::new(
+            "src/app.py",
+            fill(include_str!("../templates/python/src/app.py"), name),
+        ),
+        File::new(
+            "src/envhost_plugin.py",
+            include_str!("../../../guest-sdk-python/envhost_plugin.py"),
+        ),
+        File::new("requirements.txt", python_requirements()),
+        File::new(
+            "build.sh",
+            fill(include_str!("../templates/python/build.sh"), name),
+        )
+        .executable(),
+        File::new(
+            ".gitignore",
+            fill(include_str!("../templates/python/gitignore"), name),
+        ),
+    ]);
+    (
+        "src/app.py",
+        "src/envhost_plugin.py",
+        "componentize-py 0.25.1, pinned with its hashes in requirements.txt",
+    )
+}
+
+/// The JavaScript project's own files; what its README says of them.
+fn javascript_files(name: &str, files: &mut Vec<File>) -> anyhow::Result<Readme> {
+    files.extend([
+        File::new(
+            "src/plugin.js",
+            fill(include_str!("../templates/js/src/plugin.js"), name),
+        ),
+        File::new(
+            "src/envhost-plugin.js",
+            include_str!("../../../guest-sdk-js/envhost-plugin.js"),
+        ),
+        File::new(
+            "src/envhost-files.js",
+            include_str!("../../../guest-sdk-js/envhost-files.js"),
+        ),
+        File::new(
+            "package.json",
+            fill(include_str!("../templates/js/package.json"), name),
+        ),
+        File::new("package-lock.json", javascript_lock(name)?),
+        File::new(
+            "build.sh",
+            fill(include_str!("../templates/js/build.sh"), name),
+        )
+        .executable(),
+        File::new(
+            ".gitignore",
+            fill(include_str!("../templates/js/gitignore"), name),
+        ),
+    ]);
+    Ok((
+        "src/plugin.js",
+        "src/envhost-plugin.js, src/envhost-files.js",
+        "jco 1.35.0 and componentize-js 0.23.0, locked in package-lock.json",
+    ))
+}
+
+/// The Rust project's own files (the SDK vendored); what its README says of them.
+fn rust_files(name: &str, files: &mut Vec<File>) -> anyhow::Result<Readme> {
+    files.extend([
+        File::new(
+            "Cargo.toml",
+            fill(include_str!("../templates/rust/Cargo.toml"), name),
+        ),
+        File::new(
+            "src/lib.rs",
+            fill(include_str!("../templates/rust/src/lib.rs"), name),
+        ),
+        File::new("Cargo.lock", rust_lock()?),
+        File::new("envhost-sdk/Cargo.toml", rust_sdk_manifest()?),
+        File::new(
+            "build.sh",
+            fill(include_str!("../templates/rust/build.sh"), name),
+        )
+        .executable(),
+        File::new(
+            ".gitignore",
+            fill(include_str!("../templates/rust/gitignore"), name),
+        ),
+    ]);
+    files.extend(
+        RUST_SDK_SOURCES
+            .iter()
+            .map(|(path, text)| File::new(format!("envhost-sdk/{path}"), *text)),
+    );
+    Ok((
+        "src/lib.rs",
+        "envhost-sdk/",
+        "cargo for wasm32-wasip2; the SDK's dependencies locked in Cargo.lock",
+    ))
 }
 
 fn lang_flag(lang: Lang) -> &'static str {

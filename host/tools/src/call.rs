@@ -19,55 +19,45 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Args;
-
-use envhost_core::text::parse_duration;
 use envhost_core::{
     CancelFlag, CommandRequest, EventBus, LoadedEnvironment, Orchestrator, OrchestratorSettings,
 };
 use envhost_plugin::{self as plugin, LogSink, PluginFile, StderrSink};
 use envhost_process::OutputLimits;
 
-use crate::plugin_args::PluginArgs;
 use crate::session_file::{Action, Answer, render_step};
 
 /// Exit status of a refused plugin.
 pub const REFUSED: u8 = 2;
 
-#[derive(Args)]
-pub(crate) struct CallArgs {
+/// What `envhost call` runs.
+pub struct CallArgs {
     /// The plugin file; the environment is named after its stem.
-    #[arg(value_name = "FILE.wasm")]
-    file: PathBuf,
+    pub file: PathBuf,
 
     /// The commands, one per argument (quote each: "put colour blue"); a
     /// newline in one starts its body.
-    #[arg(value_name = "COMMAND", required = true)]
-    commands: Vec<String>,
+    pub commands: Vec<String>,
 
-    #[command(flatten)]
-    target: Target,
+    /// Which plugin, granted what, in which project.
+    pub target: Target,
 }
 
 /// Which plugin, granted what, in which project: shared by `call` and
 /// `test`.
-#[derive(Args)]
-pub(crate) struct Target {
+pub struct Target {
     /// The grants file to apply, read as a session reads
     /// <project>/env/envhost.toml [default: nothing is granted].
-    #[arg(long, value_name = "FILE")]
-    grants: Option<PathBuf>,
+    pub grants: Option<PathBuf>,
 
     /// The project directory its grants are relative to.
-    #[arg(long, value_name = "DIR", default_value = ".")]
-    project: PathBuf,
+    pub project: PathBuf,
 
     /// The time each command may take.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "120s")]
-    timeout: Duration,
+    pub timeout: Duration,
 
-    #[command(flatten)]
-    plugins: PluginArgs,
+    /// How the plugin is run; its `config_file` is the grants file.
+    pub settings: plugin::PluginSettings,
 }
 
 /// One plugin loaded in an orchestrator of its own.
@@ -78,13 +68,16 @@ pub(crate) struct Runner {
 
 impl Runner {
     /// Loads `file` as a session would; the error is the refusal in words.
-    pub(crate) fn start(file: &Path, target: &Target) -> anyhow::Result<Result<Runner, String>> {
+    pub(crate) fn start(
+        file: &Path,
+        target: &Target,
+    ) -> Result<Result<Runner, String>, envhost_runtime::StartError> {
         let project = envhost_runtime::resolve_project(&target.project)?;
         // Before the plugin can start a program (a `programs` grant).
         envhost_runtime::contain(&envhost_runtime::ProcessSettings::default())?;
         let cancel = CancelFlag::new();
         let log: Arc<dyn LogSink> = Arc::new(StderrSink);
-        let settings = target.plugins.settings(target.grants.clone());
+        let settings = target.settings.clone();
         let loaded = plugin::load_file(
             &PluginFile {
                 path: file,
@@ -164,7 +157,7 @@ impl Drop for Runner {
 
 /// `envhost call`: 0 when every command succeeded, 1 when one failed, 2
 /// when the plugin was refused.
-pub(crate) fn run(args: CallArgs) -> ExitCode {
+pub fn run(args: CallArgs) -> ExitCode {
     let runner = match Runner::start(&args.file, &args.target) {
         Ok(Ok(runner)) => runner,
         Ok(Err(reason)) => {

@@ -13,27 +13,22 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::Args;
-
 use crate::call::{Runner, Target};
 use crate::session_file::{Answer, SessionFile};
 
-#[derive(Args)]
-pub(crate) struct TestArgs {
+/// What `envhost test` runs.
+pub struct TestArgs {
     /// The plugin file; the environment is named after its stem.
-    #[arg(value_name = "FILE.wasm")]
-    file: PathBuf,
+    pub file: PathBuf,
 
     /// The session files (`.session`) to run, each on a fresh instance.
-    #[arg(value_name = "SESSION", required = true)]
-    sessions: Vec<PathBuf>,
+    pub sessions: Vec<PathBuf>,
 
     /// Rewrite the expected blocks that differ with what the plugin said.
-    #[arg(long)]
-    bless: bool,
+    pub bless: bool,
 
-    #[command(flatten)]
-    target: Target,
+    /// Which plugin, granted what, in which project.
+    pub target: Target,
 }
 
 /// How one session file went.
@@ -45,7 +40,7 @@ enum Verdict {
 
 /// `envhost test`: 0 when every session passes (or was blessed), 1
 /// otherwise.
-pub(crate) fn run(args: TestArgs) -> ExitCode {
+pub fn run(args: TestArgs) -> ExitCode {
     let mut out = io::stdout().lock();
     let mut failed = 0;
     for session in &args.sessions {
@@ -85,20 +80,65 @@ pub(crate) fn run(args: TestArgs) -> ExitCode {
     }
 }
 
-fn run_session(args: &TestArgs, path: &Path, out: &mut dyn Write) -> anyhow::Result<Verdict> {
+/// Why a session file could not be run or rewritten (a session whose
+/// answers differ is a verdict, not an error).
+#[derive(Debug, thiserror::Error)]
+pub enum PluginTestError {
+    /// The session file is unreadable.
+    #[error("cannot read the session file: {0}")]
+    Read(io::Error),
+    /// The session file is not in the format.
+    #[error("{shown}:{line}: {message} (see docs/plugin-tools.md for the format)")]
+    Parse {
+        /// The file, as shown.
+        shown: String,
+        /// Its line.
+        line: usize,
+        /// What is wrong there.
+        message: String,
+    },
+    /// The host could not start (the project, the containment).
+    #[error(transparent)]
+    Start(#[from] envhost_runtime::StartError),
+    /// The plugin was refused.
+    #[error("the plugin was refused: {0}")]
+    Refused(String),
+    /// The diff could not be written out.
+    #[error("cannot write the report: {0}")]
+    Report(io::Error),
+    /// No temporary file beside the session file.
+    #[error("cannot write beside {}: {source}", path.display())]
+    Beside {
+        /// The session file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The blessed session file could not be written or renamed into place.
+    #[error("cannot rewrite {}: {source}", path.display())]
+    Rewrite {
+        /// The session file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+}
+
+fn run_session(
+    args: &TestArgs,
+    path: &Path,
+    out: &mut dyn Write,
+) -> Result<Verdict, PluginTestError> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|err| anyhow::anyhow!("cannot read the session file: {err}"))?;
-    let file = SessionFile::parse(&text).map_err(|err| {
-        anyhow::anyhow!(
-            "{shown}:{}: {} (see docs/plugin-tools.md for the format)",
-            err.line,
-            err.message
-        )
+    let text = std::fs::read_to_string(path).map_err(PluginTestError::Read)?;
+    let file = SessionFile::parse(&text).map_err(|err| PluginTestError::Parse {
+        shown: shown.clone(),
+        line: err.line,
+        message: err.message.clone(),
     })?;
     let runner = match Runner::start(&args.file, &args.target)? {
         Ok(runner) => runner,
-        Err(reason) => anyhow::bail!("the plugin was refused: {reason}"),
+        Err(reason) => return Err(PluginTestError::Refused(reason)),
     };
     let mut differing: Vec<(usize, Answer)> = Vec::new();
     for (index, step) in file.steps.iter().enumerate() {
@@ -109,7 +149,8 @@ fn run_session(args: &TestArgs, path: &Path, out: &mut dyn Write) -> anyhow::Res
                     out,
                     "{}",
                     crate::session_file::diff(&file, step, &answer, &shown)
-                )?;
+                )
+                .map_err(PluginTestError::Report)?;
             }
             differing.push((index, answer));
         }
@@ -126,21 +167,27 @@ fn run_session(args: &TestArgs, path: &Path, out: &mut dyn Write) -> anyhow::Res
     Ok(Verdict::Blessed(differing.len()))
 }
 
-fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
+fn write_atomically(path: &Path, text: &str) -> Result<(), PluginTestError> {
     let folder = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let mut temporary = tempfile::NamedTempFile::new_in(folder)
-        .map_err(|err| anyhow::anyhow!("cannot write beside {}: {err}", path.display()))?;
-    temporary.write_all(text.as_bytes())?;
+    let mut temporary =
+        tempfile::NamedTempFile::new_in(folder).map_err(|source| PluginTestError::Beside {
+            path: path.to_owned(),
+            source,
+        })?;
+    let rewrite = |source| PluginTestError::Rewrite {
+        path: path.to_owned(),
+        source,
+    };
+    temporary.write_all(text.as_bytes()).map_err(rewrite)?;
     if let Ok(metadata) = std::fs::metadata(path) {
         temporary
             .as_file()
-            .set_permissions(metadata.permissions())?;
+            .set_permissions(metadata.permissions())
+            .map_err(rewrite)?;
     }
-    temporary
-        .persist(path)
-        .map_err(|err| anyhow::anyhow!("cannot rewrite {}: {}", path.display(), err.error))?;
+    temporary.persist(path).map_err(|err| rewrite(err.error))?;
     Ok(())
 }
