@@ -64,9 +64,7 @@ fn resume_session(orchestrator: &Orchestrator, store: &SessionStore, plugins: &[
                 }
             }
             for name in orchestrator.environment_names() {
-                if !states.iter().any(|(saved, _)| *saved == name)
-                    && !plugins.iter().any(|plugin| *plugin == name)
-                {
+                if !states.iter().any(|(saved, _)| *saved == name) && !plugins.contains(&name) {
                     lines.push(format!("- {name}: starts fresh (nothing of it was saved)."));
                 }
             }

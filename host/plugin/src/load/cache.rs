@@ -589,6 +589,11 @@ fn hex(bytes: &[u8]) -> String {
         })
 }
 
+/// A cache entry refused, and why (in the words the load's answer shows).
+fn rejected(why: impl std::fmt::Display) -> Miss {
+    Miss::Rejected(why.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -737,9 +742,4 @@ mod tests {
         );
         assert_eq!(CodeCache::Disabled.entry_path(&engine, "aaaa"), None);
     }
-}
-
-/// A cache entry refused, and why (in the words the load's answer shows).
-fn rejected(why: impl std::fmt::Display) -> Miss {
-    Miss::Rejected(why.to_string())
 }
