@@ -13,7 +13,7 @@ from mcp.shared.exceptions import MCPError
 
 from support import DEADLINE, Project, outer_pid, wait_for_file, wait_until_dead
 
-TOOLS = ["bash", "python", "editor", "rogue", "timer", "screen", "wait", "input", "interrupt", "restart"]
+TOOLS = ["bash", "python", "editor", "rogue", "timer", "screen", "wait", "input", "interrupt", "restart", "close"]
 
 
 def text(result) -> str:
