@@ -21,8 +21,9 @@ mod support;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use envhost_core::{CancelFlag, CommandContext, EventBus, Orchestrator, OrchestratorSettings};
+use envhost_core::{CancelFlag, CommandContext};
 use envhost_plugin::bench::RawPlugin;
+use envhost_runtime::{Host, Settings, Stopped};
 use support::{
     built_plugin, fmt_ms, hosted_plugins, per_call_ns, profile, summarize, time_to_first_screen,
 };
@@ -189,18 +190,14 @@ fn calls(bytes: &[u8]) {
 
 fn screens(bytes: &[u8]) {
     let project = project_with(bytes, 20);
-    let orchestrator = Orchestrator::new(
-        OrchestratorSettings::new(Duration::from_secs(120)),
-        EventBus::new(),
-        CancelFlag::new(),
-    );
-    let loaded = hosted_plugins(project.path(), None);
-    assert_eq!(loaded.len(), 20);
-    for plugin in loaded {
-        orchestrator
-            .register(plugin.name, plugin.kind, plugin.environment, plugin.detail)
-            .expect("register");
-    }
+    // The host a session starts, with the 20 plugins and nothing else.
+    let mut settings = Settings::new(project.path().to_owned(), "bench", Duration::from_secs(120));
+    settings.builtins = false;
+    settings.plugins.cache = envhost_plugin::CodeCache::Disabled;
+    settings.plugin_output_to_stderr = false;
+    let host = Host::start(settings).expect("start the host");
+    assert_eq!(host.report().plugins.len(), 20, "{:?}", host.report());
+    let orchestrator = host.orchestrator();
     for _ in 0..100 {
         orchestrator.screen();
     }
@@ -216,4 +213,5 @@ fn screens(bytes: &[u8]) {
         "  Orchestrator::screen (20 timer sections)",
         per_screen.as_secs_f64() * 1e6
     );
+    host.stop(Stopped::Done("measured".to_owned()));
 }

@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 
 use envhost_core::text::{parse_duration, parse_size};
 use envhost_process::DEFAULT_CAP_BYTES;
-use envhost_runtime::{IsolationLevel, ProcessSettings, Settings};
+use envhost_runtime::{IsolationLevel, PluginSource, ProcessSettings, Settings};
 
 use crate::plugin_args::PluginArgs;
 use crate::tool_args;
@@ -416,6 +416,8 @@ impl SessionArgs {
             python: self.python.clone(),
             transcript: self.transcript.clone(),
             verbose: self.verbose,
+            builtins: true,
+            plugin_source: PluginSource::Project,
             plugins,
             plugin_output_to_stderr: true,
             processes: self.processes.settings(),

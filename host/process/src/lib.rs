@@ -64,7 +64,8 @@ mod terminal;
 mod tests_support;
 
 pub use crate::capture::{
-    CapturedOutput, DEFAULT_CAP_BYTES, OutputCapture, OutputLimits, Overflow,
+    CapturedOutput, DEFAULT_CAP_BYTES, DEFAULT_SPILL_LIMIT_BYTES, OutputCapture, OutputLimits,
+    Overflow,
 };
 pub use crate::containment::{
     Containment, ContainmentSettings, DEFAULT_MAX_PROCESSES, Enclosure, LimitCounters, Limits,

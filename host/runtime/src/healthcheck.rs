@@ -8,54 +8,72 @@
 //! its own short-lived environments: it does not (and cannot) look inside
 //! a session another process is serving.
 //!
-//! It owns the checks and their report; building environments is
-//! `envhost-envs`' and `envhost-plugin`'s job.
+//! It owns the checks and their report; the host they run in is the one
+//! every front end starts ([`Host::start`]), with bash, python and the
+//! editor, and the project's plugins when asked.
 
 use std::fs;
 use std::io::Write;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use envhost_core::CommandRequest;
 use envhost_core::text;
-use envhost_core::{CancelFlag, CommandRequest, EventBus, Orchestrator, OrchestratorSettings};
-use envhost_plugin::{self as plugin, DiscardSink, LogSink, PluginSettings};
-use envhost_process::terminate_descendants;
 
-/// What to check.
-pub struct Checks {
-    /// The session's settings for bash and python.
-    pub settings: envhost_envs::Settings,
-    /// How long each environment may take to answer.
-    pub timeout: Duration,
-    /// Load the project's plugins too, with these settings.
-    pub plugins: Option<PluginSettings>,
-}
+use crate::containment::resolve_project;
+use crate::host::{Host, StartReport};
+use crate::settings::{PluginSource, Settings};
+use crate::stopped::Stopped;
 
-/// Runs every check, writing one line per check; true when all passed.
-pub fn run(checks: Checks, out: &mut dyn Write) -> std::io::Result<bool> {
+/// Runs every check in a host started from `settings` (its timeout is how
+/// long bash and python may each take; with `plugins`, the project's
+/// plugins load too), writing one line per check; true when all passed.
+pub fn run(mut settings: Settings, plugins: bool, out: &mut dyn Write) -> std::io::Result<bool> {
     let mut healthy = true;
     let mut report = |ok: bool, line: String, out: &mut dyn Write| -> std::io::Result<()> {
         healthy &= ok;
         writeln!(out, "{} {line}", if ok { "ok  " } else { "FAIL" })
     };
 
-    let project = &checks.settings.project_dir;
-    match fs::read_dir(project) {
-        Ok(_) => report(
-            true,
-            format!("project {}: readable", project.display()),
-            out,
-        )?,
+    let project = match resolve_project(&settings.project) {
+        Ok(project) => project,
         Err(err) => {
-            report(
-                false,
-                format!("project {}: cannot be read ({err})", project.display()),
-                out,
-            )?;
+            report(false, err.to_string(), out)?;
+            writeln!(out, "unhealthy")?;
             return Ok(false);
         }
+    };
+    if let Err(err) = fs::read_dir(&project) {
+        report(
+            false,
+            format!("project {}: cannot be read ({err})", project.display()),
+            out,
+        )?;
+        writeln!(out, "unhealthy")?;
+        return Ok(false);
     }
-
+    settings.builtins = true;
+    settings.plugin_source = if plugins {
+        PluginSource::Project
+    } else {
+        PluginSource::None
+    };
+    settings.session_state = false;
+    settings.resume = false;
+    settings.watch = false;
+    let timeout = settings.timeout;
+    let host = match Host::start(settings) {
+        Ok(host) => host,
+        Err(err) => {
+            report(false, err.to_string(), out)?;
+            writeln!(out, "unhealthy")?;
+            return Ok(false);
+        }
+    };
+    report(
+        true,
+        format!("project {}: readable", host.project().display()),
+        out,
+    )?;
     // Where the environments below run, as a session started here would.
     report(
         true,
@@ -63,22 +81,8 @@ pub fn run(checks: Checks, out: &mut dyn Write) -> std::io::Result<bool> {
         out,
     )?;
     report(true, envhost_process::session_limits().describe(), out)?;
-    let cancel = CancelFlag::new();
-    let orchestrator = Orchestrator::new(
-        OrchestratorSettings::new(checks.timeout),
-        EventBus::new(),
-        cancel.clone(),
-    );
-    for builtin in envhost_envs::builtins(&checks.settings) {
-        match builtin {
-            Ok(loaded) => {
-                let name = loaded.name.to_string();
-                if let Err(err) = crate::register(&orchestrator, loaded) {
-                    report(false, format!("{name}: {err}"), out)?;
-                }
-            }
-            Err(failure) => report(false, format!("{}: {}", failure.name, failure.reason), out)?,
-        }
+    for failure in &host.report().unavailable {
+        report(false, format!("{}: {}", failure.name, failure.reason), out)?;
     }
 
     for (environment, command, expected) in [
@@ -90,10 +94,10 @@ pub fn run(checks: Checks, out: &mut dyn Write) -> std::io::Result<bool> {
         ),
     ] {
         let started = Instant::now();
-        let outcome = orchestrator.execute(&CommandRequest {
+        let outcome = host.orchestrator().execute(&CommandRequest {
             environment: environment.to_owned(),
             command: command.to_owned(),
-            timeout: Some(checks.timeout),
+            timeout: Some(timeout),
             yield_after: None,
             id: None,
         });
@@ -113,45 +117,37 @@ pub fn run(checks: Checks, out: &mut dyn Write) -> std::io::Result<bool> {
             )?;
         }
     }
-
-    if let Some(settings) = &checks.plugins {
-        for (ok, line) in plugin_checks(project, settings, &checks.settings.output, &cancel) {
+    if plugins {
+        for (ok, line) in plugin_checks(host.report()) {
             report(ok, line, out)?;
         }
     }
-
-    orchestrator.shutdown("health check done");
-    terminate_descendants(Duration::from_secs(2));
+    host.stop(Stopped::Done("health check done".to_owned()));
     writeln!(out, "{}", if healthy { "healthy" } else { "unhealthy" })?;
     Ok(healthy)
 }
 
-/// Loads the project's plugins as a session would: one line for all that
-/// loaded, or one per refusal and grants problem, each with whether it
-/// passed.
-fn plugin_checks(
-    project: &std::path::Path,
-    settings: &PluginSettings,
-    output: &envhost_process::OutputLimits,
-    cancel: &CancelFlag,
-) -> Vec<(bool, String)> {
-    let log: Arc<dyn LogSink> = Arc::new(DiscardSink);
-    let started = Instant::now();
-    let mut plugins = plugin::load(project, settings, output, cancel, log);
-    let loaded = plugins.take_loaded().len();
-    let result = plugins.finish();
-    let took = text::duration(started.elapsed());
+/// One line for all the plugins that loaded, or one per refusal and grants
+/// problem, each with whether it passed.
+fn plugin_checks(started: &StartReport) -> Vec<(bool, String)> {
     let mut lines = Vec::new();
-    if result.refused.is_empty() && result.config_problems.is_empty() {
-        lines.push((true, format!("plugins: {loaded} loaded in {took}")));
+    if started.refused.is_empty() && started.config_problems.is_empty() {
+        lines.push((
+            true,
+            format!(
+                "plugins: {} loaded in {}",
+                started.plugins.len(),
+                text::duration(started.plugins_took)
+            ),
+        ));
     }
-    for refused in &result.refused {
+    for refused in &started.refused {
         lines.push((
             false,
             format!("plugin {}: {}", refused.name, refused.reason),
         ));
     }
-    for problem in &result.config_problems {
+    for problem in &started.config_problems {
         lines.push((false, format!("plugin grants: {problem}")));
     }
     lines

@@ -5,14 +5,14 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use envhost_core::{
-    CancelFlag, ConsoleObserver, Event, EventBus, LoadedEnvironment, NoticeSection, Orchestrator,
-    OrchestratorSettings, RegisterError, ScreenSection, TranscriptObserver,
+    CancelFlag, ConsoleObserver, Event, EventBus, LoadFailure, LoadedEnvironment, NoticeSection,
+    Orchestrator, OrchestratorSettings, RegisterError, ScreenSection, TranscriptObserver,
 };
 use envhost_files::{ProjectFiles, ProjectRoot};
-use envhost_plugin::{self as plugin, DiscardSink, LogSink, StderrSink};
+use envhost_plugin::{self as plugin, DiscardSink, LogSink, PluginFile, StderrSink};
 use envhost_process::SecretPolicy;
 
 use crate::containment::{contain, in_force, resolve_project, stop_descendants};
@@ -20,7 +20,7 @@ use crate::error::StartError;
 use crate::reload::WatchedPlugins;
 use crate::resume::record_session;
 use crate::session::Identity;
-use crate::settings::Settings;
+use crate::settings::{PluginSource, Settings};
 use crate::stopped::Stopped;
 use crate::watch::Watcher;
 
@@ -32,6 +32,25 @@ pub struct Host {
     project: PathBuf,
     allow_outside_project: bool,
     yield_after: Option<Duration>,
+    report: StartReport,
+}
+
+/// What a host loaded at start, for the healthcheck and the author tools
+/// (a session shows the same on its screen).
+#[derive(Debug, Default)]
+pub struct StartReport {
+    /// The plugins registered, by name.
+    pub plugins: Vec<String>,
+    /// The built-ins that could not start, each with the sentence that
+    /// says why.
+    pub unavailable: Vec<LoadFailure>,
+    /// The plugins refused, each with the sentence that says why (also on
+    /// stderr).
+    pub refused: Vec<LoadFailure>,
+    /// Problems with the grants file that refuse no plugin in particular.
+    pub config_problems: Vec<String>,
+    /// How long finding, compiling and loading the plugins took.
+    pub plugins_took: Duration,
 }
 
 impl Host {
@@ -68,30 +87,46 @@ impl Host {
             key: "isolation".to_owned(),
             section: ScreenSection::with_max_lines(in_force(), 12),
         });
-        for builtin in envhost_envs::builtins(&environments) {
-            match builtin {
-                Ok(loaded) => {
-                    let name = loaded.name.to_string();
-                    if let Err(err) = register(&orchestrator, loaded) {
-                        orchestrator.record_load_failure(&name, &err.to_string());
-                    }
-                }
-                Err(failure) => orchestrator.record_load_failure(&failure.name, &failure.reason),
+        let mut report = StartReport::default();
+        if settings.builtins {
+            register_builtins(&mut orchestrator, &environments, &mut report);
+        }
+        let started = Instant::now();
+        let identity = match &settings.plugin_source {
+            PluginSource::None => Identity::new(&project),
+            PluginSource::Project => load_plugins(
+                &mut orchestrator,
+                &settings,
+                &environments,
+                &project,
+                &cancel,
+                &mut report,
+            ),
+            PluginSource::File { path, apply_grants } => {
+                let file = PluginFile {
+                    path,
+                    apply_grants: *apply_grants,
+                    sharing: 1,
+                };
+                load_one_plugin(
+                    &orchestrator,
+                    &file,
+                    &settings,
+                    &environments,
+                    &cancel,
+                    &mut report,
+                );
+                Identity::new(&project)
             }
-        }
-        for (kind, factory) in envhost_envs::instance_factories(&environments) {
-            // A kind that failed to load has no instances either.
-            let _ = orchestrator.allow_instances(kind, factory);
-        }
-        let (identity, plugins) = load_plugins(
-            &mut orchestrator,
-            &settings,
-            &environments,
-            &project,
-            &cancel,
-        );
+        };
+        report.plugins_took = started.elapsed();
         if settings.session_state {
-            record_session(&mut orchestrator, identity, settings.resume, &plugins);
+            record_session(
+                &mut orchestrator,
+                identity,
+                settings.resume,
+                &report.plugins,
+            );
         }
         Ok(Host {
             orchestrator: Arc::new(orchestrator),
@@ -99,7 +134,13 @@ impl Host {
             project,
             allow_outside_project: settings.allow_outside_project,
             yield_after: settings.yield_after,
+            report,
         })
+    }
+
+    /// What loaded at start and what was refused.
+    pub fn report(&self) -> &StartReport {
+        &self.report
     }
 
     /// The environments.
@@ -196,12 +237,9 @@ fn load_plugins(
     environments: &envhost_envs::Settings,
     project: &Path,
     cancel: &CancelFlag,
-) -> (Identity, Vec<String>) {
-    let log: Arc<dyn LogSink> = if settings.plugin_output_to_stderr {
-        Arc::new(StderrSink)
-    } else {
-        Arc::new(DiscardSink)
-    };
+    report: &mut StartReport,
+) -> Identity {
+    let log = plugin_log(settings);
     // Before the plugins load: a change made while they load is seen.
     let mut watcher = settings.watch.then(|| {
         Watcher::new(
@@ -220,33 +258,120 @@ fn load_plugins(
         log,
     );
     let mut identity = Identity::new(project);
-    let mut names = Vec::new();
     for loaded in plugins.take_loaded() {
         let name = loaded.environment.name.to_string();
         identity.add_plugin(&name, &loaded.file);
         match register(orchestrator, loaded.environment) {
             Ok(()) => {
-                names.push(name.clone());
                 if let Some(watcher) = &mut watcher {
                     watcher.loaded_at_start(&name, &loaded.file, &loaded.sha256);
                 }
+                report.plugins.push(name);
             }
             Err(err) => plugins.refuse(&name, &loaded.file, err.to_string()),
         }
     }
-    let report = plugins.finish();
-    for refused in &report.refused {
-        eprintln!("envhost: {}", refused.reason);
-        orchestrator.record_load_failure(&refused.name, &refused.reason);
+    let finished = plugins.finish();
+    for refused in finished.refused {
+        refuse(orchestrator, refused, report);
     }
-    for problem in &report.config_problems {
+    for problem in finished.config_problems {
         eprintln!("envhost: {problem}");
+        report.config_problems.push(problem);
     }
-    for notice in report.notices {
+    for notice in finished.notices {
         orchestrator.add_notice(notice);
     }
     if let Some(watcher) = watcher {
         orchestrator.reload_before_commands(Box::new(WatchedPlugins(Mutex::new(watcher))));
     }
-    (identity, names)
+    identity
+}
+
+/// Loads one plugin file as [`load_plugins`] loads each of env/, and
+/// nothing else (`envhost call` and `test`).
+fn load_one_plugin(
+    orchestrator: &Orchestrator,
+    file: &PluginFile<'_>,
+    settings: &Settings,
+    environments: &envhost_envs::Settings,
+    cancel: &CancelFlag,
+    report: &mut StartReport,
+) {
+    let name = file
+        .path
+        .file_stem()
+        .map(|stem| stem.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let loaded = plugin::load_file(
+        file,
+        &environments.project_dir,
+        &settings.plugins,
+        &environments.output,
+        cancel,
+        plugin_log(settings),
+    );
+    let failure = match loaded {
+        Ok(loaded) => {
+            let registered = loaded.environment.name.to_string();
+            match register(orchestrator, loaded.environment) {
+                Ok(()) => {
+                    report.plugins.push(registered);
+                    return;
+                }
+                Err(err) => LoadFailure {
+                    name: registered,
+                    reason: err.to_string(),
+                },
+            }
+        }
+        Err(reason) => LoadFailure { name, reason },
+    };
+    refuse(orchestrator, failure, report);
+}
+
+/// Where the plugins' own output goes.
+fn plugin_log(settings: &Settings) -> Arc<dyn LogSink> {
+    if settings.plugin_output_to_stderr {
+        Arc::new(StderrSink)
+    } else {
+        Arc::new(DiscardSink)
+    }
+}
+
+/// Bash, python and the editor, and the factories of their instances; a
+/// built-in that cannot start is on the screen and in the report.
+fn register_builtins(
+    orchestrator: &mut Orchestrator,
+    environments: &envhost_envs::Settings,
+    report: &mut StartReport,
+) {
+    for builtin in envhost_envs::builtins(environments) {
+        let failure = match builtin {
+            Ok(loaded) => {
+                let name = loaded.name.to_string();
+                match register(orchestrator, loaded) {
+                    Ok(()) => continue,
+                    Err(err) => LoadFailure {
+                        name,
+                        reason: err.to_string(),
+                    },
+                }
+            }
+            Err(failure) => failure,
+        };
+        orchestrator.record_load_failure(&failure.name, &failure.reason);
+        report.unavailable.push(failure);
+    }
+    for (kind, factory) in envhost_envs::instance_factories(environments) {
+        // A kind that failed to load has no instances either.
+        let _ = orchestrator.allow_instances(kind, factory);
+    }
+}
+
+/// A plugin that will not run: on stderr, the screen and the report.
+fn refuse(orchestrator: &Orchestrator, failure: LoadFailure, report: &mut StartReport) {
+    eprintln!("envhost: {}", failure.reason);
+    orchestrator.record_load_failure(&failure.name, &failure.reason);
+    report.refused.push(failure);
 }

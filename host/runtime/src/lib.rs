@@ -23,7 +23,7 @@ mod watch;
 
 pub use crate::containment::{contain, in_force, resolve_project, stop_descendants};
 pub use crate::error::StartError;
-pub use crate::host::{Host, register};
-pub use crate::settings::{IsolationLevel, ProcessSettings, Settings};
+pub use crate::host::{Host, StartReport, register};
+pub use crate::settings::{IsolationLevel, PluginSource, ProcessSettings, Settings};
 pub use crate::signals::HostSignal;
 pub use crate::stopped::Stopped;

@@ -34,6 +34,11 @@ pub struct Settings {
     pub transcript: Option<PathBuf>,
     /// Describe the session on stderr as it happens.
     pub verbose: bool,
+    /// Start bash, python and the editor (the author tools run a plugin
+    /// alone).
+    pub builtins: bool,
+    /// Which plugins to load.
+    pub plugin_source: PluginSource,
     /// How plugins are found, granted, compiled and bounded.
     pub plugins: PluginSettings,
     /// Plugins' own output goes to stderr (else it is discarded: an agent
@@ -61,12 +66,14 @@ impl Settings {
             timeout,
             yield_after: None,
             output_cap: envhost_process::DEFAULT_CAP_BYTES,
-            output_file_limit: 256 << 20,
+            output_file_limit: envhost_process::DEFAULT_SPILL_LIMIT_BYTES,
             pass_env: Vec::new(),
             allow_outside_project: false,
             python: None,
             transcript: None,
             verbose: false,
+            builtins: true,
+            plugin_source: PluginSource::Project,
             plugins: PluginSettings::default(),
             plugin_output_to_stderr: true,
             processes: ProcessSettings::default(),
@@ -76,6 +83,24 @@ impl Settings {
             max_instances: envhost_core::instance::DEFAULT_MAX_INSTANCES,
         }
     }
+}
+
+/// Which plugins a host loads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PluginSource {
+    /// None at all.
+    None,
+    /// Those in `<project>/env/`, as a session does.
+    Project,
+    /// One file, wherever it is (`envhost call` and `test`), loaded as a
+    /// session loads each of env/.
+    File {
+        /// The `.wasm` file; the environment is named after its stem.
+        path: PathBuf,
+        /// Apply the grants file (`PluginSettings::config_file`, else
+        /// `<project>/env/envhost.toml`); `false`: nothing is granted.
+        apply_grants: bool,
+    },
 }
 
 /// Where commands run.

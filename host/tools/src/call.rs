@@ -3,7 +3,8 @@
 //!
 //! The plugin is loaded as a session loads `env/NAME.wasm` (name, grants
 //! and pin, compile or cache, link, instantiate, describe, requests, the
-//! sandbox), registered in an orchestrator of its own, and every command
+//! sandbox), alone in a host started as every front end starts one
+//! (`Host::start`, containment first), and every command
 //! goes through the orchestrator as an agent's would (routing by first
 //! word, progressive help, traps and restarts). What it prints is a session
 //! file (`session_file`): each command and its answer, then `$ screen` and
@@ -16,14 +17,11 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
-use envhost_core::{
-    CancelFlag, CommandRequest, EventBus, LoadedEnvironment, Orchestrator, OrchestratorSettings,
-};
-use envhost_plugin::{self as plugin, LogSink, PluginFile, StderrSink};
-use envhost_process::OutputLimits;
+use envhost_core::{CommandRequest, Orchestrator};
+use envhost_plugin as plugin;
+use envhost_runtime::{Host, PluginSource, Settings, Stopped};
 
 use crate::session_file::{Action, Answer, render_step};
 
@@ -60,59 +58,57 @@ pub struct Target {
     pub settings: plugin::PluginSettings,
 }
 
-/// One plugin loaded in an orchestrator of its own.
+/// Why a plugin could not be run.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RunnerError {
+    /// The host could not start (the project, the containment).
+    #[error(transparent)]
+    Start(#[from] envhost_runtime::StartError),
+    /// The plugin was refused: the sentence says why (already on stderr).
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// One plugin alone in a host of its own.
 pub(crate) struct Runner {
-    orchestrator: Orchestrator,
+    /// `Some` until dropped.
+    host: Option<Host>,
     name: String,
 }
 
 impl Runner {
-    /// Loads `file` as a session would; the error is the refusal in words.
-    pub(crate) fn start(
-        file: &Path,
-        target: &Target,
-    ) -> Result<Result<Runner, String>, envhost_runtime::StartError> {
-        let project = envhost_runtime::resolve_project(&target.project)?;
-        // Before the plugin can start a program (a `programs` grant).
-        envhost_runtime::contain(&envhost_runtime::ProcessSettings::default())?;
-        let cancel = CancelFlag::new();
-        let log: Arc<dyn LogSink> = Arc::new(StderrSink);
-        let settings = target.settings.clone();
-        let loaded = plugin::load_file(
-            &PluginFile {
-                path: file,
-                apply_grants: target.grants.is_some(),
-                sharing: 1,
-            },
-            &project,
-            &settings,
-            &OutputLimits::for_project(&project),
-            &cancel,
-            log,
-        );
-        let loaded = match loaded {
-            Ok(loaded) => loaded,
-            Err(reason) => return Ok(Err(reason)),
+    /// Starts a host with `file` as its only environment, loaded as a
+    /// session loads each plugin of env/.
+    pub(crate) fn start(file: &Path, target: &Target) -> Result<Runner, RunnerError> {
+        let mut settings = Settings::new(target.project.clone(), "call", target.timeout);
+        settings.builtins = false;
+        settings.plugin_source = PluginSource::File {
+            path: file.to_owned(),
+            apply_grants: target.grants.is_some(),
         };
-        let orchestrator = Orchestrator::new(
-            OrchestratorSettings::new(target.timeout),
-            EventBus::new(),
-            cancel,
-        );
-        let LoadedEnvironment {
-            name,
-            kind,
-            environment,
-            detail,
-        } = loaded.environment;
-        let shown = name.to_string();
-        if let Err(err) = orchestrator.register(name, kind, environment, detail) {
-            return Ok(Err(err.to_string()));
+        settings.plugins = target.settings.clone();
+        let host = Host::start(settings)?;
+        let started = host.report();
+        if let Some(refused) = started.refused.first() {
+            let reason = refused.reason.clone();
+            host.stop(Stopped::Done("the plugin was refused".to_owned()));
+            return Err(RunnerError::Refused(reason));
         }
-        Ok(Ok(Runner {
-            orchestrator,
-            name: shown,
-        }))
+        let Some(name) = started.plugins.first().cloned() else {
+            host.stop(Stopped::Done("no plugin loaded".to_owned()));
+            return Err(RunnerError::Refused(format!(
+                "{} did not load",
+                file.display()
+            )));
+        };
+        Ok(Runner {
+            host: Some(host),
+            name,
+        })
+    }
+
+    fn orchestrator(&self) -> Option<&Orchestrator> {
+        self.host.as_ref().map(|host| host.orchestrator().as_ref())
     }
 
     /// Runs one step: a command, or the screen.
@@ -123,7 +119,13 @@ impl Runner {
                 output: self.section(),
             },
             Action::Command(command) => {
-                let outcome = self.orchestrator.execute(&CommandRequest {
+                let Some(orchestrator) = self.orchestrator() else {
+                    return Answer {
+                        success: false,
+                        output: "the host has stopped".to_owned(),
+                    };
+                };
+                let outcome = orchestrator.execute(&CommandRequest {
                     environment: self.name.clone(),
                     command: command.clone(),
                     timeout: None,
@@ -140,18 +142,18 @@ impl Runner {
 
     /// The plugin's screen section, as the agent sees it.
     fn section(&self) -> String {
-        self.orchestrator
-            .screen()
-            .get(&self.name)
-            .map(|section| section.content.clone())
+        self.orchestrator()
+            .and_then(|orchestrator| orchestrator.screen().get(&self.name).cloned())
+            .map(|section| section.content)
             .unwrap_or_default()
     }
 }
 
 impl Drop for Runner {
     fn drop(&mut self) {
-        self.orchestrator.shutdown("the commands are done");
-        envhost_runtime::stop_descendants();
+        if let Some(host) = self.host.take() {
+            host.stop(Stopped::Done("the commands are done".to_owned()));
+        }
     }
 }
 
@@ -159,13 +161,11 @@ impl Drop for Runner {
 /// when the plugin was refused.
 pub fn run(args: CallArgs) -> ExitCode {
     let runner = match Runner::start(&args.file, &args.target) {
-        Ok(Ok(runner)) => runner,
-        Ok(Err(reason)) => {
-            eprintln!("envhost: {reason}");
-            return ExitCode::from(REFUSED);
-        }
+        Ok(runner) => runner,
+        // The host said why on stderr as it refused the plugin.
+        Err(RunnerError::Refused(_)) => return ExitCode::from(REFUSED),
         Err(err) => {
-            eprintln!("envhost: {err:#}");
+            eprintln!("envhost: {err}");
             return ExitCode::from(REFUSED);
         }
     };

@@ -13,7 +13,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::call::{Runner, Target};
+use crate::call::{Runner, RunnerError, Target};
 use crate::session_file::{Answer, SessionFile};
 
 /// What `envhost test` runs.
@@ -136,10 +136,10 @@ fn run_session(
         line: err.line,
         message: err.message.clone(),
     })?;
-    let runner = match Runner::start(&args.file, &args.target)? {
-        Ok(runner) => runner,
-        Err(reason) => return Err(PluginTestError::Refused(reason)),
-    };
+    let runner = Runner::start(&args.file, &args.target).map_err(|err| match err {
+        RunnerError::Start(err) => PluginTestError::Start(err),
+        RunnerError::Refused(reason) => PluginTestError::Refused(reason),
+    })?;
     let mut differing: Vec<(usize, Answer)> = Vec::new();
     for (index, step) in file.steps.iter().enumerate() {
         let answer = runner.run(&step.action);
