@@ -15,13 +15,136 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::Write as _;
+use std::io::{self, Write as _};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
-
 include!(concat!(env!("OUT_DIR"), "/rust_sdk.rs"));
+
+/// Why `envhost new` wrote no project. Each message says what to do next;
+/// a failure while writing leaves no half-written folder.
+#[derive(Debug, thiserror::Error)]
+pub enum NewProjectError {
+    /// The name is not one every language (and the host) accepts.
+    #[error(
+        "`{name}` cannot name a plugin: a name is lowercase letters, digits and `_`, starting with a letter, at most 64 \
+         (it is the environment's name, the .wasm file's stem and the package's name); e.g. `envhost new {example} ...`"
+    )]
+    BadName {
+        /// The name given.
+        name: String,
+        /// A name made from it that would do.
+        example: String,
+    },
+
+    /// The name reads like a built-in environment's.
+    #[error(
+        "`{name}` cannot name a plugin: it reads like the built-in environment `{builtin}`, whose section it would \
+         forge; choose another name, e.g. `my_{name}`"
+    )]
+    ReadsLikeBuiltin {
+        /// The name given.
+        name: String,
+        /// The built-in it reads like.
+        builtin: &'static str,
+    },
+
+    /// The folder exists and holds files.
+    #[error(
+        "{} exists and is not empty: envhost new writes a whole project and does not mix it with other \
+         files; choose another folder with --dir, or remove this one first",
+        .0.display()
+    )]
+    FolderNotEmpty(PathBuf),
+
+    /// The folder's path names a file.
+    #[error("{} exists and is a file, not a folder; choose another folder with --dir", .0.display())]
+    FolderIsAFile(PathBuf),
+
+    /// The folder cannot be read.
+    #[error("cannot read {}", path.display())]
+    ReadFolder {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+
+    /// A folder cannot be created (the project's parent, one inside it, or
+    /// the project itself when it is renamed into place).
+    #[error("cannot create {}", path.display())]
+    CreateFolder {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+
+    /// The staging folder cannot be created beside the project.
+    #[error("cannot create a folder in {}", parent.display())]
+    Staging {
+        /// The folder it would be created in.
+        parent: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+
+    /// A file of the project cannot be written.
+    #[error("cannot write {}", path.display())]
+    WriteFile {
+        /// The file (in the staging folder).
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+
+    /// A script of the project cannot be made executable.
+    #[error("cannot make {} executable", path.display())]
+    Executable {
+        /// The file (in the staging folder).
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+
+    /// The new folder's permissions cannot be set.
+    #[error("cannot set the new folder's permissions")]
+    Permissions(#[source] io::Error),
+
+    /// A JSON file embedded in the binary does not parse, or cannot be
+    /// written back (a defect of the build, not of the input).
+    #[error("{what}")]
+    EmbeddedJson {
+        /// What was being done.
+        what: &'static str,
+        /// Why it failed.
+        source: serde_json::Error,
+    },
+
+    /// A TOML file embedded in the binary does not parse (a defect of the
+    /// build, not of the input).
+    #[error("{file} is not TOML")]
+    EmbeddedToml {
+        /// The file, in words.
+        file: &'static str,
+        /// Why it does not parse.
+        source: toml::de::Error,
+    },
+
+    /// The Rust SDK's manifest inherits a field this module cannot write
+    /// out (a defect of the build, not of the input).
+    #[error(
+        "the Rust SDK's Cargo.toml inherits `{0}` from the workspace, which envhost new cannot write out"
+    )]
+    InheritedField(String),
+
+    /// The workspace's lock holds none of the Rust SDK's dependencies (a
+    /// defect of the build, not of the input).
+    #[error("the workspace's Cargo.lock holds none of the Rust SDK's dependencies")]
+    NoSdkDependencies,
+}
+
+type Result<T, E = NewProjectError> = std::result::Result<T, E>;
 
 /// Arguments of `envhost new`.
 pub struct NewArgs {
@@ -107,7 +230,7 @@ const WIT: [(&str, &str); 8] = [
 ];
 
 /// Runs `envhost new`.
-pub fn run(args: &NewArgs) -> anyhow::Result<()> {
+pub fn run(args: &NewArgs) -> Result<()> {
     check_name(&args.name)?;
     let dir = args
         .dir
@@ -141,7 +264,7 @@ fn language(lang: Lang) -> &'static str {
 
 /// A name must be an environment name the host accepts, and a package name
 /// in all three languages: lowercase ASCII letters, digits and `_`.
-fn check_name(name: &str) -> anyhow::Result<()> {
+fn check_name(name: &str) -> Result<()> {
     let mut chars = name.chars();
     let valid = chars.next().is_some_and(|c| c.is_ascii_lowercase())
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
@@ -158,76 +281,95 @@ fn check_name(name: &str) -> anyhow::Result<()> {
         } else {
             suggestion.chars().take(64).collect()
         };
-        bail!(
-            "`{name}` cannot name a plugin: a name is lowercase letters, digits and `_`, starting with a letter, at most 64 \
-             (it is the environment's name, the .wasm file's stem and the package's name); e.g. `envhost new {example} ...`"
-        );
+        return Err(NewProjectError::BadName {
+            name: name.to_owned(),
+            example,
+        });
     }
     if let Some(builtin) = envhost_plugin::reads_like_builtin(name) {
-        bail!(
-            "`{name}` cannot name a plugin: it reads like the built-in environment `{builtin}`, whose section it would \
-             forge; choose another name, e.g. `my_{name}`"
-        );
+        return Err(NewProjectError::ReadsLikeBuiltin {
+            name: name.to_owned(),
+            builtin,
+        });
     }
     Ok(())
 }
 
-fn check_folder(dir: &Path) -> anyhow::Result<()> {
+fn check_folder(dir: &Path) -> Result<()> {
     match fs::read_dir(dir) {
         Ok(mut entries) => {
             if entries.next().is_some() {
-                bail!(
-                    "{} exists and is not empty: envhost new writes a whole project and does not mix it with other \
-                     files; choose another folder with --dir, or remove this one first",
-                    dir.display()
-                );
+                return Err(NewProjectError::FolderNotEmpty(dir.to_owned()));
             }
             Ok(())
         }
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(err) if err.kind() == std::io::ErrorKind::NotADirectory => bail!(
-            "{} exists and is a file, not a folder; choose another folder with --dir",
-            dir.display()
-        ),
-        Err(err) => Err(err).with_context(|| format!("cannot read {}", dir.display())),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(err) if err.kind() == io::ErrorKind::NotADirectory => {
+            Err(NewProjectError::FolderIsAFile(dir.to_owned()))
+        }
+        Err(source) => Err(NewProjectError::ReadFolder {
+            path: dir.to_owned(),
+            source,
+        }),
     }
 }
 
 /// Writes the files into a fresh folder beside `dir`, then renames it into
 /// place: a failure leaves no half-written project.
-fn write_project(dir: &Path, files: &[File]) -> anyhow::Result<()> {
+fn write_project(dir: &Path, files: &[File]) -> Result<()> {
     let parent = match dir.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    fs::create_dir_all(&parent).with_context(|| format!("cannot create {}", parent.display()))?;
+    fs::create_dir_all(&parent).map_err(|source| NewProjectError::CreateFolder {
+        path: parent.clone(),
+        source,
+    })?;
     let staging = tempfile::Builder::new()
         .prefix(".envhost-new-")
         .tempdir_in(&parent)
-        .with_context(|| format!("cannot create a folder in {}", parent.display()))?;
+        .map_err(|source| NewProjectError::Staging {
+            parent: parent.clone(),
+            source,
+        })?;
     for file in files {
-        let path = staging.path().join(&file.path);
-        if let Some(folder) = path.parent() {
-            fs::create_dir_all(folder)
-                .with_context(|| format!("cannot create {}", folder.display()))?;
-        }
-        let mut out =
-            fs::File::create(&path).with_context(|| format!("cannot write {}", path.display()))?;
-        out.write_all(file.text.as_bytes())
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        if file.executable {
-            out.set_permissions(fs::Permissions::from_mode(0o755))
-                .with_context(|| format!("cannot make {} executable", path.display()))?;
-        }
+        write_file(&staging.path().join(&file.path), file)?;
     }
     // The staging folder is private (0700); the project is the user's.
     fs::set_permissions(staging.path(), fs::Permissions::from_mode(0o755))
-        .context("cannot set the new folder's permissions")?;
+        .map_err(NewProjectError::Permissions)?;
     // Renaming onto an empty folder replaces it; onto a non-empty one fails
     // (someone wrote there since the check), leaving it as it was.
-    fs::rename(staging.path(), dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    fs::rename(staging.path(), dir).map_err(|source| NewProjectError::CreateFolder {
+        path: dir.to_owned(),
+        source,
+    })?;
     // The folder was renamed away: nothing left for the guard to remove.
     let _ = staging.keep();
+    Ok(())
+}
+
+/// Writes one file of the project at `path`, creating its folder.
+fn write_file(path: &Path, file: &File) -> Result<()> {
+    if let Some(folder) = path.parent() {
+        fs::create_dir_all(folder).map_err(|source| NewProjectError::CreateFolder {
+            path: folder.to_owned(),
+            source,
+        })?;
+    }
+    let cannot_write = |source| NewProjectError::WriteFile {
+        path: path.to_owned(),
+        source,
+    };
+    let mut out = fs::File::create(path).map_err(cannot_write)?;
+    out.write_all(file.text.as_bytes()).map_err(cannot_write)?;
+    if file.executable {
+        out.set_permissions(fs::Permissions::from_mode(0o755))
+            .map_err(|source| NewProjectError::Executable {
+                path: path.to_owned(),
+                source,
+            })?;
+    }
     Ok(())
 }
 
@@ -236,7 +378,7 @@ fn fill(template: &str, name: &str) -> String {
 }
 
 /// Every file of a new project in `lang` named `name`.
-fn project_files(lang: Lang, name: &str) -> anyhow::Result<Vec<File>> {
+fn project_files(lang: Lang, name: &str) -> Result<Vec<File>> {
     let mut files: Vec<File> = WIT
         .iter()
         .map(|(path, text)| File::new(*path, *text))
@@ -301,7 +443,7 @@ fn python_files(name: &str, files: &mut Vec<File>) -> Readme {
 }
 
 /// The JavaScript project's own files; what its README says of them.
-fn javascript_files(name: &str, files: &mut Vec<File>) -> anyhow::Result<Readme> {
+fn javascript_files(name: &str, files: &mut Vec<File>) -> Result<Readme> {
     files.extend([
         File::new(
             "src/plugin.js",
@@ -338,7 +480,7 @@ fn javascript_files(name: &str, files: &mut Vec<File>) -> anyhow::Result<Readme>
 }
 
 /// The Rust project's own files (the SDK vendored); what its README says of them.
-fn rust_files(name: &str, files: &mut Vec<File>) -> anyhow::Result<Readme> {
+fn rust_files(name: &str, files: &mut Vec<File>) -> Result<Readme> {
     files.extend([
         File::new(
             "Cargo.toml",
@@ -395,14 +537,22 @@ fn python_requirements() -> String {
 }
 
 /// The repository's JavaScript lock, renamed for the new package.
-fn javascript_lock(name: &str) -> anyhow::Result<String> {
-    let mut lock: serde_json::Value =
-        serde_json::from_str(include_str!("../../../plugins/regex/package-lock.json"))
-            .context("the embedded package-lock.json is not JSON")?;
+fn javascript_lock(name: &str) -> Result<String> {
+    let mut lock: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../plugins/regex/package-lock.json"
+    ))
+    .map_err(|source| NewProjectError::EmbeddedJson {
+        what: "the embedded package-lock.json is not JSON",
+        source,
+    })?;
     let package = serde_json::Value::String(format!("{name}-plugin"));
     lock["name"] = package.clone();
     lock["packages"][""]["name"] = package;
-    let mut text = serde_json::to_string_pretty(&lock).context("writing package-lock.json")?;
+    let mut text =
+        serde_json::to_string_pretty(&lock).map_err(|source| NewProjectError::EmbeddedJson {
+            what: "writing package-lock.json",
+            source,
+        })?;
     text.push('\n');
     Ok(text)
 }
@@ -410,7 +560,7 @@ fn javascript_lock(name: &str) -> anyhow::Result<String> {
 /// The Rust SDK's manifest, standing alone: the workspace's inherited
 /// fields written out, and no dev-dependencies (its tests stay in the
 /// repository).
-fn rust_sdk_manifest() -> anyhow::Result<String> {
+fn rust_sdk_manifest() -> Result<String> {
     let source = include_str!("../../../guest-sdk/Cargo.toml");
     let mut out = String::new();
     let mut skipping = false;
@@ -430,9 +580,7 @@ fn rust_sdk_manifest() -> anyhow::Result<String> {
             }
             "license.workspace = true" => format!("license = \"{}\"", env!("CARGO_PKG_LICENSE")),
             other if other.contains(".workspace = true") || other.contains("workspace = true") => {
-                bail!(
-                    "the Rust SDK's Cargo.toml inherits `{other}` from the workspace, which envhost new cannot write out"
-                )
+                return Err(NewProjectError::InheritedField(other.to_owned()));
             }
             _ => line.to_owned(),
         };
@@ -442,17 +590,25 @@ fn rust_sdk_manifest() -> anyhow::Result<String> {
     Ok(out)
 }
 
+/// `text`, a TOML file embedded in the binary (`file` names it).
+fn embedded_toml(text: &str, file: &'static str) -> Result<toml::Table> {
+    text.parse()
+        .map_err(|source| NewProjectError::EmbeddedToml { file, source })
+}
+
 /// The workspace's `Cargo.lock`, cut to the Rust SDK's dependencies: the
 /// new project builds with exactly the crates the repository tests (and
 /// from cargo's cache, when they are in it). Cargo adds the project's own
 /// packages at the first build.
-fn rust_lock() -> anyhow::Result<String> {
-    let lock: toml::Table = include_str!("../../../Cargo.lock")
-        .parse()
-        .context("the embedded Cargo.lock is not TOML")?;
-    let manifest: toml::Table = include_str!("../../../guest-sdk/Cargo.toml")
-        .parse()
-        .context("the Rust SDK's Cargo.toml is not TOML")?;
+fn rust_lock() -> Result<String> {
+    let lock = embedded_toml(
+        include_str!("../../../Cargo.lock"),
+        "the embedded Cargo.lock",
+    )?;
+    let manifest = embedded_toml(
+        include_str!("../../../guest-sdk/Cargo.toml"),
+        "the Rust SDK's Cargo.toml",
+    )?;
     let packages: Vec<&toml::Table> = lock
         .get("package")
         .and_then(toml::Value::as_array)
@@ -512,7 +668,7 @@ fn rust_lock() -> anyhow::Result<String> {
         }
     }
     if kept.is_empty() {
-        bail!("the workspace's Cargo.lock holds none of the Rust SDK's dependencies");
+        return Err(NewProjectError::NoSdkDependencies);
     }
     let mut sorted: BTreeMap<(String, String), &toml::Table> = BTreeMap::new();
     for index in kept {
@@ -637,6 +793,43 @@ mod tests {
             lock["packages"]["node_modules/@bytecodealliance/componentize-js"]["version"],
             "0.23.0"
         );
+    }
+
+    #[test]
+    fn a_file_in_the_way_is_named_with_what_to_do() {
+        let temp = tempfile::tempdir().expect("a temporary folder");
+        let file = temp.path().join("kv");
+        fs::write(&file, "mine").expect("write");
+        let said = check_folder(&file).expect_err("a file").to_string();
+        assert_eq!(
+            said,
+            format!(
+                "{} exists and is a file, not a folder; choose another folder with --dir",
+                file.display()
+            )
+        );
+        assert!(check_folder(&temp.path().join("absent")).is_ok());
+    }
+
+    #[test]
+    fn each_file_is_written_in_its_folder_and_scripts_are_executable() {
+        let temp = tempfile::tempdir().expect("a temporary folder");
+        let script = temp.path().join("deep/er/build.sh");
+        write_file(&script, &File::new("build.sh", "#!/bin/sh\n").executable()).expect("written");
+        assert_eq!(fs::read_to_string(&script).expect("read"), "#!/bin/sh\n");
+        let mode = fs::metadata(&script).expect("stat").permissions().mode();
+        assert_eq!(mode & 0o777, 0o755);
+
+        // A file where a folder must go: the error names the folder, and the
+        // operating system's reason follows it as its source.
+        let blocked = temp.path().join("deep/er/build.sh/inside.txt");
+        let err = write_file(&blocked, &File::new("inside.txt", "x")).expect_err("blocked");
+        assert_eq!(
+            err.to_string(),
+            format!("cannot create {}", script.display())
+        );
+        let source = std::error::Error::source(&err).expect("the io error");
+        assert!(source.to_string().contains("(os error "), "{source}");
     }
 
     #[test]
