@@ -57,9 +57,9 @@ pub fn stop_descendants() {
 
 /// `path` as a canonical directory, or why it cannot be the project.
 pub fn resolve_project(path: &Path) -> Result<PathBuf, StartError> {
-    let resolved = path.canonicalize().map_err(|source| StartError::Project {
+    let resolved = path.canonicalize().map_err(|reason| StartError::Project {
         path: path.to_owned(),
-        source,
+        reason,
     })?;
     if !resolved.is_dir() {
         return Err(StartError::NotADirectory(resolved));

@@ -210,9 +210,9 @@ fn environment_settings(settings: &Settings, project: &Path) -> envhost_envs::Se
 fn event_bus(settings: &Settings, project: &Path) -> Result<EventBus, StartError> {
     let mut bus = EventBus::new();
     if let Some(path) = &settings.transcript {
-        let observer = TranscriptObserver::open(path).map_err(|source| StartError::Transcript {
+        let observer = TranscriptObserver::open(path).map_err(|reason| StartError::Transcript {
             path: path.clone(),
-            source,
+            reason,
         })?;
         bus.subscribe(Box::new(observer));
     }
