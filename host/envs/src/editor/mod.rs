@@ -402,7 +402,7 @@ impl EditorEnvironment {
                 ));
             }
             let new_bytes = edit::splice(&bytes, range, &new_lines);
-            match envhost_files::replace_verified(&read, &bytes, &new_bytes) {
+            match envhost_files::replace_verified(read, &bytes, &new_bytes) {
                 Ok(written) => break (new_bytes, written),
                 Err(WriteProblem::Changed) if attempt < WRITE_ATTEMPTS => continue,
                 Err(problem) => return write_failure(&display, problem),
