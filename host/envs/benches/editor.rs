@@ -6,9 +6,10 @@
 //!    tree, both producing every match. Target: ratio ≤ 1×.
 //! 3. `edit` of one line in a 1,000-line and a 100,000-line file (read,
 //!    verify, check that the file is unchanged and nobody else writes it,
-//!    write, switch), then the screen (the view re-reads the file), beside
-//!    the floor in the same run: read the file, write a temporary file,
-//!    flush it, rename it; read it again.
+//!    write, switch, flush the folder), then the screen (the view re-reads
+//!    the file), beside the floor in the same run: read the file, write a
+//!    temporary file, flush it, rename it; read it again. The floor's
+//!    folder flush is timed apart, for the ratio to a durable floor.
 //!
 //! Run: `cargo bench --bench editor [-- screen|search|edit]` (release; what
 //! the numbers mean) or
@@ -102,7 +103,8 @@ fn writers_check(project: &Path) {
 /// Edits one line of a `lines`-line file through a view, then draws the
 /// screen (the view re-reads the file), `rounds` times; beside the floor
 /// in the same run: read the file, write a temporary file, flush it, rename
-/// it, read it again.
+/// it, read it again. The flush of the folder that makes the floor's rename
+/// durable (the editor flushes it too) is timed on its own, right after.
 fn edit_rounds(project: &Path, lines: usize, rounds: usize) {
     fs::create_dir_all(project).expect("bench folder");
     let file = project.join(format!("edit{lines}.py"));
@@ -122,6 +124,7 @@ fn edit_rounds(project: &Path, lines: usize, rounds: usize) {
     let mut screens = Vec::with_capacity(rounds);
     let mut edit_floors = Vec::with_capacity(rounds);
     let mut view_floors = Vec::with_capacity(rounds);
+    let mut folder_flushes = Vec::with_capacity(rounds);
     let temp = project.join(format!(".{name}.floor.tmp"));
     // Editor and floor alternate, so that the machine's load falls on both.
     for round in 0..rounds {
@@ -145,25 +148,38 @@ fn edit_rounds(project: &Path, lines: usize, rounds: usize) {
         fs::rename(&temp, &file).expect("rename");
         edit_floors.push(started.elapsed());
         let started = Instant::now();
+        fs::File::open(project)
+            .and_then(|folder| folder.sync_all())
+            .expect("flush the folder");
+        folder_flushes.push(started.elapsed());
+        let started = Instant::now();
         std::hint::black_box(fs::read(&file).expect("read again"));
         view_floors.push(started.elapsed());
         let len = bytes.len() - format!("{round}").len();
         bytes.truncate(len);
-        fs::write(&file, &bytes).expect("restore");
+        // Flushed before the next round, so that the disk writes of this
+        // restore (not timed) do not fall into the editor's next edit.
+        let mut restored = fs::File::create(&file).expect("restore");
+        restored.write_all(&bytes).expect("restore");
+        restored.sync_all().expect("flush the restore");
     }
     let edit = millis(summarize(&edits).median);
     let screen = millis(summarize(&screens).median);
     let edit_floor = millis(summarize(&edit_floors).median);
     let view_floor = millis(summarize(&view_floors).median);
+    let folder_flush = millis(summarize(&folder_flushes).median);
     println!(
         "edit + view: one line of a {lines}-line file ({} rounds, medians): editor edit {edit:.3} ms + screen {screen:.3} ms = {:.3} ms; \
          floor (read, write a temporary file, flush, rename; read again) {edit_floor:.3} + {view_floor:.3} = {:.3} ms; \
-         ratio edit {:.2}x, edit + view {:.2}x",
+         ratio edit {:.2}x, edit + view {:.2}x; \
+         the floor's folder flush {folder_flush:.3} ms: ratio to the durable floor, edit {:.2}x, edit + view {:.2}x",
         rounds,
         edit + screen,
         edit_floor + view_floor,
         edit / edit_floor.max(f64::MIN_POSITIVE),
-        (edit + screen) / (edit_floor + view_floor).max(f64::MIN_POSITIVE)
+        (edit + screen) / (edit_floor + view_floor).max(f64::MIN_POSITIVE),
+        edit / (edit_floor + folder_flush).max(f64::MIN_POSITIVE),
+        (edit + screen) / (edit_floor + folder_flush + view_floor).max(f64::MIN_POSITIVE)
     );
 }
 

@@ -241,7 +241,10 @@ impl Opened {
     }
 
     /// Its whole content, refused if it is, or grows to be, over `bound`.
-    pub fn read(self, bound: Bound) -> Result<Vec<u8>, FileRefusal> {
+    /// Read from the current offset, so once per opening; the descriptor
+    /// stays open, and [`metadata`](Opened::metadata) is what it was
+    /// before the read (a writer compares it with the file's later on).
+    pub fn read(&self, bound: Bound) -> Result<Vec<u8>, FileRefusal> {
         let too_large =
             |size| FileRefusal::new(self.path.clone(), RefusalReason::TooLarge { size, bound });
         if self.metadata.len() > bound.bytes {

@@ -11,7 +11,9 @@
 
 use std::fmt::Write as _;
 
-use super::lines::{Line, display, dominant_ending, split_lines};
+use super::lines::{
+    display, dominant_ending, line_start, line_starting_at, lines_from, offset_after_lines,
+};
 use super::parse::LineRange;
 use super::views::Shown;
 
@@ -44,12 +46,10 @@ pub struct Difference {
 }
 
 /// Checks that every line of `range` is in a view and still holds what
-/// that view showed.
-pub fn verify(
-    range: LineRange,
-    views: &[VisibleView<'_>],
-    current: &[Line<'_>],
-) -> Result<(), Refusal> {
+/// that view showed in `current`, the file's bytes now.
+pub fn verify(range: LineRange, views: &[VisibleView<'_>], current: &[u8]) -> Result<(), Refusal> {
+    // Only the lines of the range are looked at: no index of the file.
+    let actual_lines = lines_from(current, line_start(current, range.first), range.len());
     let mut missing = Vec::new();
     let mut differences = Vec::new();
     for number in range.first..=range.last {
@@ -60,7 +60,7 @@ pub fn verify(
             missing.push(number);
             continue;
         };
-        let actual = current.get(number - 1).map(|line| line.text);
+        let actual = actual_lines.get(number - range.first).copied();
         if actual != Some(expected) {
             differences.push(Difference {
                 line: number,
@@ -83,30 +83,25 @@ pub fn verify(
 ///
 /// New lines get the line ending of the first line they replace (the
 /// file's usual ending if it had none); every other byte is kept; a file
-/// that did not end with a line ending still does not.
+/// that did not end with a line ending still does not. The bytes before
+/// and after the range are copied as two blocks into a buffer of the exact
+/// size: no index of the file's lines is built.
 pub fn splice(bytes: &[u8], range: LineRange, new_lines: &[String]) -> Vec<u8> {
-    let lines = split_lines(bytes);
-    let first = (range.first - 1).min(lines.len());
-    let last = range.last.min(lines.len());
-    let ending: &[u8] = match lines.get(first) {
+    let start = line_start(bytes, range.first);
+    let end = offset_after_lines(bytes, start, range.len());
+    let ending: &[u8] = match line_starting_at(bytes, start) {
         Some(line) if !line.ending.is_empty() => line.ending,
         _ => dominant_ending(bytes),
     };
-    let had_final_ending = lines.last().is_none_or(|line| !line.ending.is_empty());
-    let mut out =
-        Vec::with_capacity(bytes.len() + new_lines.iter().map(|l| l.len() + 2).sum::<usize>());
-    for line in &lines[..first] {
-        out.extend_from_slice(line.text);
-        out.extend_from_slice(line.ending);
-    }
+    let had_final_ending = bytes.is_empty() || bytes.ends_with(b"\n");
+    let inserted: usize = new_lines.iter().map(|l| l.len() + ending.len()).sum();
+    let mut out = Vec::with_capacity(start + inserted + (bytes.len() - end));
+    out.extend_from_slice(&bytes[..start]);
     for line in new_lines {
         out.extend_from_slice(line.as_bytes());
         out.extend_from_slice(ending);
     }
-    for line in &lines[last..] {
-        out.extend_from_slice(line.text);
-        out.extend_from_slice(line.ending);
-    }
+    out.extend_from_slice(&bytes[end..]);
     if !had_final_ending {
         if out.ends_with(b"\r\n") {
             out.truncate(out.len() - 2);
@@ -286,6 +281,7 @@ fn describe_lines(lines: &[usize]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::editor::lines::split_lines;
 
     fn range(first: usize, last: usize) -> LineRange {
         LineRange { first, last }
@@ -320,6 +316,74 @@ mod tests {
         assert_eq!(splice(b"a\r\nb", range(2, 2), &new(&["c"])), b"a\r\nc");
     }
 
+    /// The splice as it was written first: every line split out, then
+    /// joined again.
+    fn splice_by_lines(bytes: &[u8], range: LineRange, new_lines: &[String]) -> Vec<u8> {
+        let lines = split_lines(bytes);
+        let first = (range.first - 1).min(lines.len());
+        let last = range.last.min(lines.len());
+        let ending: &[u8] = match lines.get(first) {
+            Some(line) if !line.ending.is_empty() => line.ending,
+            _ => dominant_ending(bytes),
+        };
+        let had_final_ending = lines.last().is_none_or(|line| !line.ending.is_empty());
+        let mut out = Vec::new();
+        for line in &lines[..first] {
+            out.extend_from_slice(line.text);
+            out.extend_from_slice(line.ending);
+        }
+        for line in new_lines {
+            out.extend_from_slice(line.as_bytes());
+            out.extend_from_slice(ending);
+        }
+        for line in &lines[last..] {
+            out.extend_from_slice(line.text);
+            out.extend_from_slice(line.ending);
+        }
+        if !had_final_ending {
+            if out.ends_with(b"\r\n") {
+                out.truncate(out.len() - 2);
+            } else if out.ends_with(b"\n") {
+                out.truncate(out.len() - 1);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn splice_agrees_with_splitting_every_line() {
+        // Every range (and some past the end) of files mixing endings, a
+        // lone `\r`, empty lines, with and without a final ending, and
+        // replacements of none, one and two lines.
+        let files: [&[u8]; 9] = [
+            b"",
+            b"a",
+            b"a\n",
+            b"\n\n",
+            b"a\r\nb\nc",
+            b"a\nb\r\n\r\nc\r\n",
+            b"x\r\ny\r",
+            b"\r\n",
+            b"caf\xe9\n\nz\r\nlast",
+        ];
+        let replacements = [new(&[]), new(&["N"]), new(&["N1", ""])];
+        for bytes in files {
+            let count = split_lines(bytes).len();
+            for first in 1..=count + 2 {
+                for last in first..=count + 2 {
+                    for lines in &replacements {
+                        assert_eq!(
+                            splice(bytes, range(first, last), lines),
+                            splice_by_lines(bytes, range(first, last), lines),
+                            "{:?} {first}-{last} {lines:?}",
+                            String::from_utf8_lossy(bytes)
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn verification_finds_missing_and_changed_lines() {
         let shown = Shown {
@@ -330,14 +394,13 @@ mod tests {
             id: 1,
             shown: &shown,
         }];
-        let current_bytes = b"one\ntwo\nTHREE\n";
-        let current = split_lines(current_bytes);
-        assert_eq!(verify(range(2, 2), &views, &current), Ok(()));
+        let current: &[u8] = b"one\ntwo\nTHREE\n";
+        assert_eq!(verify(range(2, 2), &views, current), Ok(()));
         assert_eq!(
-            verify(range(1, 2), &views, &current),
+            verify(range(1, 2), &views, current),
             Err(Refusal::NotVisible { missing: vec![1] })
         );
-        let refusal = verify(range(2, 3), &views, &current).unwrap_err();
+        let refusal = verify(range(2, 3), &views, current).unwrap_err();
         let text = describe_refusal(&refusal, "f.txt", range(2, 3), &views);
         assert!(
             text.starts_with("Cannot edit f.txt: the file changed"),
@@ -351,8 +414,7 @@ mod tests {
             text.contains("Actual (in the file now):\n      3  THREE"),
             "{text}"
         );
-        let shorter = split_lines(b"one\ntwo\n");
-        let refusal = verify(range(3, 3), &views, &shorter).unwrap_err();
+        let refusal = verify(range(3, 3), &views, b"one\ntwo\n").unwrap_err();
         assert!(describe_refusal(&refusal, "f", range(3, 3), &views).contains("no such line"));
     }
 

@@ -18,7 +18,7 @@ use std::fmt;
 use envhost_core::text;
 
 use super::lines::is_binary;
-use envhost_files::{Bound, FileKind, ProjectRoot, RefusalReason, ResolvedPath, untrusted};
+use envhost_files::{Bound, FileKind, Opened, ProjectRoot, RefusalReason, ResolvedPath, untrusted};
 
 /// Views re-read their file on every screen, so a view's file is kept
 /// below a size that re-reading cannot make slow.
@@ -113,17 +113,30 @@ pub fn read_text(root: &ProjectRoot, written: &str) -> Result<TextFile, (String,
 
 /// Reads a resolved path, refusing what is not a text file.
 pub fn read_resolved(root: &ProjectRoot, path: &ResolvedPath) -> Result<Vec<u8>, FileProblem> {
-    let bytes = untrusted::open_within(root.path(), &path.real)
-        .and_then(|opened| opened.read(VIEWABLE))
-        .map_err(|refusal| match refusal.reason {
-            RefusalReason::Missing => FileProblem::NotFound,
-            RefusalReason::NotRegular(FileKind::Folder) => FileProblem::Directory,
-            RefusalReason::NotRegular(kind) => FileProblem::NotRegular(kind),
-            RefusalReason::TooLarge { size, .. } => FileProblem::TooLarge { bytes: size },
-            other => FileProblem::Unreadable(other.to_string()),
-        })?;
+    read_for_edit(root, path).map(|(_, bytes)| bytes)
+}
+
+/// Reads a resolved path as [`read_resolved`] does, and keeps the
+/// descriptor it was read through: an edit writes only if the file is still
+/// the one read ([`envhost_files::replace_verified`]), without reading it
+/// again.
+pub fn read_for_edit(
+    root: &ProjectRoot,
+    path: &ResolvedPath,
+) -> Result<(Opened, Vec<u8>), FileProblem> {
+    let read = untrusted::open_within(root.path(), &path.real).and_then(|opened| {
+        let bytes = opened.read(VIEWABLE)?;
+        Ok((opened, bytes))
+    });
+    let (opened, bytes) = read.map_err(|refusal| match refusal.reason {
+        RefusalReason::Missing => FileProblem::NotFound,
+        RefusalReason::NotRegular(FileKind::Folder) => FileProblem::Directory,
+        RefusalReason::NotRegular(kind) => FileProblem::NotRegular(kind),
+        RefusalReason::TooLarge { size, .. } => FileProblem::TooLarge { bytes: size },
+        other => FileProblem::Unreadable(other.to_string()),
+    })?;
     if is_binary(&bytes) {
         return Err(FileProblem::Binary);
     }
-    Ok(bytes)
+    Ok((opened, bytes))
 }

@@ -382,13 +382,13 @@ impl EditorEnvironment {
         }
         let new_lines = parse::content_lines(body);
         // The file may change between reading and writing (another process
-        // writing to it): the write checks, and the edit is verified again
-        // on what the file now holds.
+        // writing to it): the write checks that the file is still the one
+        // read, and the edit is verified again on what the file now holds.
         let mut attempt = 0;
         let (new_bytes, written) = loop {
             attempt += 1;
-            let bytes = match files::read_resolved(&self.root, &path) {
-                Ok(bytes) => bytes,
+            let (read, bytes) = match files::read_for_edit(&self.root, &path) {
+                Ok(read) => read,
                 Err(problem) => {
                     return CommandResponse::failure(format!(
                         "Cannot edit {}\nNothing was written.",
@@ -396,14 +396,13 @@ impl EditorEnvironment {
                     ));
                 }
             };
-            let current = split_lines(&bytes);
-            if let Err(refusal) = edit::verify(range, &visible, &current) {
+            if let Err(refusal) = edit::verify(range, &visible, &bytes) {
                 return CommandResponse::failure(edit::describe_refusal(
                     &refusal, &display, range, &visible,
                 ));
             }
             let new_bytes = edit::splice(&bytes, range, &new_lines);
-            match envhost_files::replace_verified(&path.real, &bytes, &new_bytes) {
+            match envhost_files::replace_verified(read, &bytes, &new_bytes) {
                 Ok(written) => break (new_bytes, written),
                 Err(WriteProblem::Changed) if attempt < WRITE_ATTEMPTS => continue,
                 Err(problem) => return write_failure(&display, problem),
@@ -455,10 +454,11 @@ impl EditorEnvironment {
         new_len: usize,
         new_bytes: &[u8],
     ) -> Vec<String> {
-        let new_lines = split_lines(new_bytes);
+        // Only boundary lines are looked up: no index of the file.
         let text_of = |line: usize| {
-            new_lines
-                .get(line.wrapping_sub(1))
+            (line > 0)
+                .then(|| lines::line_starting_at(new_bytes, lines::line_start(new_bytes, line)))
+                .flatten()
                 .map(|l| String::from_utf8_lossy(l.text).into_owned())
         };
         let mut notes = Vec::new();
@@ -491,6 +491,13 @@ impl EditorEnvironment {
                     pattern.source()
                 ));
                 view.end = pattern;
+            }
+            // Start lines are matched one line at a time (`\A` and `\z`
+            // aside, which only the first and the last line can match): an
+            // edit below a start line that kept its pattern leaves every
+            // line up to it, and so which start match it is, as it was.
+            if range.first > shown.first_line {
+                continue;
             }
             let starts = views::matching_lines(&view.start, new_bytes);
             if let Some(index) = starts.iter().position(|&line| line == after.first_line) {
@@ -751,6 +758,48 @@ mod tests {
     fn the_command_descriptions_are_valid() {
         let help = CommandHelp::new(NAME, command_specs()).unwrap();
         assert_eq!(help.commands().len(), 7);
+    }
+
+    #[test]
+    fn views_keep_their_start_match_through_edits_above_and_below_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("m.py");
+        std::fs::write(&file, "def a\n  x\ndef b\n  y\ndef c\n  z\n").unwrap();
+        let mut editor = EditorEnvironment::new(EditorSettings {
+            project_dir: dir.path().canonicalize().unwrap(),
+            allow_outside_project: false,
+        })
+        .unwrap();
+        let context = CommandContext::new(
+            std::time::Duration::from_secs(60),
+            envhost_core::CancelFlag::new(),
+        );
+        let mut run = |command: &str| {
+            let response = editor.handle_command(command, &context).unwrap();
+            assert!(response.success, "{command}: {}", response.output);
+            editor.screen().unwrap().content
+        };
+        run("view m.py /^def a/ /^  x/");
+        run("view m.py /^def / /^  /");
+        let screen = run("next_match 2");
+        assert!(
+            screen.contains("(match 2/3)\n      3  def b\n      4    y\n"),
+            "{screen}"
+        );
+        // Below the start line: a new start match after it changes nothing
+        // before it.
+        let screen = run("edit m.py 4-4\n  y\ndef new");
+        assert!(
+            screen.contains("(match 2/4)\n      3  def b\n      4    y\n"),
+            "{screen}"
+        );
+        // Above it: one more start match before it, and the view follows
+        // its section to the third match.
+        let screen = run("edit m.py 2-2\ndef inserted\n  x");
+        assert!(
+            screen.contains("(match 3/5)\n      4  def b\n      5    y\n"),
+            "{screen}"
+        );
     }
 
     #[test]
