@@ -548,6 +548,21 @@ impl EnvironmentName {
         }
     }
 
+    /// `raw` with every character an identifier cannot hold replaced by
+    /// `_`: the name a file stem or a reference suggests (it may still
+    /// start with a digit; [`EnvironmentName::new`] says whether it is one).
+    pub fn suggested_by(raw: &str) -> String {
+        raw.chars()
+            .map(|c| {
+                if c.is_alphanumeric() || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    }
+
     /// The named instance `name` of `kind` (`bash:server`); `name` is
     /// checked by [`instance::check_name`](crate::instance::check_name).
     pub(crate) fn instance(kind: &EnvironmentName, name: &str) -> Self {
@@ -608,6 +623,13 @@ pub struct InvalidName(pub String);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_suggested_name_keeps_letters_digits_and_underscores() {
+        assert_eq!(EnvironmentName::suggested_by("my-env.v2"), "my_env_v2");
+        assert_eq!(EnvironmentName::suggested_by("données 1"), "données_1");
+        assert_eq!(EnvironmentName::suggested_by("2fa"), "2fa");
+    }
 
     #[test]
     fn names_follow_python_identifier_rules() {

@@ -335,16 +335,7 @@ fn placeholder(path: &Path) -> Option<Candidate> {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let cleaned: String = stem
-        .chars()
-        .map(|c| {
-            if c.is_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let cleaned = EnvironmentName::suggested_by(&stem);
     let name = EnvironmentName::new(&cleaned)
         .or_else(|_| EnvironmentName::new(&format!("env_{cleaned}")))
         .ok()?;

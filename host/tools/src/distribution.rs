@@ -853,16 +853,7 @@ fn default_name(source: &Source) -> Result<String> {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default(),
     };
-    let name: String = raw
-        .chars()
-        .map(|c| {
-            if c.is_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let name = EnvironmentName::suggested_by(&raw);
     if EnvironmentName::new(&name).is_err() {
         return Err(DistributionError::NoDefaultName {
             source_given: source.clone(),

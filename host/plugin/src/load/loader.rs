@@ -140,16 +140,7 @@ pub fn candidate(path: &Path) -> Result<Option<Candidate>, Refusal> {
     let name = names::plugin_name(stem).map_err(|refusal| {
         let remedy = match &refusal {
             names::NameRefusal::NotAnIdentifier(_) => {
-                let suggestion: String = stem
-                    .chars()
-                    .map(|c| {
-                        if c.is_alphanumeric() || c == '_' {
-                            c
-                        } else {
-                            '_'
-                        }
-                    })
-                    .collect();
+                let suggestion = EnvironmentName::suggested_by(stem);
                 if suggestion.starts_with(|c: char| c.is_ascii_digit()) {
                     format!("rename it, e.g. to env_{suggestion}.wasm")
                 } else {
