@@ -93,15 +93,18 @@ pub fn parse_entry(line: &str) -> Entry {
 }
 
 /// `ENV: rest` split after the environment: `bash:server: ls` names the
-/// instance `bash:server` (a second colon right after a word with no
-/// space: an instance name), `python:x=1` is `x=1` for python.
+/// instance `bash:server` (a word that starts with a letter, right after
+/// the first colon, then a second colon that ends the line or is followed
+/// by a space), `python:x=1` is `x=1` for python and `bash:http://x` is
+/// `http://x` for bash.
 pub fn split_environment(line: &str) -> Option<(&str, &str)> {
     let (kind, rest) = line.split_once(':')?;
     if let Some((name, after)) = rest.split_once(':')
-        && !name.is_empty()
+        && name.starts_with(|c: char| c.is_ascii_alphabetic())
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && (after.is_empty() || after.starts_with(char::is_whitespace))
     {
         return Some((&line[..kind.len() + 1 + name.len()], after));
     }
@@ -335,6 +338,21 @@ mod tests {
             parse_entry("python:w-2:"),
             Entry::StartBlock {
                 environment: "python:w-2".into()
+            }
+        );
+        // Not an instance: a colon inside the command, not before a space.
+        assert_eq!(
+            parse_entry("bash:http://localhost:8000"),
+            Entry::Command {
+                environment: "bash".into(),
+                command: "http://localhost:8000".into()
+            }
+        );
+        assert_eq!(
+            parse_entry("python:2:3"),
+            Entry::Command {
+                environment: "python".into(),
+                command: "2:3".into()
             }
         );
         assert_eq!(

@@ -41,7 +41,7 @@ use envhost_process::{
 use channel::Done;
 use command::Command;
 use figures::Figures;
-use process::{Ending, Interpreter, Launch, StartError, TalkError, Wait};
+use process::{Ending, Interpreter, Launch, StartError, TalkError, Wait, is_stopped};
 use variables::{MAX_SHOWN, RecentVariables, Variable};
 
 pub use process::{NoInterpreter, find_interpreter};
@@ -336,7 +336,14 @@ impl PythonEnvironment {
                         command.wants_input = interpreter.reads_input();
                         return self.answer_running();
                     }
-                    continue_if_stopped(interpreter, command.output());
+                    // Near its deadline the interruption continues it,
+                    // after its signal (see `interrupt_ladder`).
+                    if !command
+                        .deadline
+                        .is_some_and(|deadline| now + STOP_CHECK >= deadline)
+                    {
+                        continue_if_stopped(interpreter, command.output());
+                    }
                 }
                 Ok(Wait::Cancelled) => {
                     return self.conclude_interrupted(Interruption::Cancelled, cancel);
@@ -478,13 +485,15 @@ impl PythonEnvironment {
         let State::Running(interpreter) = &mut self.state else {
             return false;
         };
-        continue_if_stopped(interpreter, command.output());
         let ignores_sigint = interpreter.ignores_sigint();
         // If the request never reached the driver (something in the
         // interpreter read it off the pipe), the driver is idle and answers
         // this at once; if the code runs, it answers after the code.
         let _ = interpreter.send_sync(Instant::now() + SYNC_SEND_LIMIT);
-        let (escalation, finished) = interrupt_ladder(interpreter, command);
+        let (escalation, finished, continued) = interrupt_ladder(interpreter, command);
+        if continued {
+            command.output().after(STOPPED_AND_CONTINUED.to_owned());
+        }
         let cause = why.describe();
         match finished {
             Some(Ok(Wait::Done(done))) => {
@@ -690,15 +699,15 @@ fn take_late_output(interpreter: &mut Interpreter, command: &mut Command, own_fo
     }
 }
 
+/// Said when the interpreter was found stopped and was continued.
+const STOPPED_AND_CONTINUED: &str = "[Python was stopped (SIGSTOP or a similar signal: state T), \
+     so it could not go on; envhost continued it with SIGCONT.]";
+
 /// Continues an interpreter that is stopped (state `T`), saying so.
 fn continue_if_stopped(interpreter: &Interpreter, run: &mut CommandOutput) {
     if interpreter.is_stopped() {
         interpreter.signal(Signal::SIGCONT);
-        run.after(
-            "[Python was stopped (SIGSTOP or a similar signal: state T), so it could not go on; \
-             envhost continued it with SIGCONT.]"
-                .to_owned(),
-        );
+        run.after(STOPPED_AND_CONTINUED.to_owned());
     }
 }
 
@@ -708,17 +717,34 @@ fn quoted(command: &str) -> String {
 }
 
 /// SIGINT, then SIGTERM, then SIGKILL to the interpreter's group, each
-/// given its grace to end the command: how far it went, and how the wait
-/// for the command ended (`None`: it never did).
+/// given its grace to end the command: how far it went, how the wait for
+/// the command ended (`None`: it never did), and whether the interpreter
+/// was found stopped and continued.
+///
+/// A stopped interpreter is continued only once the signal is pending, so
+/// that it meets the signal as it resumes, inside the call that stopped
+/// it. Continued first, it would race ahead into its next blocking call
+/// (`time.sleep`) and take the signal just before entering it: Python
+/// checks for signals after a call returns, not before a sleep starts, so
+/// KeyboardInterrupt would wait for the sleep to end (one run in three,
+/// measured, before this order).
 fn interrupt_ladder(
     interpreter: &mut Interpreter,
     command: &mut Command,
-) -> (Escalation, Option<Result<Wait, TalkError>>) {
+) -> (Escalation, Option<Result<Wait, TalkError>>, bool) {
     let pid = interpreter.pid();
     let mut finished: Option<Result<Wait, TalkError>> = None;
+    let mut continued = false;
     let escalation = escalate(
         &DEFAULT_LADDER,
-        |signal| signal_group(pid, signal),
+        |signal| {
+            let sent = signal_group(pid, signal);
+            if is_stopped(pid) {
+                signal_group(pid, Signal::SIGCONT);
+                continued = true;
+            }
+            sent
+        },
         |grace| {
             let until = Instant::now() + grace;
             loop {
@@ -734,7 +760,7 @@ fn interrupt_ladder(
             }
         },
     );
-    (escalation, finished)
+    (escalation, finished, continued)
 }
 
 /// The note for the processes an interrupted command left running.

@@ -617,7 +617,7 @@ impl Interpreter {
     /// `/proc`), so it cannot run anything, not even a signal handler,
     /// until it is continued.
     pub fn is_stopped(&self) -> bool {
-        process_info(self.pid).is_some_and(|process| process.state == 'T')
+        is_stopped(self.pid)
     }
 
     /// The interpreter ignores SIGINT (`SIG_IGN`), so KeyboardInterrupt
@@ -1162,6 +1162,11 @@ pub fn find_interpreter(requested: Option<&Path>) -> Result<PathBuf, NoInterpret
         Some(name) => search_path(&name.to_string_lossy())
             .ok_or_else(|| NoInterpreter::NamedNotOnPath(name.to_owned())),
     }
+}
+
+/// Process `pid` is stopped (state `T` in `/proc`).
+pub fn is_stopped(pid: i32) -> bool {
+    process_info(pid).is_some_and(|process| process.state == 'T')
 }
 
 #[cfg(test)]
