@@ -197,6 +197,32 @@ fn each_instance_keeps_its_own_state_and_section_after_its_kind() {
         text("bash:a")
     );
 
+    // Long output is saved in a file named for the instance.
+    for (instance, code, stem) in [
+        ("bash:a", "seq 1 100000", "bash-a-"),
+        ("python:w", "print('x' * 300000)", "python-w-"),
+    ] {
+        let long = host.command(instance, code);
+        let text = long.ok();
+        let saved = text
+            .split("the full output is saved in ")
+            .nth(1)
+            .and_then(|rest| rest.split(&[' ', ']', '\n'][..]).next())
+            .unwrap_or_else(|| panic!("{instance} names its saved output: {}", long.0));
+        let name = std::path::Path::new(saved)
+            .file_name()
+            .and_then(|name| name.to_str())
+            .unwrap_or_default();
+        assert!(
+            name.starts_with(stem),
+            "{instance} saved its output as {saved}"
+        );
+        assert!(
+            std::fs::metadata(saved).is_ok_and(|m| m.len() > 100_000),
+            "{saved}"
+        );
+    }
+
     // Timeouts and restart act on the instance alone.
     let slow = host.command_with_timeout("bash:a", "sleep 20", 500);
     assert!(slow.failed().contains("(its timeout)"), "{}", slow.0);

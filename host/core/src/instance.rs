@@ -20,8 +20,9 @@ pub const DEFAULT_MAX_INSTANCES: usize = 8;
 
 /// Makes another instance of a kind with the same options as its default
 /// instance (the same project directory, output limits, filtered
-/// variables). The instance starts its program on its first command.
-pub type InstanceFactory = Box<dyn Fn() -> Box<dyn Environment> + Send + Sync>;
+/// variables), given its NAME (`server` for `bash:server`). The instance
+/// starts its program on its first command.
+pub type InstanceFactory = Box<dyn Fn(&str) -> Box<dyn Environment> + Send + Sync>;
 
 /// An environment address split at its first colon: `("bash", "server")`
 /// for `bash:server`; `None` for a plain name.

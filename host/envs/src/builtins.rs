@@ -36,11 +36,15 @@ pub fn instance_factories(settings: &Settings) -> Vec<(&'static str, InstanceFac
     vec![
         (
             "bash",
-            Box::new(move || Box::new(BashEnvironment::new(&bash)) as Box<dyn Environment>),
+            Box::new(move |name| {
+                Box::new(BashEnvironment::instance(&bash, name)) as Box<dyn Environment>
+            }),
         ),
         (
             "python",
-            Box::new(move || Box::new(PythonEnvironment::new(&python)) as Box<dyn Environment>),
+            Box::new(move |name| {
+                Box::new(PythonEnvironment::instance(&python, name)) as Box<dyn Environment>
+            }),
         ),
     ]
 }

@@ -122,7 +122,7 @@ impl CapturedOutput {
 }
 
 impl OutputCapture {
-    /// `label` names the saved file (`bash`, `python`).
+    /// `label` names the saved file (`bash`, `python`, `bash-server`).
     pub fn new(limits: &OutputLimits, label: &str) -> Self {
         OutputCapture {
             limits: limits.clone(),
@@ -132,6 +132,11 @@ impl OutputCapture {
             total: 0,
             spill: None,
         }
+    }
+
+    /// An empty capture with the same limits and label.
+    pub fn empty_like(&self) -> Self {
+        OutputCapture::new(&self.limits, &self.label)
     }
 
     /// Bytes pushed so far.

@@ -39,6 +39,21 @@ impl CommandOutput {
         }
     }
 
+    /// An empty buffer with the same limits and label, for the output
+    /// that follows an answer given while the command runs.
+    pub fn empty_like(&self) -> Self {
+        CommandOutput {
+            terminal: TerminalText::new(),
+            capture: self.capture.empty_like(),
+            pending: String::new(),
+            last_line: String::new(),
+            before: Vec::new(),
+            after: Vec::new(),
+            incidents: Vec::new(),
+            success: false,
+        }
+    }
+
     /// Adds bytes the program wrote to its terminal or pipes.
     pub fn feed(&mut self, bytes: &[u8]) {
         self.terminal.feed(bytes, &mut self.pending);

@@ -84,7 +84,7 @@ impl Orchestrator {
         let Some(factory) = self.factory(kind.as_str()) else {
             return Err(instance::single(kind.as_str(), &self.instance_kinds()));
         };
-        let environment = catch_unwind(AssertUnwindSafe(factory)).map_err(|panic| {
+        let environment = catch_unwind(AssertUnwindSafe(|| factory(instance_name))).map_err(|panic| {
             format!(
                 "{name} could not be created (internal failure: {}); the host is still running.",
                 panic_message(panic.as_ref())

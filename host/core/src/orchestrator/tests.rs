@@ -287,7 +287,7 @@ fn with_instances(max: usize) -> (Orchestrator, Events, Arc<Mutex<usize>>) {
     let counter = Arc::clone(&shut);
     orch.allow_instances(
         "bash",
-        Box::new(move || {
+        Box::new(move |_| {
             Box::new(Holder {
                 shut: Arc::clone(&counter),
             }) as Box<dyn Environment>
@@ -301,7 +301,7 @@ fn with_instances(max: usize) -> (Orchestrator, Events, Arc<Mutex<usize>>) {
 fn instances_open_on_first_use_show_after_their_kind_and_close() {
     let (mut orch, events, shut) = with_instances(2);
     assert_eq!(
-        orch.allow_instances("ruby", Box::new(|| unreachable!())),
+        orch.allow_instances("ruby", Box::new(|_| unreachable!())),
         Err(RegisterError::NoSuchKind("ruby".into()))
     );
     let first = orch.execute(&request("bash:b", "hi"));

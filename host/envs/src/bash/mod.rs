@@ -74,6 +74,9 @@ const GIVE_INPUT: &str = "Give input another way: a pipe or here-string (printf 
 pub struct BashEnvironment {
     project_dir: PathBuf,
     limits: OutputLimits,
+    /// Names the files its long outputs are saved in: `bash`, or
+    /// `bash-NAME` for the instance `bash:NAME`.
+    label: String,
     secrets: SecretPolicy,
     files: Option<SessionFiles>,
     shell: Option<Shell>,
@@ -106,6 +109,7 @@ impl BashEnvironment {
         BashEnvironment {
             project_dir: config.project_dir.clone(),
             limits: config.output.clone(),
+            label: "bash".to_owned(),
             secrets: config.secrets.clone(),
             files: None,
             shell: None,
@@ -119,6 +123,14 @@ impl BashEnvironment {
             dump_pending: false,
             last_kept: None,
             dump_refused: None,
+        }
+    }
+
+    /// The instance `bash:NAME` (named in its saved output files).
+    pub fn instance(config: &Settings, name: &str) -> Self {
+        BashEnvironment {
+            label: format!("bash-{name}"),
+            ..BashEnvironment::new(config)
         }
     }
 
@@ -331,7 +343,6 @@ impl BashEnvironment {
             waiter,
             command,
             output,
-            &self.limits,
             context.cancel.clone(),
             controls,
         )
@@ -597,7 +608,7 @@ impl Environment for BashEnvironment {
             )));
         }
         self.status.used = true;
-        let mut output = CommandOutput::new(&self.limits, "bash");
+        let mut output = CommandOutput::new(&self.limits, &self.label);
         if self.run_command(&command, context, &mut output)? {
             Ok(output.finish())
         } else {
@@ -648,7 +659,7 @@ impl Environment for BashEnvironment {
     }
 
     fn restart(&mut self, context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
-        let mut output = CommandOutput::new(&self.limits, "bash");
+        let mut output = CommandOutput::new(&self.limits, &self.label);
         let mut lost = LOST_STATE.to_owned();
         if let Some(yielded) = self.yielded.take() {
             let command = yielded.running().command;
@@ -736,7 +747,7 @@ impl Environment for BashEnvironment {
         let kept: KeptShell = serde_json::from_str(state).map_err(|e| {
             EnvironmentError::Failed(format!("the saved shell state is unreadable: {e}"))
         })?;
-        let mut output = CommandOutput::new(&self.limits, "bash");
+        let mut output = CommandOutput::new(&self.limits, &self.label);
         self.ready_shell(context, &mut output)?;
         let files = self.files.as_ref().ok_or_else(|| {
             EnvironmentError::Failed("the shell's private folder is missing".into())

@@ -24,7 +24,7 @@ use std::thread::{self, JoinHandle};
 use std::time::Instant;
 
 use envhost_core::{CancelFlag, RunningCommand};
-use envhost_process::{CommandOutput, OutputLimits};
+use envhost_process::CommandOutput;
 
 use super::setup::TypedMark;
 use super::shell::{Controls, Run, Shell, Waiter};
@@ -76,7 +76,6 @@ pub struct Ended {
 pub struct Yielded {
     command: String,
     started: Instant,
-    limits: OutputLimits,
     collector: Arc<Collector>,
     controls: Arc<Controls>,
     /// The terminal's master side, for typing into the command.
@@ -94,7 +93,6 @@ impl Yielded {
         mut waiter: Waiter,
         command: &str,
         so_far: &CommandOutput,
-        limits: &OutputLimits,
         cancel: CancelFlag,
         controls: Arc<Controls>,
     ) -> io::Result<Yielded> {
@@ -102,7 +100,7 @@ impl Yielded {
         let typed = shell.typed_mark();
         let collector = Arc::new(Collector {
             state: Mutex::new(Collected {
-                output: CommandOutput::new(limits, "bash"),
+                output: so_far.empty_like(),
                 delivered_bytes: so_far.total_bytes(),
                 delivered_last_line: so_far.last_line(),
                 ended: false,
@@ -130,7 +128,6 @@ impl Yielded {
         Ok(Yielded {
             command: command.to_owned(),
             started,
-            limits: limits.clone(),
             collector,
             controls,
             terminal,
@@ -198,7 +195,7 @@ impl Yielded {
                 .map(|(guard, _)| guard)
                 .unwrap_or_else(|p| p.into_inner().0);
         }
-        let fresh = CommandOutput::new(&self.limits, "bash");
+        let fresh = collected.output.empty_like();
         let output = std::mem::replace(&mut collected.output, fresh);
         collected.delivered_bytes += output.total_bytes();
         if let Some(line) = output.last_line() {
@@ -225,8 +222,10 @@ impl Yielded {
             .take()
             .and_then(|thread| thread.join().ok())
             .map(|(shell, _)| shell);
-        let fresh = CommandOutput::new(&self.limits, "bash");
-        let output = std::mem::replace(&mut self.collector.lock().output, fresh);
+        let mut collected = self.collector.lock();
+        let fresh = collected.output.empty_like();
+        let output = std::mem::replace(&mut collected.output, fresh);
+        drop(collected);
         (shell, output)
     }
 }

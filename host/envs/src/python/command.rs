@@ -32,7 +32,6 @@ pub struct Command {
     pub deadline: Option<Instant>,
     /// It called `input()` (or reads its stdin) and waits for a line.
     pub wants_input: bool,
-    limits: OutputLimits,
     /// The output since the last answer.
     piece: CommandOutput,
     /// Bytes held back from `piece`: the start of a character or of an
@@ -44,7 +43,14 @@ pub struct Command {
 
 impl Command {
     /// A command sent now, with the context's limit.
-    pub fn new(text: &str, context: &CommandContext, limits: &OutputLimits) -> Command {
+    /// `label` names the files a long output is saved in (`python`,
+    /// `python-NAME`).
+    pub fn new(
+        text: &str,
+        context: &CommandContext,
+        limits: &OutputLimits,
+        label: &str,
+    ) -> Command {
         let started = Instant::now();
         Command {
             text: text.to_owned(),
@@ -52,8 +58,7 @@ impl Command {
             limit: context.timeout,
             deadline: context.deadline(started),
             wants_input: false,
-            limits: limits.clone(),
-            piece: CommandOutput::new(limits, "python"),
+            piece: CommandOutput::new(limits, label),
             carry: Vec::new(),
             total: 0,
             tail: Vec::new(),
@@ -97,7 +102,8 @@ impl Command {
     /// The answer that leaves the command running: the output since the
     /// last answer; the next one starts empty.
     pub fn answer_running(&mut self) -> CommandResponse {
-        let piece = std::mem::replace(&mut self.piece, CommandOutput::new(&self.limits, "python"));
+        let fresh = self.piece.empty_like();
+        let piece = std::mem::replace(&mut self.piece, fresh);
         let mut response = piece.finish();
         response.success = true;
         response.running = true;
@@ -188,7 +194,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let limits = OutputLimits::for_project(dir.path());
         let context = CommandContext::new(Duration::from_secs(60), CancelFlag::new());
-        (dir, Command::new("code", &context, &limits))
+        (dir, Command::new("code", &context, &limits, "python"))
     }
 
     #[test]

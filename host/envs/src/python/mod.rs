@@ -143,6 +143,9 @@ pub struct PythonEnvironment {
     launch: Result<Launch, NoInterpreter>,
     project_dir: PathBuf,
     output_limits: OutputLimits,
+    /// Names the files its long outputs are saved in: `python`, or
+    /// `python-NAME` for the instance `python:NAME`.
+    output_label: String,
     state: State,
     variables: RecentVariables,
     /// `os.getcwd()` as of the last command.
@@ -157,6 +160,14 @@ pub struct PythonEnvironment {
 }
 
 impl PythonEnvironment {
+    /// The instance `python:NAME` (named in its saved output files).
+    pub fn instance(config: &Settings, name: &str) -> Self {
+        PythonEnvironment {
+            output_label: format!("python-{name}"),
+            ..PythonEnvironment::new(config)
+        }
+    }
+
     /// A python environment; the interpreter starts with the first command.
     pub fn new(config: &Settings) -> Self {
         // Without its private folder the session keeps no python state (the
@@ -189,6 +200,7 @@ impl PythonEnvironment {
             launch,
             project_dir: config.project_dir.clone(),
             output_limits: config.output.clone(),
+            output_label: "python".to_owned(),
             state: State::Unused,
             variables: RecentVariables::new(),
             cwd: config.project_dir.display().to_string(),
@@ -861,7 +873,7 @@ impl Environment for PythonEnvironment {
                 quoted(&running.text)
             )));
         }
-        let mut command = Command::new(text, context, &self.output_limits);
+        let mut command = Command::new(text, context, &self.output_limits, &self.output_label);
         self.notice_end();
         if let State::Ended { how } = &self.state {
             command.output().before(format!(
@@ -964,7 +976,7 @@ impl Environment for PythonEnvironment {
                 command
             }
             None => {
-                let mut answer = Command::new("", context, &self.output_limits);
+                let mut answer = Command::new("", context, &self.output_limits, &self.output_label);
                 if let State::Running(interpreter) = &mut self.state {
                     take_late_output(interpreter, &mut answer, false);
                 }
