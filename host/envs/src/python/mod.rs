@@ -350,9 +350,9 @@ impl PythonEnvironment {
                     }
                     // Near its deadline the interruption continues it,
                     // after its signal (see `interrupt_ladder`).
-                    if !command
+                    if command
                         .deadline
-                        .is_some_and(|deadline| now + STOP_CHECK >= deadline)
+                        .is_none_or(|deadline| now + STOP_CHECK < deadline)
                     {
                         continue_if_stopped(interpreter, command.output());
                     }
