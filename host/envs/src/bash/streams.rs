@@ -31,21 +31,35 @@ pub struct PipeWatch {
 impl PipeWatch {
     /// Watches descriptor `fd` of `shell` if it is a pipe (sockets cannot
     /// be reopened; they are waited for by time alone).
+    ///
+    /// The descriptor is first only looked at (`O_PATH`, which opens
+    /// nothing): whatever a command put there, a terminal (which a host
+    /// leading its session would take as its own), a watchdog or a tape
+    /// (armed or rewound by an open), is never opened. Only a pipe is, and
+    /// through the very inode looked at (`/proc/self/fd/<n>` of the
+    /// `O_PATH` descriptor), so a swap in between changes nothing.
     pub fn add(&mut self, shell: i32, fd: i32) {
-        let opened = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(format!("/proc/{shell}/fd/{fd}"));
-        let Ok(file) = opened else {
-            return;
-        };
-        let Ok(metadata) = file.metadata() else {
-            return;
-        };
         use std::os::unix::fs::FileTypeExt;
+        let looked_at = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+            .open(format!("/proc/{shell}/fd/{fd}"));
+        let Ok(place) = looked_at else {
+            return;
+        };
+        let Ok(metadata) = place.metadata() else {
+            return;
+        };
         if !metadata.file_type().is_fifo() {
             return;
         }
+        let opened = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+            .open(format!("/proc/self/fd/{}", place.as_raw_fd()));
+        let Ok(file) = opened else {
+            return;
+        };
         let inode = format!("pipe:[{}]", metadata.ino());
         let table = process_table();
         for process in descendants(&table, shell) {
@@ -115,5 +129,30 @@ mod tests {
         writer.write_all(b"pending").unwrap();
         assert!(watch.holds_bytes());
         drop(reader);
+    }
+
+    #[test]
+    fn what_is_not_a_pipe_is_only_looked_at_never_opened() {
+        // An open of the file would show as IN_OPEN; a look (O_PATH) does
+        // not. A device there (a terminal, a watchdog) would feel an open.
+        let me = std::process::id() as i32;
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let path = std::ffi::CString::new(file.path().as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: plain inotify calls on a descriptor this test owns.
+        let events = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        assert!(events >= 0);
+        let watch_id = unsafe { libc::inotify_add_watch(events, path.as_ptr(), libc::IN_OPEN) };
+        assert!(watch_id >= 0);
+        let mut watch = PipeWatch::default();
+        watch.add(me, file.as_file().as_raw_fd());
+        assert!(watch.pipes.is_empty());
+        let mut buffer = [0u8; 256];
+        // SAFETY: reads into a buffer of the length given.
+        let read = unsafe { libc::read(events, buffer.as_mut_ptr().cast(), buffer.len()) };
+        unsafe { libc::close(events) };
+        assert_eq!(
+            read, -1,
+            "the file was opened ({read} bytes of inotify events)"
+        );
     }
 }
