@@ -343,3 +343,26 @@ fn breaking_the_report_channel_is_diagnosed_not_called_waiting_for_input() {
     assert_eq!(bash(&mut host, "echo works").ok(), "works\n");
     host.finish();
 }
+
+#[test]
+fn a_shell_that_stops_itself_is_continued_and_keeps_its_state() {
+    // Continued, the shell reports and goes back to reading its terminal at
+    // once: seen reading before its report was read, it was taken for a
+    // shell that lost its report socket and ended (one run in two).
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    bash(&mut host, "X=5").ok();
+    for round in 0..6 {
+        let reply = host.command_with_timeout("bash", "kill -STOP $$; echo after", 20_000);
+        let output = reply.ok();
+        assert!(output.starts_with("after\n"), "round {round}: {}", reply.0);
+        assert!(
+            output
+                .contains("The shell itself was stopped (SIGSTOP); it was continued with SIGCONT."),
+            "round {round}: {}",
+            reply.0
+        );
+        assert_eq!(bash(&mut host, "echo $X").ok(), "5\n", "round {round}");
+    }
+    host.finish();
+}

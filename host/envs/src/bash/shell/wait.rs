@@ -314,13 +314,15 @@ impl Watched<'_> {
     }
 
     /// A stopped shell (SIGSTOP, from the command or outside) cannot get
-    /// back to its prompt: continue it, and say so.
-    pub(super) fn continue_if_stopped(&self) {
-        if process_info(self.pty.pid()).is_some_and(|p| p.state == 'T') {
+    /// back to its prompt: continue it, and say so. `true` if it was.
+    pub(super) fn continue_if_stopped(&self) -> bool {
+        let stopped = process_info(self.pty.pid()).is_some_and(|p| p.state == 'T');
+        if stopped {
             let _ = kill(Pid::from_raw(self.pty.pid()), Signal::SIGCONT);
             self.notes
                 .add("The shell itself was stopped (SIGSTOP); it was continued with SIGCONT.");
         }
+        stopped
     }
 
     /// Passes output to `sink` until the prompt report for `seq` arrives
@@ -397,7 +399,34 @@ impl Watched<'_> {
                 && now >= state.next_probe
                 && let Some(awaited) = self.probe_input(state, watch, now)
             {
+                if matches!(awaited, Awaited::ChannelLost)
+                    && self.reported_meanwhile(state, watch, sink)
+                {
+                    continue;
+                }
                 return awaited;
+            }
+        }
+    }
+
+    /// Whether the report came after all, read now: a shell seen reading
+    /// its terminal with its report socket in place may have reported just
+    /// before it went back to reading (its report then waits in the socket;
+    /// a shell continued after SIGSTOP does this), which is not a lost
+    /// socket.
+    fn reported_meanwhile(
+        &self,
+        state: &mut WaitState,
+        watch: &Watch<'_>,
+        sink: &mut dyn FnMut(&[u8]),
+    ) -> bool {
+        loop {
+            let events = self.reader.next_events(Duration::ZERO);
+            if events.is_empty() {
+                return state.reported.is_some();
+            }
+            for event in events {
+                self.take_event(event, state, watch, sink);
             }
         }
     }
@@ -449,7 +478,13 @@ impl Watched<'_> {
         watch: &Watch<'_>,
         now: Instant,
     ) -> Option<Awaited> {
-        self.continue_if_stopped();
+        if self.continue_if_stopped() {
+            // Just continued, it has not run yet: what it waits for is seen
+            // at the next look (seen now, a shell still on its way out of
+            // the stop read as one at its prompt without its report
+            // socket, and was ended).
+            return None;
+        }
         let waiting = self.input_waiter();
         match (&waiting, watch.input) {
             (Some(reader), _) if self.shell_reading_without_channel(reader) => {
