@@ -3,7 +3,7 @@
 //! compiler process, which makes it, read it here, so that code made in
 //! one loads in the other. Knows nothing of plugins, stores or the cache.
 
-use wasmtime::{Config, Strategy};
+use wasmtime::{Config, OptLevel, Strategy};
 
 /// Which compiler made a plugin's code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +21,7 @@ pub(crate) fn engine_config(tier: Tier) -> Config {
     config.epoch_interruption(true);
     if tier == Tier::Baseline {
         config.strategy(Strategy::Winch);
+        config.cranelift_opt_level(OptLevel::None);
     }
     config
 }
