@@ -22,10 +22,18 @@
 //!   dropped) and every report.
 //!
 //! The right to read is a mutex around both descriptors and their parsers.
-//! The thread holds it only while it polls (200 ms at most) and a pipe wakes
-//! it when a command begins, so the hand-over is immediate and never
-//! reorders output. The thread takes over only once the shell has been idle
-//! for [`HANDOVER_DELAY`]: an agent's commands usually follow each other
+//! The thread waits for the descriptors to be ready on copies of its own,
+//! without the mutex, and takes the mutex only to read, after checking that
+//! no command has begun: a command that begins never waits for the thread
+//! to wake up and let go (after an agent's pause, that hand-over from a
+//! descheduled thread was most of the host's part of the round trip), and
+//! output is never reordered (whatever the thread read is queued before it
+//! lets go of the mutex, and the command loop takes the queue after taking
+//! the mutex). A pipe wakes the thread when a command begins, so that it is
+//! back to waiting for the next idle period before the command's output
+//! comes, and when the reader stops; nothing else wakes it while the shell
+//! is quiet. The thread takes over only once the shell has been idle for
+//! [`HANDOVER_DELAY`]: an agent's commands usually follow each other
 //! closely, and a command that begins before that costs the thread no
 //! wake-up at all (the command loop then reads what came meanwhile itself,
 //! as backlog). Output is left unread for at most that long.
@@ -48,9 +56,6 @@ use super::marker::{PromptReport, ReportParser};
 
 /// Background output kept between commands.
 pub const IDLE_LIMIT: usize = 64 * 1024;
-
-/// Longest the idle thread polls before looking at its instructions again.
-const IDLE_POLL_MS: u16 = 200;
 
 const READ_SIZE: usize = 64 * 1024;
 
@@ -298,44 +303,30 @@ struct ReadSide {
 const READS_AFTER_A_REPORT: usize = 4;
 
 impl ReadSide {
-    /// Polls the terminal and the report socket for up to `timeout` (and
-    /// `extra`, the idle thread's wake-up pipe), and reads what is ready;
-    /// after a report, the terminal is read until it has nothing more (at
-    /// most [`READS_AFTER_A_REPORT`] reads) and the report comes after that
-    /// output. Returns whether `extra` is readable.
+    /// Polls the terminal and the report socket for up to `timeout`, and
+    /// reads what is ready; after a report, the terminal is read until it
+    /// has nothing more (at most [`READS_AFTER_A_REPORT`] reads) and the
+    /// report comes after that output.
     fn poll_and_read(
         &mut self,
         timeout: PollTimeout,
-        extra: Option<std::os::fd::BorrowedFd<'_>>,
         events: &mut Vec<ReaderEvent>,
-        read_terminal: &dyn Fn() -> bool,
-    ) -> Result<bool, nix::errno::Errno> {
-        let (terminal_ready, socket_ready, extra_ready) = {
+    ) -> Result<(), nix::errno::Errno> {
+        let (terminal_ready, socket_ready) = {
             let mut fds = vec![PollFd::new(self.master.as_fd(), PollFlags::POLLIN)];
             // A closed socket is always readable: it is no longer waited on.
             let socket_index = (!self.reports.closed).then(|| {
                 fds.push(PollFd::new(self.reports.stream.as_fd(), PollFlags::POLLIN));
                 fds.len() - 1
             });
-            let extra_index = extra.map(|fd| {
-                fds.push(PollFd::new(fd, PollFlags::POLLIN));
-                fds.len() - 1
-            });
             let ready = poll(&mut fds, timeout)?;
             let is_ready = |index: Option<usize>| {
                 ready > 0 && index.is_some_and(|i| fds[i].any().unwrap_or(false))
             };
-            (
-                is_ready(Some(0)),
-                is_ready(socket_index),
-                is_ready(extra_index),
-            )
+            (is_ready(Some(0)), is_ready(socket_index))
         };
-        if !read_terminal() {
-            return Ok(extra_ready);
-        }
         self.read_ready(terminal_ready, socket_ready, events);
-        Ok(extra_ready)
+        Ok(())
     }
 
     /// Takes what the terminal and the socket hold now, without waiting.
@@ -419,6 +410,11 @@ fn push_output(events: &mut Vec<ReaderEvent>, bytes: &[u8]) {
 
 struct Shared {
     queue: Mutex<Queue>,
+    /// Copies of the terminal and report socket descriptors, that the idle
+    /// thread waits on without holding [`Shared::side`]; reading is done
+    /// only through the side.
+    watch_terminal: OwnedFd,
+    watch_reports: OwnedFd,
     /// Signalled when the reader must stop (the thread looks at the mode
     /// every [`HANDOVER_DELAY`] on its own).
     mode: Condvar,
@@ -470,7 +466,11 @@ impl PtyReader {
             wake_writer.as_raw_fd(),
             nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
         )?;
+        let watch_terminal = master.try_clone()?;
+        let watch_reports = OwnedFd::from(reports.stream.try_clone()?);
         let shared = Arc::new(Shared {
+            watch_terminal,
+            watch_reports,
             queue: Mutex::new(Queue {
                 busy: true,
                 ..Queue::default()
@@ -495,21 +495,28 @@ impl PtyReader {
     /// Switches to busy mode and hands over what arrived since the last
     /// command.
     pub fn begin_command(&self) -> IdleBacklog {
-        let mut queue = self.shared.queue();
-        queue.busy = true;
-        let polling = queue.polling;
-        let dropped_bytes = std::mem::take(&mut queue.dropped_bytes);
-        let mut events = queue.take_all();
-        // The queue's lock is never held while waiting for the read side
-        // (the thread takes them in the other order).
-        drop(queue);
+        let polling = {
+            let mut queue = self.shared.queue();
+            queue.busy = true;
+            queue.polling
+        };
         if polling {
+            // Out of its wait now, while the shell runs the command, rather
+            // than when the command's output wakes it and the command loop.
             self.shared.wake();
-        } else {
-            // The thread never took over: what came since the last command
-            // is read here, without waiting, so that it stays backlog.
-            self.shared.side().take_ready(&mut events);
         }
+        // The queue's lock is never held while waiting for the read side
+        // (the thread takes them in the other order). The thread holds the
+        // side only while it reads, and queues what it read before letting
+        // go: the queue is taken after the side, so nothing is missed.
+        let mut side = self.shared.side();
+        let (dropped_bytes, mut events) = {
+            let mut queue = self.shared.queue();
+            (std::mem::take(&mut queue.dropped_bytes), queue.take_all())
+        };
+        // What came since and nobody read yet is backlog too.
+        side.take_ready(&mut events);
+        drop(side);
         IdleBacklog {
             events,
             dropped_bytes,
@@ -528,7 +535,7 @@ impl PtyReader {
     /// `timeout` for something. Empty when nothing came (or the terminal
     /// is closed).
     pub fn next_events(&self, timeout: Duration) -> Vec<ReaderEvent> {
-        // Waits at most one idle poll for the thread to let go.
+        // The thread holds the side only for a read, never while it waits.
         let mut side = self.shared.side();
         // What the thread read before it let go comes first.
         let mut events = self.shared.queue().take_all();
@@ -537,7 +544,7 @@ impl PtyReader {
         }
         let millis = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
         // Timed out or interrupted: the caller looks again.
-        let _ = side.poll_and_read(PollTimeout::from(millis), None, &mut events, &|| true);
+        let _ = side.poll_and_read(PollTimeout::from(millis), &mut events);
         events
     }
 }
@@ -578,39 +585,57 @@ fn idle_loop(shared: &Shared) {
                     .0;
             }
         }
-        let mut side = shared.side();
-        if side.closed {
+        let (terminal_closed, reports_closed) = {
+            let side = shared.side();
+            (side.closed, side.reports.closed)
+        };
+        if terminal_closed {
             shared.queue().polling = false;
             return;
         }
-        let mut events = Vec::new();
-        // A command began while polling: its loop reads from now on.
-        let still_idle = || !shared.queue().busy;
-        let woken = match side.poll_and_read(
-            PollTimeout::from(IDLE_POLL_MS),
-            Some(shared.wake_reader.as_fd()),
-            &mut events,
-            &still_idle,
-        ) {
-            Ok(woken) => woken,
-            Err(nix::errno::Errno::EINTR) => {
-                shared.queue().polling = false;
-                continue;
+        match wait_until_ready(shared, reports_closed) {
+            Ok(woken) => {
+                if woken {
+                    let _ = (&shared.wake_reader).read(&mut scratch);
+                }
             }
+            Err(nix::errno::Errno::EINTR) => {}
             Err(_) => {
                 shared.queue().polling = false;
                 return;
             }
-        };
-        if woken {
-            let _ = (&shared.wake_reader).read(&mut scratch);
         }
-        let mut queue = shared.queue();
-        for event in events {
-            queue.push(event);
+        // A command that began meanwhile reads for itself; otherwise what
+        // is ready is read and queued while the side is held.
+        if !shared.queue().busy {
+            let mut side = shared.side();
+            if !shared.queue().busy {
+                let mut events = Vec::new();
+                side.take_ready(&mut events);
+                let mut queue = shared.queue();
+                for event in events {
+                    queue.push(event);
+                }
+            }
         }
-        queue.polling = false;
+        shared.queue().polling = false;
     }
+}
+
+/// Waits, without a time limit and without holding the side, until the
+/// terminal or the report socket (unless closed: a closed socket is always
+/// readable) has something or the wake-up pipe has a byte. Returns whether
+/// the pipe woke it.
+fn wait_until_ready(shared: &Shared, reports_closed: bool) -> Result<bool, nix::errno::Errno> {
+    let mut fds = vec![
+        PollFd::new(shared.wake_reader.as_fd(), PollFlags::POLLIN),
+        PollFd::new(shared.watch_terminal.as_fd(), PollFlags::POLLIN),
+    ];
+    if !reports_closed {
+        fds.push(PollFd::new(shared.watch_reports.as_fd(), PollFlags::POLLIN));
+    }
+    poll(&mut fds, PollTimeout::NONE)?;
+    Ok(fds[0].any().unwrap_or(false))
 }
 
 #[cfg(test)]
