@@ -27,24 +27,19 @@ pub struct CommandOutput {
 impl CommandOutput {
     /// An empty buffer; `label` names the environment in saved output files.
     pub fn new(limits: &OutputLimits, label: &str) -> Self {
-        CommandOutput {
-            terminal: TerminalText::new(),
-            capture: OutputCapture::new(limits, label),
-            pending: String::new(),
-            last_line: String::new(),
-            before: Vec::new(),
-            after: Vec::new(),
-            incidents: Vec::new(),
-            success: false,
-        }
+        CommandOutput::around(OutputCapture::new(limits, label))
     }
 
     /// An empty buffer with the same limits and label, for the output
     /// that follows an answer given while the command runs.
     pub fn empty_like(&self) -> Self {
+        CommandOutput::around(self.capture.empty_like())
+    }
+
+    fn around(capture: OutputCapture) -> Self {
         CommandOutput {
             terminal: TerminalText::new(),
-            capture: self.capture.empty_like(),
+            capture,
             pending: String::new(),
             last_line: String::new(),
             before: Vec::new(),
