@@ -162,6 +162,34 @@ fn a_stop_at_the_deadline_is_diagnosed_and_the_interrupt_keeps_the_variables() {
 }
 
 #[test]
+fn an_interrupt_asked_for_while_stopped_keeps_the_variables() {
+    // The neighbour of the deadline's race: the agent's own interrupt of a
+    // command that stopped itself (and, continued, would sleep for long).
+    let project = Project::new();
+    let mut host = Host::start(project.path());
+    python(&mut host, "x = 8").ok();
+    for round in 0..6 {
+        let reply = host.request(&serde_json::json!({
+            "type": "command", "environment": "python", "yield_ms": 300,
+            "command": "import os, signal, time\nos.kill(os.getpid(), signal.SIGSTOP)\ntime.sleep(60)",
+        }));
+        assert!(reply.running(), "round {round}: {}", reply.0);
+        let reply =
+            host.request(&serde_json::json!({"type": "interrupt", "environment": "python"}));
+        let output = reply.failed();
+        assert!(
+            output.contains("KeyboardInterrupt"),
+            "round {round}: {output}"
+        );
+        assert!(
+            output.contains("Variables and imports are kept"),
+            "round {round}: {output}"
+        );
+        assert_eq!(python(&mut host, "x").ok(), "8\n", "round {round}");
+    }
+}
+
+#[test]
 fn code_that_closes_the_drivers_descriptors_is_diagnosed_as_such() {
     let project = Project::new();
     let mut host = Host::start(project.path());
