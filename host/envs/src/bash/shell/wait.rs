@@ -314,15 +314,13 @@ impl Watched<'_> {
     }
 
     /// A stopped shell (SIGSTOP, from the command or outside) cannot get
-    /// back to its prompt: continue it, and say so. `true` if it was.
-    pub(super) fn continue_if_stopped(&self) -> bool {
-        let stopped = process_info(self.pty.pid()).is_some_and(|p| p.state == 'T');
-        if stopped {
+    /// back to its prompt: continue it, and say so.
+    pub(super) fn continue_if_stopped(&self) {
+        if process_info(self.pty.pid()).is_some_and(|p| p.state == 'T') {
             let _ = kill(Pid::from_raw(self.pty.pid()), Signal::SIGCONT);
             self.notes
                 .add("The shell itself was stopped (SIGSTOP); it was continued with SIGCONT.");
         }
-        stopped
     }
 
     /// Passes output to `sink` until the prompt report for `seq` arrives
@@ -478,13 +476,7 @@ impl Watched<'_> {
         watch: &Watch<'_>,
         now: Instant,
     ) -> Option<Awaited> {
-        if self.continue_if_stopped() {
-            // Just continued, it has not run yet: what it waits for is seen
-            // at the next look (seen now, a shell still on its way out of
-            // the stop read as one at its prompt without its report
-            // socket, and was ended).
-            return None;
-        }
+        self.continue_if_stopped();
         let waiting = self.input_waiter();
         match (&waiting, watch.input) {
             (Some(reader), _) if self.shell_reading_without_channel(reader) => {
