@@ -14,9 +14,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use super::files::{self, FileProblem, TextFile};
-use super::lines::{
-    count_newlines, display, line_count, lines_from, offset_after_lines, searchable,
-};
+use super::lines::{count_newlines, display, lines_from, offset_after_lines, searchable};
 use super::patterns::LinePattern;
 use envhost_files::ProjectRoot;
 
@@ -82,7 +80,10 @@ pub fn locate<'a>(
     let match_index = wanted.min(starts.len().checked_sub(1)?);
     let start_offset = starts[match_index];
     let first_line = count_newlines(&haystack[..start_offset]) + 1;
-    let remaining = line_count(bytes) - first_line + 1;
+    // The lines from the start to the end of the file, counted no further
+    // than one past what a view shows: counting the whole file for every
+    // view was a third of a screen over a large one.
+    let remaining = lines_left(haystack, start_offset, MAX_VIEW_LINES);
     let window = remaining.min(MAX_VIEW_LINES);
     let mut end_line = None;
     if window > 1 {
@@ -105,6 +106,16 @@ pub fn locate<'a>(
         lines: lines_from(bytes, start_offset, shown),
         truncation,
     })
+}
+
+/// The lines of `haystack` from the one starting at `from` to its end,
+/// counted up to `limit + 1` at most (one more than `limit` says there are
+/// more).
+fn lines_left(haystack: &[u8], from: usize, limit: usize) -> usize {
+    memchr::memchr_iter(b'\n', &haystack[from..])
+        .take(limit)
+        .count()
+        + 1
 }
 
 /// The 1-based line numbers of every line a pattern matches.
@@ -480,6 +491,57 @@ mod tests {
     fn matching_lines_are_numbered() {
         let pattern = LinePattern::compile("^}$").unwrap();
         assert_eq!(matching_lines(&pattern, C.as_bytes()), vec![4, 8]);
+    }
+
+    /// `locate` as it was before it stopped counting every line of the
+    /// file: the number of lines left from the start line, uncapped.
+    fn uncapped_window(bytes: &[u8], first_line: usize) -> (usize, bool) {
+        let remaining = super::super::lines::line_count(bytes) - first_line + 1;
+        let window = remaining.min(MAX_VIEW_LINES);
+        (window, window < remaining)
+    }
+
+    #[test]
+    fn the_window_is_the_same_as_counting_every_line() {
+        let start = LinePattern::compile("^s").unwrap();
+        let end = LinePattern::compile("^never").unwrap();
+        for lines in [1_usize, 2, 998, 999, 1000, 1001, 1002, 2500] {
+            for ending in ["\n", "\r\n", ""] {
+                for start_line in [1, lines / 2 + 1, lines.saturating_sub(999).max(1), lines] {
+                    let mut text = String::new();
+                    for n in 1..=lines {
+                        text.push_str(if n == start_line { "s" } else { "x" });
+                        if n < lines {
+                            text.push('\n');
+                        }
+                    }
+                    text.push_str(ending);
+                    let bytes = text.as_bytes();
+                    let found = locate(&start, &end, bytes, 0).unwrap();
+                    assert_eq!(found.first_line, start_line);
+                    let (window, cut) = uncapped_window(bytes, start_line);
+                    assert_eq!(
+                        found.lines.len(),
+                        window,
+                        "{lines} lines, start {start_line}"
+                    );
+                    let expected = if window == MAX_VIEW_LINES {
+                        Truncation::LineLimit
+                    } else {
+                        Truncation::EndOfFile
+                    };
+                    assert_eq!(
+                        found.truncation,
+                        Some(expected),
+                        "{lines} lines, start {start_line}"
+                    );
+                    let from = super::super::lines::line_start(bytes, start_line);
+                    let remaining = lines_left(searchable(bytes), from, MAX_VIEW_LINES);
+                    assert_eq!(remaining.min(MAX_VIEW_LINES), window);
+                    assert_eq!(window < remaining, cut, "{lines} lines, start {start_line}");
+                }
+            }
+        }
     }
 
     #[test]
