@@ -1,6 +1,6 @@
 // Files in the directories the operator granted, for envhost plugins in
 // JavaScript (componentize-js), over `wasi:filesystem/preopens` and
-// `wasi:filesystem/types` of the world `full-plugin` (`wit/v0.2.0`).
+// `wasi:filesystem/types` of the world `full-plugin` (`wit/v0.2.1`).
 //
 // A directory granted in `env/envhost.toml` (`read-write = ["notes"]`) is a
 // preopen named `/notes`; paths here are relative to the project (`notes/

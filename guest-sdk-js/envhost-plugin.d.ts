@@ -96,6 +96,13 @@ export interface Screen {
   maxLines?: number;
 }
 
+/** When the plugin's screen section can change: the WIT enum `when` of the
+ * interface `screen-changes` (`wit/v0.2.1`). `'when-called'` promises that
+ * `screen(self)` draws only from what the plugin's own calls leave, so the
+ * host redraws it only after calling the plugin; `'any-time'` (the
+ * default) is for a screen showing the time, files, a program's progress. */
+export type ScreenChanges = 'any-time' | 'when-called';
+
 /** What every command, `screen` and the hooks get as `self`. */
 export interface Self<State> {
   /** JSON values, snapshotted after every command and given back to a
@@ -132,6 +139,10 @@ export interface PluginDefinition<State = unknown> {
   state?: State;
   screen?(self: Self<State>): string | Screen;
   maxLines?: number;
+  /** When the screen can change: `'when-called'` if `screen(self)` shows
+   * only what the plugin's own calls leave; `'any-time'` (the default)
+   * otherwise. Anything else throws a `PluginError`. */
+  screenChanges?: ScreenChanges;
   snapshot?(self: Self<State>): Uint8Array;
   restore?(self: Self<State>, bytes: Uint8Array): void;
   shutdown?(self: Self<State>): void;
@@ -161,10 +172,15 @@ export interface PluginExports {
     snapshot(): Uint8Array;
     restore(bytes: Uint8Array): void;
   };
+  /** The interface `screen-changes` (new in 0.2.1): export it too. */
+  screenChanges: {
+    screenChanges(): ScreenChanges;
+  };
 }
 
 /** Checks a plugin's definition and returns the objects the component
- * exports. A mistake in the definition throws a `PluginError`, at build
+ * exports (`export const { environment, capabilities, state, screenChanges }
+ * = definePlugin({...})`). A mistake in the definition throws a `PluginError`, at build
  * time. */
 export function definePlugin<State = unknown>(definition: PluginDefinition<State>): PluginExports;
 

@@ -3,15 +3,16 @@
 // A plugin is a WebAssembly component the envhost host loads from
 // `<project>/env/NAME.wasm`: the agent sends it commands and sees its screen
 // section after every command. This module hides the component plumbing
-// (the world `full-plugin` of `wit/v0.2.0`, the WIT records, snapshots of
+// (the world `full-plugin` of `wit/v0.2.1`, the WIT records, snapshots of
 // the plugin's state) behind one call, in the declarative style of the
 // Rust SDK:
 //
 //   import { definePlugin, fail, request } from './envhost-plugin.js';
 //
-//   export const { environment, capabilities, state } = definePlugin({
+//   export const { environment, capabilities, state, screenChanges } = definePlugin({
 //     summary: 'A counter that only goes up',
 //     state: { count: 0 },                  // kept across traps and restarts
+//     screenChanges: 'when-called',         // the screen shows only the state
 //     commands: [
 //       {
 //         signature: 'add <n>',
@@ -44,6 +45,16 @@
 // given back to a fresh instance after a trap or a host restart with
 // `--resume`. Give `snapshot(self)` / `restore(self, bytes)` for another
 // format.
+//
+// Screen changes (`wit/v0.2.1`): the host asks every plugin for its screen
+// after every command to any environment, because a screen may show what
+// changes on its own. `screenChanges: 'when-called'` promises that
+// `screen(self)` draws only from what the plugin's own calls leave (its
+// state): the host then redraws the section only after calling the plugin,
+// and a command to another environment no longer waits for it. Leave the
+// default, 'any-time', for a screen that shows the time, files in a granted
+// directory, a program's progress or anything fetched. Export the fourth
+// object, `screenChanges`, whichever the answer: the world requires it.
 //
 // A command's `run` may be `async` (return a Promise): componentize-js
 // runs the event loop until it settles, so `await fetch(...)` works.
@@ -149,9 +160,12 @@ export const request = {
   network: (pattern, reason) => ({ power: { tag: 'network', val: pattern }, reason }),
 };
 
-const PLUGIN_KEYS = ['name', 'summary', 'commands', 'requests', 'state', 'screen', 'maxLines', 'snapshot', 'restore', 'shutdown'];
+const PLUGIN_KEYS = ['name', 'summary', 'commands', 'requests', 'state', 'screen', 'maxLines', 'screenChanges', 'snapshot', 'restore', 'shutdown'];
 const COMMAND_KEYS = ['signature', 'description', 'summary', 'example', 'simple', 'run'];
 const POWERS = ['read-directory', 'write-directory', 'variable', 'program', 'memory', 'network'];
+/** The cases of the WIT enum `when` (interface `screen-changes`), as jco
+ * spells them. */
+const WHEN = ['any-time', 'when-called'];
 
 /** What the file helpers need to word a refused access: the plugin's name
  * and requests, set by `definePlugin`. */
@@ -231,6 +245,19 @@ function checkCommands(commands) {
   });
 }
 
+function checkScreenChanges(when) {
+  if (when === undefined) return 'any-time';
+  if (WHEN.includes(when)) return when;
+  const plain = typeof when === 'string' ? when.toLowerCase().replace(/[^a-z]/g, '') : '';
+  const near = WHEN.find((w) => w.replace(/-/g, '') === plain);
+  throw new PluginError(
+    `the plugin's \`screenChanges\` is ${shown(when)}; it must be 'any-time' (the default: the screen may change ` +
+      "between the plugin's calls, e.g. it shows the time, files or a program's progress) or 'when-called' (the " +
+      "screen shows only what the plugin's own calls leave)" +
+      (near ? `; did you mean '${near}'?` : ''),
+  );
+}
+
 function checkRequests(requests) {
   if (!Array.isArray(requests)) throw new PluginError(`\`requests\` is ${shown(requests)}; it must be an array of request.readDirectory(...) etc.`);
   for (const r of requests) {
@@ -257,14 +284,16 @@ function jsonCopy(value, what) {
 
 /**
  * Checks a plugin's definition and returns the objects the component
- * exports for the world `full-plugin`: `{ environment, capabilities, state }`.
- * A mistake in the definition throws a `PluginError` here, at build time.
+ * exports for the world `full-plugin`: `{ environment, capabilities, state,
+ * screenChanges }`. A mistake in the definition throws a `PluginError`
+ * here, at build time.
  *
  * `definition`: `summary` (one line), `commands` (`{ signature,
  * description, summary?, example?, simple?, run(call, self) }`, where `run` may be async), and
  * optionally `name` (the .wasm file's stem, used in the sentences naming a
  * grant), `requests`, `state` (the initial JSON state), `screen(self)`
- * (a string, or `{ content, maxLines }`), `maxLines`, `snapshot(self)` /
+ * (a string, or `{ content, maxLines }`), `maxLines`, `screenChanges`
+ * ('any-time', the default, or 'when-called'), `snapshot(self)` /
  * `restore(self, bytes)`, `shutdown(self)`.
  */
 export function definePlugin(definition) {
@@ -284,6 +313,7 @@ export function definePlugin(definition) {
       throw new PluginError(`the plugin's \`${key}\` is ${shown(definition[key])}; it must be a function or left out`);
     }
   }
+  const when = checkScreenChanges(definition.screenChanges);
   const initial = jsonCopy(definition.state ?? null, "the plugin's initial `state`");
   current.name = definition.name ?? '';
   current.requests = requests;
@@ -433,7 +463,14 @@ export function definePlugin(definition) {
     },
   };
 
-  return { environment, capabilities, state };
+  // `screen-changes`: the host asks once per fresh instance.
+  const screenChanges = {
+    screenChanges() {
+      return when;
+    },
+  };
+
+  return { environment, capabilities, state, screenChanges };
 }
 
 function checkedLines(value) {

@@ -3,7 +3,7 @@
 A plugin is a WebAssembly component the envhost host loads from
 `<project>/env/NAME.wasm`: the agent sends it commands and sees its screen
 section after every command. This module hides the component plumbing (the
-world `full-plugin` of `wit/v0.2.0`, the generated `wit_world` bindings,
+world `full-plugin` of `wit/v0.2.1`, the generated `wit_world` bindings,
 the one plugin instance, snapshots of its state) behind a class and a
 decorator, in the declarative style of the Rust SDK:
 
@@ -25,7 +25,7 @@ decorator, in the declarative style of the Rust SDK:
         def screen(self):
             return f"Count: {self.state['count']}"
 
-    Environment, Capabilities, State = export(Counter)
+    Environment, Capabilities, State, ScreenChanges = export(Counter)
 
 The host routes by the command's first word (split by the one rule in
 `wit/command-split-cases.json`) and renders each command's help: LONG
@@ -45,6 +45,15 @@ State: whatever `self.state` holds (JSON: dicts, lists, strings, numbers,
 booleans, None) is snapshotted after every command and given back to a
 fresh instance after a trap or a host restart with `--resume`. Override
 `snapshot()` / `restore(data)` for another format.
+
+Screen changes: the host asks every plugin for its screen after every
+command to any environment, because a screen may show what changes on its
+own. A plugin whose screen shows only its own state (what its commands
+leave) says so with the class attribute `screen_changes = "when-called"`;
+the host then asks for its screen only after calling it, and the plugin no
+longer slows every other environment's answers. A screen that shows the
+time, files, a program's progress or anything fetched keeps the default,
+`screen_changes = "any-time"`. Any other value fails the build.
 
 Files: the directories the operator grants appear at `/` + their path in
 the project (`notes` is `/notes`); plain `open()` works. An `OSError` that
@@ -102,6 +111,10 @@ WHITESPACE = (
 )
 
 DEFAULT_MAX_LINES = 50
+
+# The values of `Plugin.screen_changes`, as the WIT enum `when` (interface
+# `screen-changes`) spells its cases; the first is the default.
+SCREEN_CHANGES = ("any-time", "when-called")
 
 
 class PluginError(Exception):
@@ -286,6 +299,10 @@ class Plugin:
     - `screen()`: the state shown above the commands' help (a str, or a
       `Screen` to choose `max_lines`); default: the summary;
     - `requests`: a list of `Request`s (directories, `network`, ...);
+    - `screen_changes`: "when-called" when `screen()` shows only what the
+      plugin's own calls leave (the host then stops asking for it after
+      other environments' commands); "any-time" (the default) when it
+      shows the time, files, a program's progress, anything external;
     - `self.state`: JSON-serialisable state, snapshotted for you; or
       `snapshot()` / `restore(data)` for your own bytes;
     - `name`: the environment's name (the .wasm file's stem), used in the
@@ -297,6 +314,7 @@ class Plugin:
     name: str = ""
     requests: list = []
     max_lines: int = DEFAULT_MAX_LINES
+    screen_changes: str = "any-time"
 
     def screen(self):
         return self.summary
@@ -384,6 +402,22 @@ def _check_requests(requests) -> list:
         if not isinstance(request.reason, str):
             raise PluginError(f"the reason of the {request.kind} request is {_kind(request.reason)}; it must be a str")
     return list(requests)
+
+
+def _check_screen_changes(cls) -> str:
+    """The class's `screen_changes`, checked: anything but the two values is
+    a `PluginError` (at export, so at build time)."""
+    value = cls.screen_changes
+    if isinstance(value, str) and value in SCREEN_CHANGES:
+        return value
+    plain = "".join(c for c in value.lower() if c.isalpha()) if isinstance(value, str) else ""
+    near = next((w for w in SCREEN_CHANGES if w.replace("-", "") == plain), None)
+    raise PluginError(
+        f"{cls.__name__}.screen_changes is {_kind(value)}; it must be \"any-time\" (the default: the screen "
+        f"may change between the plugin's calls, e.g. it shows the time, files or a program's progress) or "
+        f"\"when-called\" (the screen shows only what the plugin's own calls leave)"
+        + (f"; did you mean \"{near}\"?" if near else "")
+    )
 
 
 def _kind(value) -> str:
@@ -696,6 +730,9 @@ class Runner:
         self.cls = cls
         self.commands = _commands(cls)
         self.by_name = {spec.name: attribute for spec, attribute in self.commands}
+        # "any-time" or "when-called": read once, from the class, as the
+        # host asks once per instance and wants the same answer every time.
+        self.screen_changes = _check_screen_changes(cls)
         self._plugin = None
         self._snapshot = None
 
@@ -819,13 +856,21 @@ def export(cls) -> tuple:
     """The classes componentize-py exports for `cls` (a `Plugin` subclass),
     for the world `full-plugin`; write, at the end of the plugin's module:
 
-        Environment, Capabilities, State = export(MyPlugin)
+        Environment, Capabilities, State, ScreenChanges = export(MyPlugin)
 
-    The command table is checked here, when the module is imported (at
-    build time too): a mistake in it fails the build with a sentence."""
+    The command table and `screen_changes` are checked here, when the
+    module is imported (at build time too): a mistake in them fails the
+    build with a sentence."""
     runner = Runner(cls)
     from wit_world.exports import capabilities as wit_capabilities
     from wit_world.exports import environment as wit
+
+    try:
+        from wit_world.exports import screen_changes as wit_screen_changes
+    except ImportError:
+        # Bindings of wit/v0.2.0, whose `full-plugin` has no screen-changes:
+        # componentize-py then leaves `ScreenChanges` out, and nothing calls it.
+        wit_screen_changes = None
 
     _http_bindings()  # loaded now, for http_get (see there)
 
@@ -885,8 +930,13 @@ def export(cls) -> tuple:
 
                 raise Err(why)
 
+    class ScreenChanges:
+        def screen_changes(self):
+            when = wit_screen_changes.When
+            return when.WHEN_CALLED if runner.screen_changes == "when-called" else when.ANY_TIME
+
     Environment.runner = runner
-    return Environment, Capabilities, State
+    return Environment, Capabilities, State, ScreenChanges
 
 
 # --- The build-time check --------------------------------------------------------
@@ -899,17 +949,26 @@ def check(module_name: str) -> list:
     import importlib
 
     problems = []
+    names = ("Environment", "Capabilities", "State", "ScreenChanges")
+    ending = f"`{', '.join(names)} = export(YourPlugin)`"
     try:
         module = importlib.import_module(module_name)
     except PluginError as err:
         return [str(err)]
-    exported = [getattr(module, name, None) for name in ("Environment", "Capabilities", "State")]
+    except ValueError as err:
+        # `Environment, Capabilities, State = export(...)`, as written before
+        # 0.2.1 added ScreenChanges: the module's own line fails to unpack.
+        innermost = err.__traceback__
+        while innermost.tb_next is not None:
+            innermost = innermost.tb_next
+        if "too many values to unpack (expected 3" not in str(err) or innermost.tb_frame.f_code.co_name != "<module>":
+            raise
+        return [f"{module_name} unpacks export(...) into three names; it returns four classes since 0.2.1 "
+                f"(ScreenChanges is new): end the module with {ending}"]
+    exported = [getattr(module, name, None) for name in names]
     if not all(exported):
-        missing = [n for n, c in zip(("Environment", "Capabilities", "State"), exported) if not c]
-        return [
-            f"{module_name} does not define {', '.join(missing)}; end it with "
-            f"`Environment, Capabilities, State = export(YourPlugin)`"
-        ]
+        missing = [n for n, c in zip(names, exported) if not c]
+        return [f"{module_name} does not define {', '.join(missing)}; end it with {ending}"]
     runner = getattr(exported[0], "runner", None)
     if not isinstance(runner, Runner):
         return [f"{module_name}.Environment was not made by envhost_plugin.export(...)"]
@@ -926,6 +985,11 @@ def check(module_name: str) -> list:
             continue
         if step == "screen" and value.content.startswith(f"{runner.cls.__name__}.screen() returned"):
             problems.append(value.content)
+    if vars(runner.plugin).get("screen_changes", runner.screen_changes) != runner.screen_changes:
+        problems.append(
+            f"{runner.cls.__name__}() sets self.screen_changes, which the SDK does not read; set it on the "
+            f"class (`screen_changes = \"when-called\"` beside `summary`)"
+        )
     try:
         data = runner.plugin.snapshot()
         if not isinstance(data, (bytes, bytearray)):
@@ -963,7 +1027,7 @@ def _main(argv: list) -> int:
     if problems:
         print(f"envhost_plugin: {argv[2]} has {len(problems)} problem(s); fix them before building", file=sys.stderr)
         return 1
-    print(f"envhost_plugin: {argv[2]} checked: commands, requests, first screen and snapshot are well-formed")
+    print(f"envhost_plugin: {argv[2]} checked: commands, requests, screen_changes, first screen and snapshot are well-formed")
     return 0
 
 

@@ -100,6 +100,52 @@ test('mistakes in the definition throw when the module is evaluated', () => {
   assert.throws(() => definePlugin({ summary: 's', commands: [], state: { n: 1n } }), /initial `state` cannot be saved as JSON/);
 });
 
+/** The interfaces a world of wit/v0.2.1 exports, its `include`s followed,
+ * in jco's camelCase (`screen-changes` -> `screenChanges`). */
+function worldExports(wit, world) {
+  const block = new RegExp(`^world ${world} \\{([^}]*)\\}`, 'm').exec(wit);
+  assert.ok(block, `no world ${world} in the WIT`);
+  const exports = [];
+  for (const [, verb, name] of block[1].matchAll(/^\s*(include|export)\s+([\w-]+)\s*;/gm)) {
+    if (verb === 'include') exports.push(...worldExports(wit, name));
+    else exports.push(name.replace(/-([a-z])/g, (_, c) => c.toUpperCase()));
+  }
+  return exports;
+}
+
+test('definePlugin returns one object for each export of the world full-plugin', () => {
+  const wit = readFileSync(new URL('../../wit/v0.2.1/environment.wit', import.meta.url), 'utf8');
+  const wanted = worldExports(wit, 'full-plugin');
+  assert.ok(wanted.includes('screenChanges'), `${wanted}`);
+  assert.deepEqual(Object.keys(kv()).sort(), wanted.sort());
+});
+
+test('screenChanges is any-time unless the plugin says when-called', () => {
+  const plugin = (extra) => definePlugin({ summary: 's', commands: [], ...extra });
+  assert.equal(plugin({}).screenChanges.screenChanges(), 'any-time');
+  assert.equal(kv().screenChanges.screenChanges(), 'any-time');
+  assert.equal(plugin({ screenChanges: 'any-time' }).screenChanges.screenChanges(), 'any-time');
+  const quiet = plugin({ screenChanges: 'when-called', state: { n: 1 }, screen: (self) => `n=${self.state.n}` });
+  assert.equal(quiet.screenChanges.screenChanges(), 'when-called');
+  assert.equal(quiet.screenChanges.screenChanges(), 'when-called', 'the same answer every time');
+  assert.deepEqual(quiet.environment.getScreen(), { content: 'n=1', maxLines: 50 }, 'the screen is drawn as before');
+});
+
+test('a screenChanges that is not one of the two answers is refused when the module is evaluated', () => {
+  const plugin = (screenChanges) => definePlugin({ summary: 's', commands: [], screenChanges });
+  const allowed = /it must be 'any-time' \(the default: .*\) or 'when-called' \(/;
+  for (const bad of ['never', true, 3, null, '']) {
+    assert.throws(() => plugin(bad), (error) => error instanceof PluginError && allowed.test(error.message), String(bad));
+  }
+  assert.throws(() => plugin('whenCalled'), /the plugin's `screenChanges` is a string "whenCalled"; .*; did you mean 'when-called'\?$/);
+  assert.throws(() => plugin('ANY_TIME'), /did you mean 'any-time'\?$/);
+  assert.throws(() => plugin(true), /`screenChanges` is a boolean true; it must be 'any-time'/);
+  assert.throws(
+    () => definePlugin({ summary: 's', commands: [], screen_changes: 'when-called' }),
+    /has a key `screen_changes` the SDK does not know; did you mean `screenChanges`\?/,
+  );
+});
+
 test('state is snapshotted after each command and restored into a fresh instance', () => {
   const first = kv();
   first.environment.handleCommand('put colour blue');

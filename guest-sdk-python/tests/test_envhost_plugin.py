@@ -1,6 +1,6 @@
 """The Python SDK in CPython: the splitting rule every implementation
-shares, routing, typed responses, state snapshots, refused-file sentences,
-outgoing HTTP's sentences, and the build-time check. The exports are also tested against the real
+shares, routing, typed responses, state snapshots, when the screen changes,
+refused-file sentences, outgoing HTTP's sentences, and the build-time check. The exports are also tested against the real
 bindings componentize-py generates (ENVHOST_PY_BINDINGS names the folder;
 scripts/build-polyglot-plugins writes it)."""
 
@@ -162,6 +162,37 @@ class State(unittest.TestCase):
         self.assertEqual(runner.snapshot(), before)
 
 
+class WhenTheScreenChanges(unittest.TestCase):
+    def test_any_time_by_default(self):
+        self.assertEqual(Plugin.screen_changes, "any-time")
+        self.assertEqual(Runner(Kv).screen_changes, "any-time")
+
+    def test_when_called(self):
+        class Quiet(Kv):
+            screen_changes = "when-called"
+
+        self.assertEqual(Runner(Quiet).screen_changes, "when-called")
+        self.assertEqual(Runner(Kv).screen_changes, "any-time")
+
+    def test_anything_else_is_refused_at_export(self):
+        for value, near in [("sometimes", None), ("when_called", "when-called"), ("AnyTime", "any-time"),
+                            (True, None), (None, None), ("", None)]:
+            class Wrong(Kv):
+                screen_changes = value
+
+            for make in (Runner, sdk.export):
+                with self.assertRaises(PluginError, msg=repr(value)) as raised:
+                    make(Wrong)
+                message = str(raised.exception)
+                self.assertTrue(message.startswith(f"Wrong.screen_changes is {type(value).__name__} {value!r}; "
+                                                   f"it must be \"any-time\" (the default"), message)
+                self.assertIn("or \"when-called\" (the screen shows only what the plugin's own calls leave)", message)
+                if near:
+                    self.assertTrue(message.endswith(f'; did you mean "{near}"?'), message)
+                else:
+                    self.assertNotIn("did you mean", message)
+
+
 class Files(unittest.TestCase):
     def test_refused_access_names_the_grant(self):
         runner = Runner(Kv)
@@ -272,7 +303,7 @@ class BuildCheck(unittest.TestCase):
     def bindings(self):
         folder = os.environ.get("ENVHOST_PY_BINDINGS")
         if not folder:
-            self.fail("ENVHOST_PY_BINDINGS must name the bindings componentize-py generated for wit/v0.2.0 "
+            self.fail("ENVHOST_PY_BINDINGS must name the bindings componentize-py generated for wit/v0.2.1 "
                       "full-plugin (scripts/build-polyglot-plugins writes target/polyglot/python-bindings)")
         return folder
 
@@ -297,7 +328,7 @@ class BuildCheck(unittest.TestCase):
                 @command("add <n>", "Adds.")
                 def add(self, call) -> str:
                     return "x"
-            Environment, Capabilities, State = export(P)
+            Environment, Capabilities, State, ScreenChanges = export(P)
         """)
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("app checked", result.stdout)
@@ -312,18 +343,55 @@ class BuildCheck(unittest.TestCase):
                 @command("add <n>", "Adds.")
                 def add(self, call) -> int:
                     return 1
-            Environment, Capabilities, State = export(P)
+            Environment, Capabilities, State, ScreenChanges = export(P)
         """)
         self.assertEqual(result.returncode, 1)
         self.assertIn("P.summary is str ''; set it to one line", result.stderr)
         self.assertIn("the plugin's first state cannot be saved (Object of type set is not JSON serializable)", result.stderr)
         self.assertIn("P.add (command `add`) is annotated to return int", result.stderr)
 
+    def test_a_module_written_for_0_2_0_is_told_the_fourth_name(self):
+        result = self.run_check("""
+            from envhost_plugin import Plugin, export
+            class P(Plugin):
+                summary = "ok"
+            Environment, Capabilities, State = export(P)
+        """)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertIn(
+            "error: app unpacks export(...) into three names; it returns four classes since 0.2.1 (ScreenChanges "
+            "is new): end the module with `Environment, Capabilities, State, ScreenChanges = export(YourPlugin)`",
+            result.stderr,
+        )
+
+    def test_screen_changes_belongs_on_the_class(self):
+        result = self.run_check("""
+            from envhost_plugin import Plugin, export
+            class P(Plugin):
+                summary = "ok"
+                def __init__(self):
+                    self.screen_changes = "when-called"
+            Environment, Capabilities, State, ScreenChanges = export(P)
+        """)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertIn("P() sets self.screen_changes, which the SDK does not read; set it on the class", result.stderr)
+
+    def test_a_bad_screen_changes_fails_the_check(self):
+        result = self.run_check("""
+            from envhost_plugin import Plugin, export
+            class P(Plugin):
+                summary = "ok"
+                screen_changes = "never"
+            Environment, Capabilities, State, ScreenChanges = export(P)
+        """)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertIn('error: P.screen_changes is str \'never\'; it must be "any-time"', result.stderr)
+
     def test_the_exports_speak_the_bindings(self):
         sys.path.insert(0, self.bindings())
         try:
-            Environment, Capabilities, State = sdk.export(Kv)
-            from wit_world.exports import capabilities, environment
+            Environment, Capabilities, State, ScreenChanges = sdk.export(Kv)
+            from wit_world.exports import capabilities, environment, screen_changes
             description = Environment().describe()
             self.assertIsInstance(description, environment.Description)
             self.assertEqual(description.commands[0].signature, "put <key> <value>")
@@ -336,6 +404,12 @@ class BuildCheck(unittest.TestCase):
             from componentize_py_types import Err
             with self.assertRaises(Err):
                 State().restore(b"not json")
+            self.assertIs(ScreenChanges().screen_changes(), screen_changes.When.ANY_TIME)
+
+            class Quiet(Kv):
+                screen_changes = "when-called"
+
+            self.assertIs(sdk.export(Quiet)[3]().screen_changes(), screen_changes.When.WHEN_CALLED)
         finally:
             sys.path.remove(self.bindings())
 

@@ -3,7 +3,9 @@
 //! Every [`Declarative`] type is a [`Plugin`]: routing by first word,
 //! `describe`, `handle` and `screen` are implemented here.
 
-use crate::plugin::{CommandSpec, Description, Plugin, Request, Response, Result, Screen};
+use crate::plugin::{
+    CommandSpec, Description, Plugin, Request, Response, Result, Screen, ScreenChanges,
+};
 
 /// An environment made of commands.
 ///
@@ -17,6 +19,12 @@ pub trait Declarative: Sized + 'static {
 
     /// The commands, in the order their help is shown.
     const COMMANDS: &'static [Command<Self>];
+
+    /// When [`state`](Declarative::state) can change (see
+    /// [`Plugin::screen_changes`]): `WhenCalled` when it shows only what
+    /// the commands change, so the host stops asking for it after commands
+    /// to other environments. The default is `AnyTime`.
+    const SCREEN_CHANGES: ScreenChanges = ScreenChanges::AnyTime;
 
     /// The environment's current state, shown above the commands' help
     /// (its state display).
@@ -204,6 +212,10 @@ impl<T: Declarative> Plugin for T {
 
     fn screen(&mut self) -> Screen {
         Screen::new(self.state()).max_lines(self.max_lines())
+    }
+
+    fn screen_changes(&self) -> ScreenChanges {
+        T::SCREEN_CHANGES
     }
 
     fn shutdown(&mut self) {

@@ -3,8 +3,8 @@
 //! A plugin is a WebAssembly component that the envhost host loads from
 //! `<project>/env/NAME.wasm`: the agent sends it commands and sees its
 //! screen section after every command. This crate hides the component
-//! plumbing (the WIT world `envhost:environment/full-plugin@0.2.0` in
-//! `wit/v0.2.0/`, the
+//! plumbing (the WIT world `envhost:environment/full-plugin@0.2.1` in
+//! `wit/v0.2.1/`, the
 //! bindings, the exported functions, the single plugin instance) behind two
 //! traits and one macro.
 //!
@@ -89,13 +89,14 @@ pub use declarative::{Call, Command, Declarative};
 pub use interactive::{Interactive, Program};
 pub use plugin::{
     CommandSpec, Description, Error, Plugin, Power, Request, Response, Result, Screen,
+    ScreenChanges,
 };
 
 /// The most commonly used items, for `use envhost_sdk::prelude::*`.
 pub mod prelude {
     pub use crate::{
         Call, Command, CommandSpec, Declarative, Description, Error, Interactive, Plugin, Power,
-        Program, Request, Response, Result, Screen, fail,
+        Program, Request, Response, Result, Screen, ScreenChanges, fail,
     };
 }
 
@@ -116,7 +117,7 @@ pub mod __private {
 macro_rules! export {
     ($plugin:ty) => {
         // Only a WebAssembly build exports the component's functions (their
-        // names, `envhost:environment/environment@0.2.0#describe`, are not
+        // names, `envhost:environment/environment@0.2.1#describe`, are not
         // valid native symbol names); a native build, for unit tests and
         // lints, only checks that the type can be exported.
         #[cfg(target_family = "wasm")]

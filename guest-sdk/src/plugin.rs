@@ -31,9 +31,21 @@ pub trait Plugin: 'static {
     /// Runs one command.
     fn handle(&mut self, command: &str) -> Response;
 
-    /// The screen section, called after every command to any environment:
-    /// keep it cheap.
+    /// The screen section, called after every command to any environment
+    /// (only after your own calls when [`screen_changes`](Plugin::screen_changes)
+    /// says [`ScreenChanges::WhenCalled`]): keep it cheap.
     fn screen(&mut self) -> Screen;
+
+    /// When the screen section can change. The default, `AnyTime`, has the
+    /// host ask for it after every command to any environment. Say
+    /// `WhenCalled` when [`screen`](Plugin::screen) draws only from state
+    /// your own methods change (no clock, no files, no program's
+    /// progress): the host then asks only after calling you, and commands
+    /// to other environments no longer wait for your screen. Must give the
+    /// same answer every time.
+    fn screen_changes(&self) -> ScreenChanges {
+        ScreenChanges::AnyTime
+    }
 
     /// Called once when the host stops.
     fn shutdown(&mut self) {}
@@ -212,6 +224,19 @@ impl Response {
             success: false,
         }
     }
+}
+
+/// When a plugin's screen section can change (see
+/// [`Plugin::screen_changes`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ScreenChanges {
+    /// At any time (it shows a clock, files, a program's progress): the
+    /// host asks for it after every command to any environment.
+    #[default]
+    AnyTime,
+    /// Only during the plugin's own calls: the host asks after those and
+    /// shows the section it drew last otherwise.
+    WhenCalled,
 }
 
 /// The plugin's screen section.

@@ -6,8 +6,9 @@ use std::marker::PhantomData;
 
 use crate::bindings::exports::envhost::environment::capabilities as wit_capabilities;
 use crate::bindings::exports::envhost::environment::environment as wit;
+use crate::bindings::exports::envhost::environment::screen_changes as wit_screen_changes;
 use crate::bindings::exports::envhost::environment::state as wit_state;
-use crate::plugin::{Description, Plugin, Power};
+use crate::plugin::{Description, Plugin, Power, ScreenChanges};
 
 thread_local! {
     // A component instance is single-threaded and holds one plugin; the
@@ -93,5 +94,14 @@ impl<P: Plugin + Default> wit_state::Guest for Adapter<P> {
 
     fn restore(snapshot: Vec<u8>) -> Result<(), String> {
         with_plugin::<P, _>(|p| p.restore(&snapshot)).map_err(|err| err.message().to_owned())
+    }
+}
+
+impl<P: Plugin + Default> wit_screen_changes::Guest for Adapter<P> {
+    fn screen_changes() -> wit_screen_changes::When {
+        match with_plugin::<P, _>(|p| p.screen_changes()) {
+            ScreenChanges::AnyTime => wit_screen_changes::When::AnyTime,
+            ScreenChanges::WhenCalled => wit_screen_changes::When::WhenCalled,
+        }
     }
 }

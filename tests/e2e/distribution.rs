@@ -147,7 +147,7 @@ fn three_commands_take_an_empty_project_to_a_locked_verified_set() {
         "{lock}"
     );
     assert!(
-        lock.contains("world = \"envhost:environment/full-plugin@0.2.0\""),
+        lock.contains("world = \"envhost:environment/full-plugin@0.2.1\""),
         "{lock}"
     );
     let grants = project.read("env/envhost.toml");
@@ -180,7 +180,7 @@ fn three_commands_take_an_empty_project_to_a_locked_verified_set() {
         "{listed}"
     );
     assert!(
-        listed.contains("envhost:environment/full-plugin@0.2.0"),
+        listed.contains("envhost:environment/full-plugin@0.2.1"),
         "{listed}"
     );
     assert!(listed.contains("nothing"), "{listed}");

@@ -142,10 +142,10 @@ fn add_crash_command(project: &Path, lang: &str) {
     let (file, anchor, insert) = match lang {
         "python" => (
             "src/app.py",
-            "Environment, Capabilities, State = export(KeyValue)\n",
+            "Environment, Capabilities, State, ScreenChanges = export(KeyValue)\n",
             "class Crashing(KeyValue):\n    @command(\"crash\", \"Raises an exception it does not catch.\")\n    \
              def crash(self, call):\n        raise RuntimeError(\"the plugin blew up\")\n\n\n\
-             Environment, Capabilities, State = export(Crashing)\n",
+             Environment, Capabilities, State, ScreenChanges = export(Crashing)\n",
         ),
         "js" => (
             "src/plugin.js",

@@ -283,11 +283,11 @@ fn every_refused_plugin_is_explained_and_the_rest_still_loads() {
         ),
         (
             "wrong_version",
-            "it exports `envhost:environment/environment@0.3.0`, a version of the plugin interface this host does not speak: this host loads `envhost:environment/environment@0.1.0` or `envhost:environment/environment@0.2.0` (0.1.x or 0.2.x). Rebuild the plugin against this envhost's wit/v0.2.0",
+            "it exports `envhost:environment/environment@0.3.0`, a version of the plugin interface this host does not speak: this host loads `envhost:environment/environment@0.1.0` or `envhost:environment/environment@0.2.0` or `envhost:environment/environment@0.2.1` (0.1.x or 0.2.x). Rebuild the plugin against this envhost's wit/v0.2.1",
         ),
         (
             "other_world",
-            "it does not export the interface every plugin exports, `envhost:environment/environment@0.1.0` or `envhost:environment/environment@0.2.0` (the worlds of wit/v0.2.0 and wit/v0.1.0); it exports only `example:greeter/greet@1.0.0`",
+            "it does not export the interface every plugin exports, `envhost:environment/environment@0.1.0` or `envhost:environment/environment@0.2.0` or `envhost:environment/environment@0.2.1` (the worlds of wit/v0.2.1, wit/v0.2.0 and wit/v0.1.0); it exports only `example:greeter/greet@1.0.0`",
         ),
         (
             "duplicate_commands",

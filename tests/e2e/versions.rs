@@ -1,18 +1,19 @@
 //! Versions of the contract through the real binary: a plugin built
 //! against the frozen `envhost:environment@0.1.0` (a committed build of the
 //! timer, `tests/fixtures/plugins/v0.1.0/timer.wasm`) loads and works beside
-//! the same plugin built against 0.2.0 today, each told apart by the
-//! `environment` interface it exports; 0.2.0's optional exports are
-//! detected, never required; an agent's interrupt ends a 0.2.0 plugin's
-//! wait as `interrupted`, a 0.1.0 plugin's as `timed-out`, as it always
-//! did.
+//! the same plugin built against 0.2.1 today, and one built against the
+//! frozen 0.2.0 loads too, each told apart by the `environment` interface
+//! it exports; the optional exports are detected, never required; a plugin
+//! that says its screen changes only when called (0.2.1) is drawn only
+//! then; an agent's interrupt ends a 0.2.x plugin's wait as `interrupted`,
+//! a 0.1.0 plugin's as `timed-out`, as it always did.
 
 use std::path::PathBuf;
 
 use serde_json::json;
 
 use crate::capabilities::{skip, wait_for_descendant};
-use crate::harness::{Host, Project, workspace};
+use crate::harness::{Host, Project, Reply, workspace};
 use crate::plugins::{TIMER_BEFORE_ANY_COMMAND, check, guest, host_builder, install, start};
 
 /// The timer as built against 0.1.0, never rebuilt (see the README beside
@@ -22,7 +23,7 @@ fn timer_v0_1_0() -> PathBuf {
 }
 
 #[test]
-fn a_timer_built_against_0_1_0_loads_and_works_beside_one_built_against_0_2_0() {
+fn a_timer_built_against_0_1_0_loads_and_works_beside_one_built_today() {
     let project = Project::new();
     let old = std::fs::read(timer_v0_1_0()).expect("the committed 0.1.0 timer");
     project.write("env/old_timer.wasm", old);
@@ -37,7 +38,7 @@ fn a_timer_built_against_0_1_0_loads_and_works_beside_one_built_against_0_2_0() 
     assert_eq!(
         screen.0["screen"]["old_timer"]["content"],
         TIMER_BEFORE_ANY_COMMAND.replace("```timer", "```old_timer"),
-        "the 0.1.0 build's section is the 0.2.0 build's"
+        "the 0.1.0 build's section is today's build's"
     );
     for timer in ["old_timer", "timer"] {
         assert_eq!(host.command(timer, "start").ok(), "Timer started");
@@ -66,7 +67,7 @@ fn a_timer_built_against_0_1_0_loads_and_works_beside_one_built_against_0_2_0() 
     assert!(ok, "{text}");
     assert!(
         text.contains(
-            "contract:    envhost:environment@0.2.0 (world `envhost:environment/full-plugin@0.2.0`); its state is kept across traps and restarts\n"
+            "contract:    envhost:environment@0.2.1 (world `envhost:environment/full-plugin@0.2.1`); its state is kept across traps and restarts\n"
         ),
         "{text}"
     );
@@ -89,6 +90,74 @@ fn a_0_2_0_plugin_without_optional_exports_loads() {
         ),
         "{text}"
     );
+}
+
+/// How often a `drawn_*` fixture's screen was drawn, from its section.
+fn draws(reply: &Reply, environment: &str) -> u64 {
+    let section = reply.screen(environment);
+    section
+        .strip_prefix("drawn ")
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("not a drawn section: {section:?}"))
+}
+
+/// 0.2.1's `screen-changes`: a plugin that answers `when-called` is not
+/// asked for its screen after commands to other environments (its last
+/// section stands), only after calls into it; one that does not answer
+/// (the SDK's default, `any-time`) is asked after every command.
+#[test]
+fn a_plugin_whose_screen_changes_only_when_called_is_drawn_only_then() {
+    let project = Project::new();
+    install(
+        &project,
+        &[("lazy", "drawn_when_called"), ("eager", "drawn_any_time")],
+    );
+    let mut host = start(&project, &[]);
+    let before = host.command("bash", "true");
+    let (lazy, eager) = (draws(&before, "lazy"), draws(&before, "eager"));
+    for _ in 0..3 {
+        host.command("bash", "true");
+    }
+    let after = host.command("bash", "true");
+    assert_eq!(
+        after.screen("lazy"),
+        before.screen("lazy"),
+        "nothing called it: its section stands"
+    );
+    assert_eq!(draws(&after, "eager"), eager + 4, "{}", after.0);
+
+    let called = host.command("lazy", "go");
+    assert_eq!(called.ok(), "command 1");
+    assert_eq!(
+        called.screen("lazy"),
+        format!("drawn {} times, 1 commands", lazy + 1),
+        "a command to it redraws it"
+    );
+    let other = host.command("bash", "true");
+    assert_eq!(other.screen("lazy"), called.screen("lazy"));
+    // Commands to it that the host answers itself do not call it either:
+    // a restart does, and the fresh instance is drawn.
+    let restarted = host.request(&json!({"type": "restart", "environment": "lazy"}));
+    assert_eq!(
+        restarted.screen("lazy"),
+        "drawn 1 times, 0 commands",
+        "{}",
+        restarted.0
+    );
+    assert!(host.finish().0.success());
+
+    let (ok, text) = check(&[project.path().join("env/lazy.wasm")], &project);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains(
+            "contract:    envhost:environment@0.2.1 (world `envhost:environment/full-plugin@0.2.1`); its state is kept across traps and restarts; its screen is redrawn only after its own calls\n"
+        ),
+        "{text}"
+    );
+    let (ok, text) = check(&[project.path().join("env/eager.wasm")], &project);
+    assert!(ok, "{text}");
+    assert!(!text.contains("redrawn only"), "{text}");
 }
 
 /// Sends `line` to `environment` as a command that yields (its program

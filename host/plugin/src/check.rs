@@ -378,11 +378,16 @@ fn describe_loaded(
         }
     }
     text.push_str(&format!(
-        "  contract:    envhost:environment@{} (world `{}`){}\n",
+        "  contract:    envhost:environment@{} (world `{}`){}{}\n",
         loaded.pre.version().number(),
         loaded.pre.world(),
         if loaded.pre.has_state() {
             "; its state is kept across traps and restarts"
+        } else {
+            ""
+        },
+        if loaded.instance.screen_changes_only_when_called() {
+            "; its screen is redrawn only after its own calls"
         } else {
             ""
         }

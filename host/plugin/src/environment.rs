@@ -26,8 +26,12 @@
 //! time limit caps every command. A command that may yield, to a plugin
 //! granted programs, runs on a thread of its own (`yielding`) and is left
 //! running while the plugin waits on a program; meanwhile the screen shows
-//! the section last drawn. `restart` starts a fresh instance. This module
-//! must not know about the protocol or other environments.
+//! the section last drawn. A plugin that said its screen changes only when
+//! called (`screen-changes`, 0.2.1) is asked for it only after a call into
+//! it; until the next one the section last drawn stands, so commands to
+//! other environments do not wait for it. `restart` starts a fresh
+//! instance. This module must not know about the protocol or other
+//! environments.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -106,8 +110,12 @@ pub struct PluginEnvironment {
     /// limit and whether the operator's cap set it.
     yielded: Option<(Yielded, Duration, bool)>,
     /// The section last drawn: shown while a command runs (its instance is
-    /// busy on the command's thread).
+    /// busy on the command's thread), and while nothing called into a
+    /// plugin whose screen changes only when called.
     last_section: Option<ScreenSection>,
+    /// Whether `last_section` was drawn after the last call into the
+    /// instance (cleared by every entry point that may call it).
+    drawn_since_last_call: bool,
     /// The thread commands that may yield run on, once one did.
     worker: Option<Worker>,
     /// The plugin's last snapshot (`state` export).
@@ -141,6 +149,7 @@ impl PluginEnvironment {
             untold_restart: None,
             yielded: None,
             last_section: None,
+            drawn_since_last_call: false,
             worker: None,
             kept: KeptState::default(),
             restored_now: None,
@@ -157,6 +166,7 @@ impl PluginEnvironment {
     /// one is kept), or why not.
     fn restart(&mut self) -> Result<Restored, CallFailure> {
         self.instance = None;
+        self.drawn_since_last_call = false;
         // Started on baseline code: a fresh instance is where the optimised
         // code, once compiled in the background, takes over.
         if let Some(optimised) = self.upgrade.take() {
@@ -478,6 +488,7 @@ impl Environment for PluginEnvironment {
         {
             return Ok(CommandResponse::failure(unknown.to_string()));
         }
+        self.drawn_since_last_call = false;
         let told = self.untold_restart.take();
         let sandbox = Arc::clone(&self.sandbox);
         let limits = self.command_limit(context);
@@ -524,7 +535,17 @@ impl Environment for PluginEnvironment {
                 ScreenSection::new(format!("(the {} plugin is busy with a command)", self.name))
             }));
         }
+        if self.drawn_since_last_call
+            && let Some(section) = &self.last_section
+            && self
+                .instance
+                .as_ref()
+                .is_some_and(LiveInstance::screen_changes_only_when_called)
+        {
+            return Ok(section.clone());
+        }
         let section = self.draw_screen();
+        self.drawn_since_last_call = section.is_ok();
         if let Ok(section) = &section {
             self.last_section = Some(section.clone());
         }
@@ -538,6 +559,7 @@ impl Environment for PluginEnvironment {
     }
 
     fn wait(&mut self, context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
+        self.drawn_since_last_call = false;
         let wait = context.yield_after.unwrap_or(Duration::ZERO);
         Ok(self.settle(|yielded| yielded.wait(wait, &context.cancel)))
     }
@@ -547,6 +569,7 @@ impl Environment for PluginEnvironment {
         text: &str,
         context: &CommandContext,
     ) -> Result<CommandResponse, EnvironmentError> {
+        self.drawn_since_last_call = false;
         let wait = context.yield_after.unwrap_or(Duration::ZERO);
         let mut untyped = None;
         let response = self.settle(|yielded| {
@@ -568,6 +591,7 @@ impl Environment for PluginEnvironment {
     }
 
     fn interrupt(&mut self, context: &CommandContext) -> Result<CommandResponse, EnvironmentError> {
+        self.drawn_since_last_call = false;
         Ok(self.settle(|yielded| yielded.interrupt(&context.cancel)))
     }
 

@@ -1,7 +1,8 @@
 //! A plugin's exports, whatever version of the contract it was built
 //! against: which version it speaks (the `environment` interface it
-//! exports), which optional exports it has (`capabilities`, `state`, found
-//! once at load, never required), and each export called with the latest
+//! exports), which optional exports it has (`capabilities`, `state`,
+//! `screen-changes`, found once at load, never required), and each export
+//! called with the latest
 //! version's types (an older version's results converted by its `wit`
 //! module).
 //!
@@ -44,10 +45,13 @@ enum Indices {
         environment: v0_1_0::EnvironmentIndices,
         capabilities: Option<v0_1_0::CapabilitiesIndices>,
     },
-    V0_2_0 {
+    /// 0.2.0 and 0.2.1: one set of bindings (`wit::since_v0_2_0`).
+    V0_2 {
+        version: Version,
         environment: latest::EnvironmentIndices,
         capabilities: Option<latest::CapabilitiesIndices>,
         state: Option<latest::StateIndices>,
+        screen_changes: Option<latest::ScreenChangesIndices>,
     },
 }
 
@@ -75,7 +79,8 @@ impl PluginPre {
                     .transpose()
                     .map_err(incomplete)?,
             },
-            Version::V0_2_0 => Indices::V0_2_0 {
+            Version::V0_2_0 | Version::V0_2_1 => Indices::V0_2 {
+                version,
                 environment: latest::EnvironmentIndices::new(&instance_pre).map_err(incomplete)?,
                 capabilities: optional("capabilities")
                     .then(|| latest::CapabilitiesIndices::new(&instance_pre))
@@ -83,6 +88,15 @@ impl PluginPre {
                     .map_err(incomplete)?,
                 state: optional("state")
                     .then(|| latest::StateIndices::new(&instance_pre))
+                    .transpose()
+                    .map_err(incomplete)?,
+                // Looked up under its 0.2.1 name whatever the plugin's
+                // version: 0.2.0 has no such interface to find.
+                screen_changes: instance_pre
+                    .component()
+                    .get_export_index(None, Version::V0_2_1.name("screen-changes"))
+                    .is_some()
+                    .then(|| latest::ScreenChangesIndices::new(&instance_pre))
                     .transpose()
                     .map_err(incomplete)?,
             },
@@ -100,21 +114,21 @@ impl PluginPre {
     pub fn version(&self) -> Version {
         match self.indices {
             Indices::V0_1_0 { .. } => Version::V0_1_0,
-            Indices::V0_2_0 { .. } => Version::V0_2_0,
+            Indices::V0_2 { version, .. } => version,
         }
     }
 
     /// Whether it exports `state` (snapshots to keep across traps and
     /// restarts).
     pub fn has_state(&self) -> bool {
-        matches!(self.indices, Indices::V0_2_0 { state: Some(_), .. })
+        matches!(self.indices, Indices::V0_2 { state: Some(_), .. })
     }
 
     /// The world it was built for, as far as its exports tell.
     pub fn world(&self) -> String {
         let capabilities = match &self.indices {
             Indices::V0_1_0 { capabilities, .. } => capabilities.is_some(),
-            Indices::V0_2_0 { capabilities, .. } => capabilities.is_some(),
+            Indices::V0_2 { capabilities, .. } => capabilities.is_some(),
         };
         self.version().world(capabilities, self.has_state())
     }
@@ -134,17 +148,23 @@ impl PluginPre {
                     .map(|c| c.load(&mut *store, &instance))
                     .transpose()?,
             },
-            Indices::V0_2_0 {
+            Indices::V0_2 {
+                version: _,
                 environment,
                 capabilities,
                 state,
-            } => Exports::V0_2_0 {
+                screen_changes,
+            } => Exports::V0_2 {
                 environment: environment.load(&mut *store, &instance)?,
                 capabilities: capabilities
                     .as_ref()
                     .map(|c| c.load(&mut *store, &instance))
                     .transpose()?,
                 state: state
+                    .as_ref()
+                    .map(|s| s.load(&mut *store, &instance))
+                    .transpose()?,
+                screen_changes: screen_changes
                     .as_ref()
                     .map(|s| s.load(&mut *store, &instance))
                     .transpose()?,
@@ -182,10 +202,11 @@ pub enum Exports {
         environment: v0_1_0::Environment,
         capabilities: Option<v0_1_0::Capabilities>,
     },
-    V0_2_0 {
+    V0_2 {
         environment: latest::Environment,
         capabilities: Option<latest::Capabilities>,
         state: Option<latest::State>,
+        screen_changes: Option<latest::ScreenChanges>,
     },
 }
 
@@ -195,7 +216,7 @@ impl Exports {
     pub fn describe(&self, store: Store<'_>) -> wasmtime::Result<latest::Description> {
         match self {
             Exports::V0_1_0 { environment, .. } => environment.call_describe(store).map(Into::into),
-            Exports::V0_2_0 { environment, .. } => environment.call_describe(store),
+            Exports::V0_2 { environment, .. } => environment.call_describe(store),
         }
     }
 
@@ -208,7 +229,7 @@ impl Exports {
             Exports::V0_1_0 { environment, .. } => environment
                 .call_handle_command(store, command)
                 .map(Into::into),
-            Exports::V0_2_0 { environment, .. } => environment.call_handle_command(store, command),
+            Exports::V0_2 { environment, .. } => environment.call_handle_command(store, command),
         }
     }
 
@@ -217,14 +238,14 @@ impl Exports {
             Exports::V0_1_0 { environment, .. } => {
                 environment.call_get_screen(store).map(Into::into)
             }
-            Exports::V0_2_0 { environment, .. } => environment.call_get_screen(store),
+            Exports::V0_2 { environment, .. } => environment.call_get_screen(store),
         }
     }
 
     pub fn shutdown(&self, store: Store<'_>) -> wasmtime::Result<()> {
         match self {
             Exports::V0_1_0 { environment, .. } => environment.call_shutdown(store),
-            Exports::V0_2_0 { environment, .. } => environment.call_shutdown(store),
+            Exports::V0_2 { environment, .. } => environment.call_shutdown(store),
         }
     }
 
@@ -239,7 +260,7 @@ impl Exports {
                 .into_iter()
                 .map(Into::into)
                 .collect()),
-            Exports::V0_2_0 {
+            Exports::V0_2 {
                 capabilities: Some(capabilities),
                 ..
             } => capabilities.call_requested(store),
@@ -247,15 +268,27 @@ impl Exports {
         }
     }
 
+    /// When its screen can change: `any-time` without a `screen-changes`
+    /// export.
+    pub fn screen_changes(&self, store: Store<'_>) -> wasmtime::Result<latest::When> {
+        match self {
+            Exports::V0_2 {
+                screen_changes: Some(screen_changes),
+                ..
+            } => screen_changes.call_screen_changes(store),
+            _ => Ok(latest::When::AnyTime),
+        }
+    }
+
     /// Whether it exports `state`.
     pub fn has_state(&self) -> bool {
-        matches!(self, Exports::V0_2_0 { state: Some(_), .. })
+        matches!(self, Exports::V0_2 { state: Some(_), .. })
     }
 
     /// Its state now, when it exports `state`.
     pub fn snapshot(&self, store: Store<'_>) -> Option<wasmtime::Result<Vec<u8>>> {
         match self {
-            Exports::V0_2_0 {
+            Exports::V0_2 {
                 state: Some(state), ..
             } => Some(state.call_snapshot(store)),
             _ => None,
@@ -270,7 +303,7 @@ impl Exports {
         snapshot: &[u8],
     ) -> Option<wasmtime::Result<Result<(), String>>> {
         match self {
-            Exports::V0_2_0 {
+            Exports::V0_2 {
                 state: Some(state), ..
             } => Some(state.call_restore(store, snapshot)),
             _ => None,

@@ -21,7 +21,7 @@ use crate::live_call::LiveCall;
 use crate::plugin_text;
 use crate::sandbox::Sandbox;
 use crate::state::HostState;
-use crate::wit::latest::{CommandResponse, Description, Power, Request, ScreenSection};
+use crate::wit::latest::{CommandResponse, Description, Power, Request, ScreenSection, When};
 use envhost_core::CancelFlag;
 
 /// A call's result and what the plugin said during it.
@@ -37,6 +37,9 @@ pub struct Called<T> {
 pub struct LiveInstance {
     store: Store<HostState>,
     exports: Exports,
+    /// When its screen can change, as its `screen-changes` export said
+    /// (asked once, by [`ask_screen_changes`](Self::ask_screen_changes)).
+    screen_changes: When,
 }
 
 impl LiveInstance {
@@ -54,7 +57,11 @@ impl LiveInstance {
             pre.instantiate(&mut store)
         };
         match instantiated {
-            Ok((_, exports)) => Ok(LiveInstance { store, exports }),
+            Ok((_, exports)) => Ok(LiveInstance {
+                store,
+                exports,
+                screen_changes: When::AnyTime,
+            }),
             Err(err) => Err((err, output.take())),
         }
     }
@@ -99,6 +106,25 @@ impl LiveInstance {
         self.call(sandbox, QUICK_CALL_LIMIT, None, |exports, store| {
             exports.describe(store)
         })
+    }
+
+    /// Asks its `screen-changes` export when its screen can change, and
+    /// keeps the answer; `any-time` without the export (nothing is
+    /// called).
+    pub fn ask_screen_changes(&mut self, sandbox: &Sandbox) -> Called<When> {
+        let called = self.call(sandbox, QUICK_CALL_LIMIT, None, |exports, store| {
+            exports.screen_changes(store)
+        });
+        if let Ok(when) = called.result {
+            self.screen_changes = when;
+        }
+        called
+    }
+
+    /// Whether its screen changes only during its own calls (it said
+    /// `when-called`): the section it drew last stands until the next one.
+    pub fn screen_changes_only_when_called(&self) -> bool {
+        self.screen_changes == When::WhenCalled
     }
 
     /// Sets (or clears) the command that may outlive the agent's wait,
@@ -184,7 +210,8 @@ fn host_request(request: Request) -> grants::Request {
 }
 
 /// A fresh instance that has described itself, as the WIT requires before
-/// any other call. The failure says which step failed.
+/// any other call, and said when its screen changes. The failure says
+/// which step failed.
 pub fn start_described(
     sandbox: &Sandbox,
     pre: &PluginPre,
@@ -202,5 +229,9 @@ pub fn start_described(
         })?;
     let described = instance.describe(sandbox);
     let description = described.result?;
-    Ok((instance, description, described.output))
+    let mut output = described.output;
+    let asked = instance.ask_screen_changes(sandbox);
+    output.append(asked.output);
+    asked.result?;
+    Ok((instance, description, output))
 }

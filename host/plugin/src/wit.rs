@@ -9,7 +9,10 @@
 //! `wasm_host/wit/since_vX.rs`). A component's version is the one of the
 //! `environment` interface it exports (Spin's way): [`Version::of_export`].
 //! A new incompatible version gets its own `since_vX_Y_Z.rs`, becomes
-//! `latest`, and the one before gains the conversions.
+//! `latest`, and the one before gains the conversions. A compatible one
+//! (0.2.1: an optional export more) needs no module of its own: the
+//! latest module generates from it, and wasmtime's semver-aware names find
+//! an older plugin's exports (`…@0.2.0`) under the newer names.
 //!
 //! These modules generate and name; they must not call into plugins or
 //! import anything else of this crate (`with:` maps WIT resources to types
@@ -35,6 +38,8 @@ pub const EXPORTED_FUNCTIONS: [&str; 4] = ["describe", "handle-command", "get-sc
 pub enum Version {
     V0_1_0,
     V0_2_0,
+    /// 0.2.0 and the optional `screen-changes` export.
+    V0_2_1,
 }
 
 /// A version of the `environment` interface this host does not accept, as
@@ -51,16 +56,17 @@ impl From<&str> for UnsupportedVersion {
 
 impl Version {
     /// Every version the host accepts, oldest first.
-    pub const ALL: [Version; 2] = [Version::V0_1_0, Version::V0_2_0];
+    pub const ALL: [Version; 3] = [Version::V0_1_0, Version::V0_2_0, Version::V0_2_1];
 
     /// The version authors target.
-    pub const LATEST: Version = Version::V0_2_0;
+    pub const LATEST: Version = Version::V0_2_1;
 
-    /// `0.1.0`, `0.2.0`.
+    /// `0.1.0`, `0.2.0`, `0.2.1`.
     pub fn number(self) -> &'static str {
         match self {
             Version::V0_1_0 => since_v0_1_0::VERSION,
-            Version::V0_2_0 => since_v0_2_0::VERSION,
+            Version::V0_2_0 => since_v0_2_0::VERSION_0_2_0,
+            Version::V0_2_1 => since_v0_2_0::VERSION,
         }
     }
 
@@ -68,8 +74,14 @@ impl Version {
     pub fn wit_source(self) -> &'static str {
         match self {
             Version::V0_1_0 => since_v0_1_0::WIT_SOURCE,
-            Version::V0_2_0 => since_v0_2_0::WIT_SOURCE,
+            Version::V0_2_0 => since_v0_2_0::WIT_SOURCE_0_2_0,
+            Version::V0_2_1 => since_v0_2_0::WIT_SOURCE,
         }
+    }
+
+    /// Whether the version has the optional `state` export (0.2.0 on).
+    pub fn has_state_interface(self) -> bool {
+        self != Version::V0_1_0
     }
 
     /// The version's folder in the repository, for messages.
@@ -102,7 +114,9 @@ impl Version {
     /// The version of the contract a component's export name belongs to,
     /// if it is an `environment` interface: `Ok` for a version the host
     /// accepts (any 0.1.x or 0.2.x, as semver and wasmtime's linker treat
-    /// them), `Err` with the version written for another one.
+    /// them; a 0.2.x newer than 0.2.1 is taken for 0.2.1, whose names
+    /// wasmtime finds its exports under), `Err` with the version written
+    /// for another one.
     pub fn of_export(name: &str) -> Option<Result<Version, UnsupportedVersion>> {
         let version = name.strip_prefix(ENVIRONMENT_INTERFACE)?;
         if version.is_empty() {
@@ -110,14 +124,15 @@ impl Version {
         }
         let version = version.strip_prefix('@')?;
         let mut parts = version.split('.');
-        Some(match (parts.next(), parts.next()) {
-            (Some("0"), Some("1")) => Ok(Version::V0_1_0),
-            (Some("0"), Some("2")) => Ok(Version::V0_2_0),
+        Some(match (parts.next(), parts.next(), parts.next()) {
+            (Some("0"), Some("1"), _) => Ok(Version::V0_1_0),
+            (Some("0"), Some("2"), Some("0")) => Ok(Version::V0_2_0),
+            (Some("0"), Some("2"), _) => Ok(Version::V0_2_1),
             _ => Err(version.into()),
         })
     }
 
-    /// The accepted exports, for messages: `` `envhost:environment/environment@0.1.0` or `…@0.2.0` ``.
+    /// The accepted exports, for messages: `` `envhost:environment/environment@0.1.0` or `…@0.2.0` or `…@0.2.1` ``.
     pub fn accepted() -> String {
         Version::ALL
             .iter()
@@ -182,8 +197,43 @@ mod tests {
         let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
             hex, "b0e67cd0db9546482fc943f9e54cf73009c605dc97549808d7d011f7e3b89bc1",
-            "wit/v0.1.0/environment.wit changed; it is frozen (add to wit/v0.2.0 or a new version instead)"
+            "wit/v0.1.0/environment.wit changed; it is frozen (add to a new version instead)"
         );
+    }
+
+    /// 0.2.0 is released too: 0.2.1 is its additions, in a folder of its
+    /// own, so a plugin built against 0.2.0 keeps building and loading.
+    #[test]
+    fn the_released_0_2_0_contract_never_changes() {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(since_v0_2_0::WIT_SOURCE_0_2_0.as_bytes());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex, "cb4ddb2dac5cf9172b9969225243805d6ccc1c00d7f8db0c68b778cf23b8f82b",
+            "wit/v0.2.0/environment.wit changed; it is frozen (add to wit/v0.2.1 or a new version instead)"
+        );
+    }
+
+    /// 0.2.1 is 0.2.0 and additions: every line of 0.2.0's interfaces and
+    /// worlds is still there.
+    #[test]
+    fn the_0_2_1_contract_only_adds_to_0_2_0() {
+        let newer: Vec<&str> = Version::V0_2_1
+            .wit_source()
+            .lines()
+            .map(str::trim)
+            .collect();
+        for line in Version::V0_2_0.wit_source().lines().map(str::trim) {
+            if line.is_empty() || line.starts_with("//") || line.starts_with("package ") {
+                continue;
+            }
+            assert!(newer.contains(&line), "0.2.1 lost a line of 0.2.0: {line}");
+        }
+        assert_eq!(
+            Version::V0_2_1.expected_signature("screen-changes"),
+            Some("screen-changes: func() -> when")
+        );
+        assert_eq!(Version::V0_2_0.expected_signature("screen-changes"), None);
     }
 
     #[test]
@@ -214,10 +264,12 @@ mod tests {
                 version.number()
             )));
         }
-        assert_eq!(
-            Version::V0_2_0.expected_signature("snapshot"),
-            Some("snapshot: func() -> list<u8>")
-        );
+        for version in [Version::V0_2_0, Version::V0_2_1] {
+            assert_eq!(
+                version.expected_signature("snapshot"),
+                Some("snapshot: func() -> list<u8>")
+            );
+        }
         assert_eq!(Version::V0_1_0.expected_signature("snapshot"), None);
     }
 
@@ -237,6 +289,14 @@ mod tests {
             Some(Ok(Version::V0_2_0))
         );
         assert_eq!(
+            of("envhost:environment/environment@0.2.1"),
+            Some(Ok(Version::V0_2_1))
+        );
+        assert_eq!(
+            of("envhost:environment/environment@0.2.7"),
+            Some(Ok(Version::V0_2_1))
+        );
+        assert_eq!(
             of("envhost:environment/environment@0.3.0"),
             Some(Err("0.3.0".into()))
         );
@@ -253,6 +313,10 @@ mod tests {
         assert_eq!(
             Version::V0_2_0.world(true, true),
             "envhost:environment/full-plugin@0.2.0"
+        );
+        assert_eq!(
+            Version::V0_2_1.world(true, true),
+            "envhost:environment/full-plugin@0.2.1"
         );
         assert_eq!(
             Version::V0_1_0.world(false, false),

@@ -1,6 +1,6 @@
 //! `envhost new NAME --lang rust|python|js`: writes a working plugin
 //! project — a small key-value environment using the language's SDK, the
-//! WIT it builds against (`wit/v0.2.0`, WASI included), the toolchain
+//! WIT it builds against (`wit/v0.2.1`, WASI included), the toolchain
 //! pinned, a build script, a grants stub and a session test.
 //!
 //! Everything it writes is embedded in the binary when it is built: the
@@ -196,36 +196,36 @@ impl File {
 
 const WIT: [(&str, &str); 8] = [
     (
-        "wit/v0.2.0/environment.wit",
-        include_str!("../../../wit/v0.2.0/environment.wit"),
+        "wit/v0.2.1/environment.wit",
+        include_str!("../../../wit/v0.2.1/environment.wit"),
     ),
     (
-        "wit/v0.2.0/deps/cli.wit",
-        include_str!("../../../wit/v0.2.0/deps/cli.wit"),
+        "wit/v0.2.1/deps/cli.wit",
+        include_str!("../../../wit/v0.2.1/deps/cli.wit"),
     ),
     (
-        "wit/v0.2.0/deps/clocks.wit",
-        include_str!("../../../wit/v0.2.0/deps/clocks.wit"),
+        "wit/v0.2.1/deps/clocks.wit",
+        include_str!("../../../wit/v0.2.1/deps/clocks.wit"),
     ),
     (
-        "wit/v0.2.0/deps/filesystem.wit",
-        include_str!("../../../wit/v0.2.0/deps/filesystem.wit"),
+        "wit/v0.2.1/deps/filesystem.wit",
+        include_str!("../../../wit/v0.2.1/deps/filesystem.wit"),
     ),
     (
-        "wit/v0.2.0/deps/http.wit",
-        include_str!("../../../wit/v0.2.0/deps/http.wit"),
+        "wit/v0.2.1/deps/http.wit",
+        include_str!("../../../wit/v0.2.1/deps/http.wit"),
     ),
     (
-        "wit/v0.2.0/deps/io.wit",
-        include_str!("../../../wit/v0.2.0/deps/io.wit"),
+        "wit/v0.2.1/deps/io.wit",
+        include_str!("../../../wit/v0.2.1/deps/io.wit"),
     ),
     (
-        "wit/v0.2.0/deps/random.wit",
-        include_str!("../../../wit/v0.2.0/deps/random.wit"),
+        "wit/v0.2.1/deps/random.wit",
+        include_str!("../../../wit/v0.2.1/deps/random.wit"),
     ),
     (
-        "wit/v0.2.0/deps/sockets.wit",
-        include_str!("../../../wit/v0.2.0/deps/sockets.wit"),
+        "wit/v0.2.1/deps/sockets.wit",
+        include_str!("../../../wit/v0.2.1/deps/sockets.wit"),
     ),
 ];
 
@@ -745,7 +745,7 @@ mod tests {
                 "build.sh",
                 "env/envhost.toml",
                 "tests/kv.session",
-                "wit/v0.2.0/deps/filesystem.wit",
+                "wit/v0.2.1/deps/filesystem.wit",
                 "README.md",
             ] {
                 assert!(paths.contains(&expected), "{lang:?} lacks {expected}");

@@ -14,6 +14,16 @@
 // A UsageError becomes a failed response and changes nothing; any other
 // exception is a bug and is deliberately not caught: the call traps, the
 // host reports the exception and starts a fresh instance.
+//
+// It is written against the WIT directly (it predates the SDK) and builds
+// the world `full-plugin` of wit/v0.2.1: besides `environment` it exports
+// `capabilities` (it asks for nothing), `state` (it keeps none: a fresh
+// instance starts with an empty workbench) and `screen-changes`, which
+// answers `when-called`: the screen is drawn from the workbench alone (the
+// pattern, the samples and the matches the commands computed), never from
+// the time, files or anything else, so it changes only during this
+// plugin's own commands and the host need not ask for it after commands
+// to other environments.
 
 import { UsageError, Workbench, escapeLiteral } from './workbench.js';
 
@@ -171,3 +181,36 @@ export function makeEnvironment(commands = COMMANDS, bench = new Workbench()) {
 }
 
 export const environment = makeEnvironment();
+
+/** `envhost:environment/capabilities`: the workbench needs no grant. */
+export const capabilities = {
+  requested() {
+    return [];
+  },
+};
+
+/** `envhost:environment/state`: no state is kept. An empty snapshot is no
+ * state to the host, so after a trap the fresh instance starts with an
+ * empty workbench, as it did before the plugin exported `state`. */
+export const state = {
+  snapshot() {
+    return new Uint8Array();
+  },
+  restore(bytes) {
+    // A thrown string is the `err` of restore's result; the host never
+    // hands back the empty snapshots this plugin gives.
+    if (bytes.length > 0) throw 'the regex workbench keeps no state; it starts with no pattern and no samples';
+  },
+};
+
+/** When the screen can change: the WIT enum `when` of `screen-changes`.
+ * Only during this plugin's calls: `Workbench.screen()` reads nothing but
+ * the workbench, which only commands change. */
+const SCREEN_CHANGES = 'when-called';
+
+/** `envhost:environment/screen-changes` (wit/v0.2.1). */
+export const screenChanges = {
+  screenChanges() {
+    return SCREEN_CHANGES;
+  },
+};

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 
+import * as plugin from '../src/plugin.js';
 import { makeEnvironment, splitCommand } from '../src/plugin.js';
 import { UsageError, Workbench, allMatches, escapeLiteral, groupNames, parsePattern } from '../src/workbench.js';
 
@@ -86,4 +87,57 @@ test('the environment answers usage errors and rethrows bugs', () => {
   assert.equal(env.handleCommand('nope').success, false);
   const described = makeEnvironment().describe();
   assert.deepEqual(described.commands.map((c) => c.signature.split(' ')[0]), ['pattern', 'sample', 'test', 'replace', 'escape', 'drop', 'clear']);
+});
+
+/** The interfaces a world of wit/v0.2.1 exports, its `include`s followed,
+ * as jco names the module's exports (`screen-changes` -> `screenChanges`). */
+function worldExports(wit, world) {
+  const block = new RegExp(`^world ${world} \\{([^}]*)\\}`, 'm').exec(wit);
+  assert.ok(block, `no world ${world} in the WIT`);
+  const names = [];
+  for (const [, verb, name] of block[1].matchAll(/^\s*(include|export)\s+([\w-]+)\s*;/gm)) {
+    if (verb === 'include') names.push(...worldExports(wit, name));
+    else names.push(name.replace(/-([a-z])/g, (_, c) => c.toUpperCase()));
+  }
+  return names;
+}
+
+test('the plugin and its crash fixture export every interface of the world full-plugin', async () => {
+  const wit = readFileSync(new URL('../../../wit/v0.2.1/environment.wit', import.meta.url), 'utf8');
+  const wanted = worldExports(wit, 'full-plugin');
+  assert.ok(wanted.includes('screenChanges'), `${wanted}`);
+  const fixture = await import('../../../tests/fixtures/polyglot/javascript/regex_crash.js');
+  for (const module of [plugin, fixture]) {
+    for (const name of wanted) assert.equal(typeof module[name], 'object', `${name} is not exported`);
+  }
+  assert.equal(fixture.screenChanges, plugin.screenChanges);
+  assert.equal(fixture.state, plugin.state);
+  assert.ok(fixture.environment.describe().commands.some((c) => c.signature.startsWith('crash ')));
+});
+
+test('the screen changes only when the plugin is called; it asks for nothing and keeps no state', () => {
+  assert.equal(plugin.screenChanges.screenChanges(), 'when-called');
+  assert.equal(plugin.screenChanges.screenChanges(), 'when-called', 'the same answer every time');
+  assert.deepEqual(plugin.capabilities.requested(), []);
+  assert.deepEqual([...plugin.state.snapshot()], [], 'an empty snapshot: a fresh instance starts with an empty workbench');
+  plugin.state.restore(new Uint8Array());
+  assert.throws(() => plugin.state.restore(new Uint8Array([1])), (thrown) => typeof thrown === 'string' && /keeps no state/.test(thrown));
+});
+
+test('the screen is drawn from the workbench alone: between commands it does not change', async () => {
+  const env = makeEnvironment();
+  env.handleCommand('pattern /(?<n>\\d+)/g');
+  env.handleCommand('sample a 1 b 22\nno digits');
+  const first = env.getScreen();
+  assert.match(first.content, /Samples: 1 of 2 match/);
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.deepEqual(env.getScreen(), first);
+  // Another workbench with the same commands draws the same section.
+  const twin = makeEnvironment();
+  twin.handleCommand('pattern /(?<n>\\d+)/g');
+  twin.handleCommand('sample a 1 b 22\nno digits');
+  assert.deepEqual(twin.getScreen(), first);
+  // Only a command changes it.
+  env.handleCommand('drop 2');
+  assert.notDeepEqual(env.getScreen(), first);
 });

@@ -12,6 +12,14 @@ wraps the answers in the WIT records. The board's rules live in `board.py`.
 A `UsageError` becomes a failed response and leaves the board as it was;
 any other exception is a bug and is deliberately not caught: the call traps,
 the host reports the traceback and starts a fresh instance.
+
+It builds the world `full-plugin` of wit/v0.2.1 (see
+scripts/build-polyglot-plugins). Besides `Environment` it exports `ScreenChanges`, answering
+`when-called`: the board is drawn from the board alone (no clock, no
+files), so it changes only during the host's calls, and the host stops
+asking for it after commands to other environments. The world's two other
+exports keep the plugin as it was: it requests nothing and keeps no state
+(a trap empties the board).
 """
 
 from wit_world import exports
@@ -21,6 +29,7 @@ from wit_world.exports.environment import (
     Description,
     ScreenSection,
 )
+from wit_world.exports.screen_changes import When
 
 from board import Board, UsageError
 from command import split_command
@@ -185,3 +194,31 @@ class Environment(exports.Environment):
 
     def shutdown(self) -> None:
         pass
+
+
+
+class Capabilities(exports.Capabilities):
+    """Asks the operator for nothing: the board needs no files, programs or
+    network."""
+
+    def requested(self) -> list:
+        return []
+
+
+class State(exports.State):
+    """Keeps nothing: an empty snapshot, which the host does not give back,
+    so a fresh instance starts with an empty board."""
+
+    def snapshot(self) -> bytes:
+        return b""
+
+    def restore(self, snapshot: bytes) -> None:
+        pass
+
+
+class ScreenChanges(exports.ScreenChanges):
+    """The screen is `BOARD.screen()`: it changes only when a command
+    changes the board."""
+
+    def screen_changes(self) -> When:
+        return When.WHEN_CALLED

@@ -425,6 +425,17 @@ fn link_and_start(
         )
     })?;
     refusals::check_requests(&requests).map_err(|defect| (defect.to_string(), String::new()))?;
+    let asked = instance.ask_screen_changes(sandbox);
+    output.append(asked.output);
+    asked.result.map_err(|failure| {
+        (
+            format!(
+                "its `screen-changes` export failed when asked when its screen changes: {}",
+                failure.cause
+            ),
+            failure.detail,
+        )
+    })?;
     Ok(Started {
         pre,
         instance,

@@ -105,7 +105,7 @@ impl From<String> for PluginDefect {
     }
 }
 
-const BUILD_HINT: &str = "build it for the `wasm32-wasip2` target (which makes a component) against envhost's wit/v0.2.0, e.g. with the envhost-sdk crate";
+const BUILD_HINT: &str = "build it for the `wasm32-wasip2` target (which makes a component) against envhost's wit/v0.2.1, e.g. with the envhost-sdk crate";
 
 /// Checks the 8-byte header before anything is compiled: WebAssembly at
 /// all, and a component rather than a core module.
@@ -266,8 +266,9 @@ pub fn export_problem(err: &ExportsError) -> (String, String) {
             };
             (
                 format!(
-                    "it does not export the interface every plugin exports, {} (the worlds of {} and {}); {found}. Is it a component for another world, such as a command-line program? To make a plugin, {BUILD_HINT}",
+                    "it does not export the interface every plugin exports, {} (the worlds of {}, {} and {}); {found}. Is it a component for another world, such as a command-line program? To make a plugin, {BUILD_HINT}",
                     Version::accepted(),
+                    Version::V0_2_1.wit_folder(),
                     Version::V0_2_0.wit_folder(),
                     Version::V0_1_0.wit_folder(),
                 ),
@@ -366,8 +367,11 @@ fn find_mistyped_function(
         .map(|function| ("environment", *function))
         .collect();
     functions.push(("capabilities", "requested"));
-    if version == Version::V0_2_0 {
+    if version.has_state_interface() {
         functions.extend([("state", "snapshot"), ("state", "restore")]);
+    }
+    if version == Version::V0_2_1 {
+        functions.push(("screen-changes", "screen-changes"));
     }
     for (interface_name, function) in functions {
         let interface_name = version.name(interface_name);
@@ -396,6 +400,9 @@ fn find_mistyped_function(
                 .map(drop),
             ("restore", _) => instance
                 .get_typed_func::<(&[u8],), (Result<(), String>,)>(&mut store, &index)
+                .map(drop),
+            ("screen-changes", _) => instance
+                .get_typed_func::<(), (latest::When,)>(&mut store, &index)
                 .map(drop),
             _ => instance
                 .get_typed_func::<(), ()>(&mut store, &index)

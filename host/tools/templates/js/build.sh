@@ -19,7 +19,7 @@ fi
 
 # The definition is checked when the module is evaluated, at build time: a
 # misspelt key or a duplicate command fails here with a sentence.
-"$jco" componentize src/plugin.js --bundle --wit wit/v0.2.0 --world-name full-plugin \
+"$jco" componentize src/plugin.js --bundle --wit wit/v0.2.1 --world-name full-plugin \
     --disable fetch-event --out env/{{name}}.wasm.tmp >/dev/null
 mv env/{{name}}.wasm.tmp env/{{name}}.wasm
 echo "==> built env/{{name}}.wasm; check it with: envhost check env/{{name}}.wasm --grants env/envhost.toml"

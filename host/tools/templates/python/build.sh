@@ -24,7 +24,7 @@ if [[ -z $componentize ]]; then
 fi
 
 rm -rf .bindings
-"$componentize" -d wit/v0.2.0 -w full-plugin bindings .bindings
+"$componentize" -d wit/v0.2.1 -w full-plugin bindings .bindings
 if python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
     PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=src:.bindings python3 src/envhost_plugin.py check app
 else
@@ -33,6 +33,6 @@ fi
 
 # componentize-py bundles every file under src/: no caches.
 find src -name __pycache__ -type d -prune -exec rm -rf {} +
-"$componentize" -d wit/v0.2.0 -w full-plugin componentize -p src app -o env/{{name}}.wasm.tmp
+"$componentize" -d wit/v0.2.1 -w full-plugin componentize -p src app -o env/{{name}}.wasm.tmp
 mv env/{{name}}.wasm.tmp env/{{name}}.wasm
 echo "==> built env/{{name}}.wasm; check it with: envhost check env/{{name}}.wasm --grants env/envhost.toml"

@@ -28,7 +28,8 @@ function notePath(name) {
   return `${NOTES}/${name}`;
 }
 
-export const { environment, capabilities, state } = definePlugin({
+// The world `full-plugin` (wit/v0.2.1) wants all four objects exported.
+export const { environment, capabilities, state, screenChanges } = definePlugin({
   name: '{{name}}',
   summary: 'Keys and values kept for the agent, and notes saved as files in notes/',
   requests: [
@@ -38,6 +39,11 @@ export const { environment, capabilities, state } = definePlugin({
   ],
   // JSON values only: the SDK snapshots this after every command.
   state: { entries: {} },
+  // The screen lists the files in notes/, which change without this plugin
+  // (the agent's editor, bash): 'any-time', the default. A screen drawn only
+  // from self.state would say 'when-called', and the host would stop asking
+  // for it after other environments' commands.
+  screenChanges: 'any-time',
   commands: [
     {
       signature: 'put <key> <value>',

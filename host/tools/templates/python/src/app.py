@@ -32,6 +32,11 @@ class KeyValue(Plugin):
         Request.write_directory(NOTES, "saves the agent's notes there as files"),
         Request.network("https://example.com", "fetches the URLs the agent asks for"),
     ]
+    # The screen lists the files in notes/, which change without this plugin
+    # (the agent's editor, bash): "any-time", the default. A screen drawn only
+    # from self.state would say "when-called", and the host would stop asking
+    # for it after other environments' commands.
+    screen_changes = "any-time"
 
     def __init__(self):
         # JSON values only: the SDK snapshots this after every command.
@@ -122,4 +127,4 @@ def note_path(name):
     return f"/{NOTES}/{name}"
 
 
-Environment, Capabilities, State = export(KeyValue)
+Environment, Capabilities, State, ScreenChanges = export(KeyValue)
