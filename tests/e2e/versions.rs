@@ -136,6 +136,23 @@ fn a_plugin_whose_screen_changes_only_when_called_is_drawn_only_then() {
     );
     let other = host.command("bash", "true");
     assert_eq!(other.screen("lazy"), called.screen("lazy"));
+    // The host's one-time note (a snapshot over 16 MiB was dropped) is
+    // shown once: the next screen is drawn again without it, then kept.
+    let huge = host.command("lazy", "huge");
+    let noted = huge.screen("lazy");
+    assert!(
+        noted.starts_with("[envhost] The plugin's last snapshot was 17 MiB"),
+        "{noted}"
+    );
+    let after_note = host.command("bash", "true");
+    assert_eq!(
+        after_note.screen("lazy"),
+        format!("drawn {} times, 2 commands", lazy + 3)
+    );
+    assert_eq!(
+        host.command("bash", "true").screen("lazy"),
+        after_note.screen("lazy")
+    );
     // Commands to it that the host answers itself do not call it either:
     // a restart does, and the fresh instance is drawn.
     let restarted = host.request(&json!({"type": "restart", "environment": "lazy"}));

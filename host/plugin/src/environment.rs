@@ -544,8 +544,11 @@ impl Environment for PluginEnvironment {
         {
             return Ok(section.clone());
         }
+        // A section with the host's one-time note is not kept: the next
+        // screen is drawn again, without it.
+        let shows_note_once = self.kept.has_screen_note();
         let section = self.draw_screen();
-        self.drawn_since_last_call = section.is_ok();
+        self.drawn_since_last_call = section.is_ok() && !shows_note_once;
         if let Ok(section) = &section {
             self.last_section = Some(section.clone());
         }

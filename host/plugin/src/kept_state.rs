@@ -139,6 +139,11 @@ impl KeptState {
         (restored, called.output)
     }
 
+    /// Whether [`screen_note`](Self::screen_note) has a line to show.
+    pub fn has_screen_note(&self) -> bool {
+        self.dropped.is_some()
+    }
+
     /// The line the screen shows once after a snapshot was dropped.
     pub fn screen_note(&mut self) -> Option<String> {
         let size = self.dropped.take()?;
