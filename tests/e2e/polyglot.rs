@@ -2,7 +2,9 @@
 //! `tasks` board (componentize-py) and the `regex` workbench
 //! (componentize-js) answer their commands, keep their state, get the
 //! progressive help (long until a command is first used), pass `envhost check`, and an exception they do
-//! not catch costs their state but not the host.
+//! not catch costs neither the host nor the state they keep (their `state`
+//! export puts back the board and the workbench); a host restarted with
+//! `--resume` gets that state back too.
 //!
 //! The components are built by `scripts/build-polyglot-plugins` (run here
 //! once per test run; it does nothing when they are up to date). They are
@@ -15,10 +17,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::harness::{Host, Project, envhost_binary, target_dir, workspace};
+use crate::harness::{Host, HostBuilder, Project, Reply, envhost_binary, target_dir, workspace};
 
 /// The components this module uses, by file stem in target/polyglot/.
 const COMPONENTS: [&str; 4] = ["tasks", "regex", "tasks_crash", "regex_crash"];
@@ -113,6 +116,11 @@ fn project_with(plugins: &[(&str, &str)]) -> Project {
 /// A host on `project` using the shared compiled-code cache, with a
 /// transcript.
 fn start(project: &Project) -> Host {
+    builder(project).start(project.path())
+}
+
+/// How [`start`] starts a host, for adding arguments.
+fn builder(project: &Project) -> HostBuilder {
     Host::builder()
         .arg("--plugin-cache")
         .arg(built().cache.to_str().expect("utf-8 path"))
@@ -124,7 +132,6 @@ fn start(project: &Project) -> Host {
                 .to_str()
                 .expect("utf-8 path"),
         )
-        .start(project.path())
 }
 
 fn transcript(project: &Project) -> Vec<Value> {
@@ -422,15 +429,24 @@ fn the_javascript_regex_plugin_keeps_a_workbench_with_progressive_help() {
     );
 }
 
+/// The sentence that ends a failed response when the host put the plugin's
+/// last snapshot back into a fresh instance (host/plugin/src/environment.rs
+/// and kept_state.rs), around the snapshot's size.
+const CAME_BACK: [&str; 2] = [
+    "The host restarted the plugin and its state was restored from the snapshot it gave after its last command (",
+    " B); the next command runs in the restored instance.",
+];
+
 /// Runs the fixture's `crash` command in `env` after building up some
 /// state, and checks the failure names the exception, shows where it was
-/// raised, says the state was lost, and that a fresh instance answers next.
+/// raised, says the state came back from the last snapshot, and returns
+/// the reply (whose screen is the restored instance's).
 fn assert_uncaught_exception_survived(
     host: &mut Host,
     env: &str,
     exception: &str,
     raised_at: &str,
-) -> String {
+) -> Reply {
     let reply = host.command(env, "crash the parser blew up");
     let output = reply.failed().to_owned();
     assert!(
@@ -440,49 +456,49 @@ fn assert_uncaught_exception_survived(
         "{output}"
     );
     assert!(output.contains(raised_at), "the traceback: {output}");
+    let last_line = output.lines().last().unwrap_or_default();
     assert!(
-        output.ends_with(
-            "Its state was lost: the host restarted the plugin, and the next command runs in a fresh instance."
-        ),
-        "{output}"
+        last_line.starts_with(CAME_BACK[0]) && last_line.ends_with(CAME_BACK[1]),
+        "the state came back: {output}"
     );
-    output
+    reply
 }
 
 #[test]
-fn an_uncaught_python_exception_costs_the_plugins_state_not_the_host() {
+fn an_uncaught_python_exception_costs_the_plugin_nothing_it_kept_and_not_the_host() {
     let project = project_with(&[("tasks", "tasks_crash"), ("regex", "regex")]);
     let mut host = start(&project);
-    host.command("tasks", "add Keep me\nAnd me").ok();
+    host.command("tasks", "add Keep me\nAnd me\nDrop me").ok();
+    host.command("tasks", "drop 3").ok();
+    host.command("tasks", "start 1").ok();
+    host.command("tasks", "note 2 kept across the crash").ok();
     host.command("regex", "sample still here").ok();
+    let board = "Tasks: 2 (1 in progress, 1 to do, 0 blocked, 0 done)\n  [>] 1. Keep me\n  [ ] 2. And me (note: kept across the crash)";
 
-    let output = assert_uncaught_exception_survived(
+    let crashed = assert_uncaught_exception_survived(
         &mut host,
         "tasks",
         "ValueError: the parser blew up",
         "File \"/1/tasks_crash.py\", line",
     );
+    let output = crashed.failed();
     assert!(
         output.contains("Traceback (most recent call last):"),
         "{output}"
     );
-
-    // A fresh instance: the board is empty, and it works.
+    // The board came back in the restored instance, on the crash's own
+    // screen and after.
+    assert_eq!(state_of(crashed.screen("tasks")), board);
     let screen = host.screen();
-    assert!(
-        screen
-            .screen("tasks")
-            .starts_with("Tasks: none yet. Plan your work with `add`"),
-        "{}",
-        screen.screen("tasks")
-    );
+    assert_eq!(state_of(screen.screen("tasks")), board);
     assert_eq!(
-        host.command("tasks", "start 1").failed(),
-        "There is no task 1: the board is empty. `add` creates tasks."
+        host.command("tasks", "show 2").ok(),
+        "2. And me\nStatus: todo\nNotes (1):\n  1. kept across the crash"
     );
+    // Its numbering too: 3 was dropped before the crash, 4 is next.
     assert_eq!(
-        host.command("tasks", "add Start over").ok(),
-        "Added [ ] 1. Start over"
+        host.command("tasks", "add Go on").ok(),
+        "Added [ ] 4. Go on"
     );
     // The other plugin never noticed.
     assert!(
@@ -508,31 +524,34 @@ fn an_uncaught_python_exception_costs_the_plugins_state_not_the_host() {
 }
 
 #[test]
-fn an_uncaught_javascript_exception_costs_the_plugins_state_not_the_host() {
+fn an_uncaught_javascript_exception_costs_the_plugin_nothing_it_kept_and_not_the_host() {
     let project = project_with(&[("regex", "regex_crash"), ("tasks", "tasks")]);
     let mut host = start(&project);
-    host.command("regex", "pattern \\d+").ok();
+    host.command("regex", "pattern /(?<n>\\d+)/g").ok();
+    host.command("regex", "sample order 66 shipped\nno digits")
+        .ok();
     host.command("tasks", "add Still here").ok();
+    let workbench = "Pattern: /(?<n>\\d+)/g (1 group)\n\
+         Samples: 1 of 2 match (matches in [[ ]]):\n  \
+         1. order [[66]] shipped\n       \
+         n=\"66\"\n  \
+         2. no digits   (no match)";
 
-    let output = assert_uncaught_exception_survived(
+    let crashed = assert_uncaught_exception_survived(
         &mut host,
         "regex",
         "the parser blew up",
         "regex_crash.js:",
     );
-    assert!(output.contains("Stack:"), "{output}");
+    assert!(crashed.failed().contains("Stack:"), "{}", crashed.failed());
 
+    // The workbench came back: the pattern, the samples, their matches.
+    assert_eq!(state_of(crashed.screen("regex")), workbench);
     let screen = host.screen();
-    assert!(
-        screen
-            .screen("regex")
-            .starts_with("Pattern: none yet (`pattern` sets one)"),
-        "a fresh workbench: {}",
-        screen.screen("regex")
-    );
+    assert_eq!(state_of(screen.screen("regex")), workbench);
     assert_eq!(
-        host.command("regex", "test 42").failed(),
-        "test needs a pattern first: `pattern /\\d+/g` sets one."
+        host.command("regex", "test 42").ok(),
+        "1 match for /(?<n>\\d+)/g:\n  1. \"42\" at 0-2, n=\"42\""
     );
     assert!(
         state_of(screen.screen("tasks")).ends_with("[ ] 1. Still here"),
@@ -548,6 +567,65 @@ fn an_uncaught_javascript_exception_costs_the_plugins_state_not_the_host() {
         .filter_map(|e| e["cause"].as_str())
         .collect();
     assert_eq!(trapped, ["uncaught exception: the parser blew up"]);
+}
+
+#[test]
+fn the_board_and_the_workbench_survive_a_host_killed_and_resumed() {
+    let project = project_with(&[("tasks", "tasks"), ("regex", "regex")]);
+    let mut host = start(&project);
+    host.command("tasks", "add Plan\nBuild\nShip\nScrap").ok();
+    host.command("tasks", "drop 4").ok();
+    host.command("tasks", "done 1 planned").ok();
+    host.command("tasks", "block 3 waiting for review").ok();
+    host.command("regex", "pattern /b(.)/i").ok();
+    let last = host.command("regex", "sample aBc\nxyz");
+    let board = state_of(last.screen("tasks")).to_owned();
+    let workbench = state_of(last.screen("regex")).to_owned();
+    assert_eq!(
+        board,
+        "Tasks: 3 (0 in progress, 1 to do, 1 blocked, 1 done)\n  [x] 1. Plan (note: planned)\n  [ ] 2. Build\n  [!] 3. Ship (blocked: waiting for review)"
+    );
+    assert!(
+        workbench.starts_with("Pattern: /b(.)/i (1 group)\nSamples: 1 of 2 match"),
+        "{workbench}"
+    );
+    host.signal("KILL");
+    host.wait_exit(Duration::from_secs(10));
+
+    let mut host = builder(&project).arg("--resume").start(project.path());
+    let first = host.command("tasks", "add Celebrate");
+    let output = first.output();
+    assert!(output.contains("Session resumed"), "{output}");
+    for env in ["tasks", "regex"] {
+        assert!(
+            output.contains(&format!(
+                "- {env}: its state was restored from the snapshot it gave after its last command ("
+            )),
+            "{env}: {output}"
+        );
+    }
+    // The numbering went on where it was: 4 was dropped, 5 is next.
+    assert!(output.contains("Added [ ] 5. Celebrate"), "{output}");
+    assert_eq!(
+        state_of(first.screen("tasks")),
+        format!(
+            "{}\n  [ ] 5. Celebrate",
+            board.replace(
+                "Tasks: 3 (0 in progress, 1 to do",
+                "Tasks: 4 (0 in progress, 2 to do"
+            )
+        )
+    );
+    assert_eq!(state_of(first.screen("regex")), workbench);
+    assert_eq!(
+        host.command("tasks", "show 1").ok(),
+        "1. Plan\nStatus: done\nNotes (1):\n  1. planned"
+    );
+    assert_eq!(
+        host.command("regex", "replace <$1>").ok(),
+        "/b(.)/i → \"<$1>\", replacing the first match (add the g flag for all); the samples are unchanged:\n  1. a<c>\n  2. xyz"
+    );
+    assert!(host.finish().0.success());
 }
 
 #[test]

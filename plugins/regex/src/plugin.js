@@ -17,15 +17,19 @@
 //
 // It is written against the WIT directly (it predates the SDK) and builds
 // the world `full-plugin` of wit/v0.2.1: besides `environment` it exports
-// `capabilities` (it asks for nothing), `state` (it keeps none: a fresh
-// instance starts with an empty workbench) and `screen-changes`, which
+// `capabilities` (it asks for nothing), `state` (it keeps the workbench:
+// the pattern and the samples as JSON, `Workbench.snapshot` in
+// workbench.js, which the host takes after every command that returned and
+// puts back into a fresh instance after a trap and when it resumes a saved
+// session, so a crash costs at most the command that crashed) and
+// `screen-changes`, which
 // answers `when-called`: the screen is drawn from the workbench alone (the
 // pattern, the samples and the matches the commands computed), never from
 // the time, files or anything else, so it changes only during this
 // plugin's own commands and the host need not ask for it after commands
 // to other environments.
 
-import { UsageError, Workbench, escapeLiteral } from './workbench.js';
+import { SnapshotError, UsageError, Workbench, escapeLiteral } from './workbench.js';
 
 const SUMMARY = 'A regular-expression workbench: a pattern, sample texts, and their matches on screen';
 
@@ -135,8 +139,8 @@ export function splitCommand(text) {
 /**
  * The object the component exports as `envhost:environment/environment`,
  * answering with `commands` over `bench`. One workbench lives as long as
- * the component instance; after a trap the host starts a fresh instance
- * and with it an empty workbench.
+ * the component instance (`bench` below); after a trap the host starts a
+ * fresh instance, and `state.restore` puts the last snapshot back into it.
  */
 export function makeEnvironment(commands = COMMANDS, bench = new Workbench()) {
   const byName = new Map(commands.map((c) => [c.signature.split(' ')[0], c]));
@@ -180,7 +184,11 @@ export function makeEnvironment(commands = COMMANDS, bench = new Workbench()) {
   };
 }
 
-export const environment = makeEnvironment();
+/** The component instance's workbench: the one `environment` answers
+ * over and `state` keeps (the crash fixture answers over it too). */
+export const bench = new Workbench();
+
+export const environment = makeEnvironment(COMMANDS, bench);
 
 /** `envhost:environment/capabilities`: the workbench needs no grant. */
 export const capabilities = {
@@ -189,19 +197,29 @@ export const capabilities = {
   },
 };
 
-/** `envhost:environment/state`: no state is kept. An empty snapshot is no
- * state to the host, so after a trap the fresh instance starts with an
- * empty workbench, as it did before the plugin exported `state`. */
-export const state = {
-  snapshot() {
-    return new Uint8Array();
-  },
-  restore(bytes) {
-    // A thrown string is the `err` of restore's result; the host never
-    // hands back the empty snapshots this plugin gives.
-    if (bytes.length > 0) throw 'the regex workbench keeps no state; it starts with no pattern and no samples';
-  },
-};
+/** The object the component exports as `envhost:environment/state`,
+ * keeping `workbench`: the host asks for `snapshot` after every command
+ * that returned and hands it to `restore` on a fresh instance (after a
+ * trap, or when it resumes a saved session). */
+export function makeState(workbench) {
+  return {
+    snapshot() {
+      return workbench.snapshot();
+    },
+    restore(bytes) {
+      try {
+        workbench.restore(bytes);
+      } catch (error) {
+        // A thrown string is the `err` of restore's result; the workbench
+        // is left as it was (empty, on a fresh instance).
+        if (error instanceof SnapshotError) throw error.message;
+        throw error;
+      }
+    },
+  };
+}
+
+export const state = makeState(bench);
 
 /** When the screen can change: the WIT enum `when` of `screen-changes`.
  * Only during this plugin's calls: `Workbench.screen()` reads nothing but

@@ -13,6 +13,19 @@
  * to do instead, and nothing was changed. */
 export class UsageError extends Error {}
 
+/** Bytes `Workbench.restore` cannot read back into a workbench; the message
+ * is one clause saying why and what to do (no full stop: the host quotes it
+ * inside its own sentence), and the workbench is unchanged. */
+export class SnapshotError extends Error {}
+
+// The snapshot's format: JSON (UTF-8) of
+//   {"version":1,"pattern":{"source":"\\d+","flags":"g"},"samples":["a 1","b"]}
+// with `pattern` null when none is set. The matches are not kept: they
+// are computed again from the pattern and the samples. A change an older
+// build could not read gets a new version; `restore` refuses versions it
+// does not know rather than guess.
+export const SNAPSHOT_VERSION = 1;
+
 // The screen is read after every command: keep it short.
 const SAMPLES_SHOWN = 20;
 const MATCHES_SHOWN = 10;
@@ -119,6 +132,58 @@ function marked(text, matches) {
   return out + text.slice(at);
 }
 
+function jsonKind(value) {
+  if (value === undefined || value === null) return 'missing';
+  if (Array.isArray(value)) return 'a list';
+  return { string: 'a string', number: 'a number', boolean: 'a boolean', object: 'an object' }[typeof value] ?? typeof value;
+}
+
+/** The pattern (a RegExp or null) and the samples of a snapshot, or a
+ * SnapshotError saying what is wrong with it. */
+function readSnapshot(bytes) {
+  let value;
+  try {
+    value = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
+  } catch (error) {
+    throw new SnapshotError(`the snapshot is not the JSON the regex workbench writes (${error.message})`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new SnapshotError(`the snapshot is ${jsonKind(value)}, not the JSON object the regex workbench writes`);
+  }
+  if (!('version' in value)) {
+    throw new SnapshotError('the snapshot has no format version, so it is not one the regex workbench wrote');
+  }
+  if (value.version !== SNAPSHOT_VERSION) {
+    throw new SnapshotError(
+      `the snapshot has format version ${JSON.stringify(value.version)}, and this build of the regex workbench reads only version ${SNAPSHOT_VERSION}`,
+    );
+  }
+  const { pattern, samples } = value;
+  if (!Array.isArray(samples) || !samples.every((sample) => typeof sample === 'string')) {
+    throw new SnapshotError("the snapshot's samples are not a list of strings");
+  }
+  if (samples.length > MAX_SAMPLES) {
+    throw new SnapshotError(`the snapshot holds ${samples.length} samples, more than the ${MAX_SAMPLES} the workbench holds`);
+  }
+  if (pattern === null) return { regex: null, samples };
+  if (typeof pattern !== 'object' || Array.isArray(pattern)) {
+    throw new SnapshotError(`the snapshot's pattern is ${jsonKind(pattern)}, not an object with a source and flags`);
+  }
+  if (typeof pattern.source !== 'string' || typeof pattern.flags !== 'string') {
+    throw new SnapshotError("the snapshot's pattern has no source and flags as strings");
+  }
+  if (!/^[a-z]*$/.test(pattern.flags)) {
+    throw new SnapshotError(`the snapshot's pattern has the flags ${JSON.stringify(pattern.flags)}, which are not flags of a pattern`);
+  }
+  const shown = `/${pattern.source}/${pattern.flags}`;
+  try {
+    return { regex: parsePattern(shown), samples };
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    throw new SnapshotError(`the snapshot's pattern ${shown} cannot be set again: ${error.message.replace(/\.$/, '')}`);
+  }
+}
+
 export class Workbench {
   constructor() {
     this.regex = null;
@@ -126,6 +191,35 @@ export class Workbench {
     // Matches per sample for the current pattern, computed by commands so
     // that drawing the screen never runs the regex.
     this.results = [];
+  }
+
+  /** The workbench as bytes (UTF-8 JSON): the pattern and the samples,
+   * all the screen is drawn from. */
+  snapshot() {
+    const pattern = this.regex ? { source: this.regex.source, flags: this.regex.flags } : null;
+    return new TextEncoder().encode(JSON.stringify({ version: SNAPSHOT_VERSION, pattern, samples: this.samples }));
+  }
+
+  /** Puts back the workbench `snapshot` gave `bytes` for, the pattern read
+   * by the same code as the `pattern` command. Throws SnapshotError, and
+   * changes nothing, when the bytes are not a snapshot it can read. Empty
+   * bytes (no state) are an empty workbench. */
+  restore(bytes) {
+    let regex = null;
+    let samples = [];
+    if (bytes.length > 0) {
+      try {
+        ({ regex, samples } = readSnapshot(bytes));
+      } catch (error) {
+        if (error instanceof SnapshotError) {
+          throw new SnapshotError(`${error.message}; \`pattern\` and \`sample\` set the workbench up again`);
+        }
+        throw error;
+      }
+    }
+    this.regex = regex;
+    this.samples = samples;
+    this.recompute();
   }
 
   setPattern(text) {

@@ -8,8 +8,18 @@ import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 
 import * as plugin from '../src/plugin.js';
-import { makeEnvironment, splitCommand } from '../src/plugin.js';
-import { UsageError, Workbench, allMatches, escapeLiteral, groupNames, parsePattern } from '../src/workbench.js';
+import { makeEnvironment, makeState, splitCommand } from '../src/plugin.js';
+import {
+  MAX_SAMPLES,
+  SNAPSHOT_VERSION,
+  SnapshotError,
+  UsageError,
+  Workbench,
+  allMatches,
+  escapeLiteral,
+  groupNames,
+  parsePattern,
+} from '../src/workbench.js';
 
 test('patterns are read as /source/flags or as a bare source', () => {
   assert.equal(String(parsePattern('/a b/gi')), '/a b/gi');
@@ -113,15 +123,120 @@ test('the plugin and its crash fixture export every interface of the world full-
   assert.equal(fixture.screenChanges, plugin.screenChanges);
   assert.equal(fixture.state, plugin.state);
   assert.ok(fixture.environment.describe().commands.some((c) => c.signature.startsWith('crash ')));
+  // The fixture's commands work on the workbench its `state` keeps.
+  const before = plugin.state.snapshot();
+  try {
+    fixture.environment.handleCommand('sample kept by the fixture');
+    assert.deepEqual(JSON.parse(new TextDecoder().decode(plugin.state.snapshot())).samples, ['kept by the fixture']);
+  } finally {
+    plugin.state.restore(before);
+  }
 });
 
-test('the screen changes only when the plugin is called; it asks for nothing and keeps no state', () => {
+test('the screen changes only when the plugin is called; it asks for nothing', () => {
   assert.equal(plugin.screenChanges.screenChanges(), 'when-called');
   assert.equal(plugin.screenChanges.screenChanges(), 'when-called', 'the same answer every time');
   assert.deepEqual(plugin.capabilities.requested(), []);
-  assert.deepEqual([...plugin.state.snapshot()], [], 'an empty snapshot: a fresh instance starts with an empty workbench');
-  plugin.state.restore(new Uint8Array());
-  assert.throws(() => plugin.state.restore(new Uint8Array([1])), (thrown) => typeof thrown === 'string' && /keeps no state/.test(thrown));
+});
+
+/** A workbench with a pattern (named and unnamed groups, flags) and
+ * samples that match and do not, one not ASCII. */
+function busyBench() {
+  const bench = new Workbench();
+  bench.setPattern('/(?<year>\\d{4})-(\\d{2})\\/x/gi');
+  bench.addSamples(['in 2024-05/X and 2025-01/x', 'no date', 'été 1999-12/x ✓']);
+  return bench;
+}
+
+const encode = (value) => new TextEncoder().encode(typeof value === 'string' ? value : JSON.stringify(value));
+
+test('a restored workbench is the same workbench', () => {
+  const bench = busyBench();
+  const bytes = bench.snapshot();
+  assert.ok(bytes instanceof Uint8Array);
+  assert.deepEqual(JSON.parse(new TextDecoder().decode(bytes)), {
+    version: SNAPSHOT_VERSION,
+    pattern: { source: '(?<year>\\d{4})-(\\d{2})\\/x', flags: 'gi' },
+    samples: ['in 2024-05/X and 2025-01/x', 'no date', 'été 1999-12/x ✓'],
+  });
+  const restored = new Workbench();
+  restored.restore(bytes);
+  assert.equal(restored.screen(), bench.screen());
+  assert.match(restored.screen(), /Samples: 2 of 3 match/);
+  assert.equal(String(restored.regex), String(bench.regex));
+  assert.deepEqual(restored.results, bench.results);
+  assert.equal(restored.test('1234-56/X'), bench.test('1234-56/X'));
+  // The same commands go on alike, on a workbench of its own.
+  assert.equal(restored.addSamples(['0000-00/x']), 'Added sample 4: 1 of 1 match.');
+  assert.equal(bench.samples.length, 3);
+  // A bare pattern, and no pattern at all, come back too.
+  for (const setUp of [(b) => b.setPattern('a/b'), (b) => b.addSamples(['only a sample']), () => {}]) {
+    const original = new Workbench();
+    setUp(original);
+    const copy = new Workbench();
+    copy.restore(original.snapshot());
+    assert.equal(copy.screen(), original.screen());
+    assert.deepEqual(copy.snapshot(), original.snapshot());
+  }
+  // No bytes is no state: an empty workbench.
+  const emptied = busyBench();
+  emptied.restore(new Uint8Array());
+  assert.equal(emptied.screen(), new Workbench().screen());
+});
+
+test('a snapshot the workbench cannot read is refused and changes nothing', () => {
+  const good = JSON.parse(new TextDecoder().decode(busyBench().snapshot()));
+  const cases = [
+    [encode('not json'), /^the snapshot is not the JSON the regex workbench writes \(/],
+    [new Uint8Array([0xff, 0x7b]), /^the snapshot is not the JSON the regex workbench writes \(/],
+    [encode([1]), /^the snapshot is a list, not the JSON object the regex workbench writes/],
+    [encode({ ...good, version: undefined }), /^the snapshot has no format version/],
+    [encode({ ...good, version: 2 }), /^the snapshot has format version 2, and this build of the regex workbench reads only version 1;/],
+    [encode({ ...good, version: '1' }), /^the snapshot has format version "1"/],
+    [encode({ ...good, samples: 'x' }), /^the snapshot's samples are not a list of strings/],
+    [encode({ ...good, samples: ['a', 2] }), /^the snapshot's samples are not a list of strings/],
+    [encode({ ...good, samples: Array(MAX_SAMPLES + 1).fill('a') }), /^the snapshot holds 201 samples, more than the 200/],
+    [encode({ ...good, pattern: '\\d' }), /^the snapshot's pattern is a string, not an object with a source and flags/],
+    [encode({ ...good, pattern: { source: 'a' } }), /^the snapshot's pattern has no source and flags as strings/],
+    [encode({ ...good, pattern: { source: 'a', flags: 'G' } }), /^the snapshot's pattern has the flags "G"/],
+    [encode({ ...good, pattern: { source: 'a', flags: 'q' } }), /^the snapshot's pattern \/a\/q cannot be set again: Unknown flag q/],
+    [encode({ ...good, pattern: { source: '(', flags: '' } }), /^the snapshot's pattern \/\(\/ cannot be set again: That pattern does not compile: /],
+  ];
+  for (const [bytes, why] of cases) {
+    const bench = busyBench();
+    const screen = bench.screen();
+    assert.throws(() => bench.restore(bytes), (error) => {
+      assert.ok(error instanceof SnapshotError, `${error}`);
+      assert.match(error.message, why);
+      assert.ok(error.message.endsWith('; `pattern` and `sample` set the workbench up again'), error.message);
+      assert.ok(!error.message.includes('\n'), error.message);
+      return true;
+    });
+    assert.equal(bench.screen(), screen, 'a refused snapshot changes nothing');
+  }
+});
+
+test('the state export keeps the workbench its environment answers over', () => {
+  const bench = new Workbench();
+  const env = makeEnvironment(undefined, bench);
+  const state = makeState(bench);
+  env.handleCommand('pattern \\d+');
+  env.handleCommand('sample a 1\nb');
+  const bytes = state.snapshot();
+  assert.ok(bytes instanceof Uint8Array);
+
+  // A fresh instance: a new workbench, restored.
+  const fresh = new Workbench();
+  const freshEnv = makeEnvironment(undefined, fresh);
+  assert.equal(makeState(fresh).restore(bytes), undefined);
+  assert.deepEqual(freshEnv.getScreen(), env.getScreen());
+  assert.deepEqual(freshEnv.handleCommand('test 42'), env.handleCommand('test 42'));
+
+  // A refusal is a thrown string: the `err` of restore's result.
+  assert.throws(
+    () => makeState(new Workbench()).restore(encode('{')),
+    (thrown) => typeof thrown === 'string' && thrown.startsWith('the snapshot is not the JSON the regex workbench writes'),
+  );
 });
 
 test('the screen is drawn from the workbench alone: between commands it does not change', async () => {

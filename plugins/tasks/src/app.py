@@ -14,12 +14,16 @@ any other exception is a bug and is deliberately not caught: the call traps,
 the host reports the traceback and starts a fresh instance.
 
 It builds the world `full-plugin` of wit/v0.2.1 (see
-scripts/build-polyglot-plugins). Besides `Environment` it exports `ScreenChanges`, answering
-`when-called`: the board is drawn from the board alone (no clock, no
-files), so it changes only during the host's calls, and the host stops
-asking for it after commands to other environments. The world's two other
-exports keep the plugin as it was: it requests nothing and keeps no state
-(a trap empties the board).
+scripts/build-polyglot-plugins). Besides `Environment` it exports
+`ScreenChanges`, answering `when-called`: the board is drawn from the
+board alone (no clock, no files), so it changes only during the host's
+calls, and the host stops asking for it after commands to other
+environments. It requests nothing
+(`Capabilities`), and it keeps its board (`State`): the snapshot is the
+whole board as compact JSON (`Board.snapshot` in board.py), which the host
+takes after every command that returned and puts back into a fresh instance
+after a trap and when it resumes a saved session (`--resume`). A crash
+therefore costs at most the command that crashed.
 """
 
 from wit_world import exports
@@ -30,8 +34,9 @@ from wit_world.exports.environment import (
     ScreenSection,
 )
 from wit_world.exports.screen_changes import When
+from componentize_py_types import Err
 
-from board import Board, UsageError
+from board import Board, SnapshotError, UsageError
 from command import split_command
 
 SUMMARY = "A task board to plan work on: add tasks, track progress and notes; the plan stays on screen"
@@ -163,7 +168,9 @@ BY_NAME = {command.name: command for command in COMMANDS}
 # The board lives as long as the component instance: componentize-py
 # creates a new `Environment` object for every call, so state kept on
 # `self` would be gone by the next one. After a trap the host starts a
-# fresh instance, and with it an empty board.
+# fresh instance, and with it an empty board, which `State.restore` then
+# replaces with the board of the last snapshot. Read it as `BOARD` at each
+# call (never bind it elsewhere): restore rebinds the name.
 BOARD = Board()
 
 
@@ -206,14 +213,21 @@ class Capabilities(exports.Capabilities):
 
 
 class State(exports.State):
-    """Keeps nothing: an empty snapshot, which the host does not give back,
-    so a fresh instance starts with an empty board."""
+    """Keeps the board: the host asks for `snapshot` after every command
+    that returned and hands it to `restore` on a fresh instance (after a
+    trap, or when it resumes a saved session)."""
 
     def snapshot(self) -> bytes:
-        return b""
+        return BOARD.snapshot()
 
     def restore(self, snapshot: bytes) -> None:
-        pass
+        global BOARD
+        try:
+            BOARD = Board.from_snapshot(snapshot)
+        except SnapshotError as refused:
+            # componentize-py turns `Err(value)` into the `err` of
+            # restore's `result<_, string>`; the board stays empty.
+            raise Err(str(refused)) from None
 
 
 class ScreenChanges(exports.ScreenChanges):

@@ -6,6 +6,7 @@ This module owns the board's rules and wording; it must not know about the
 host, the WIT bindings or how commands are parsed (`app.py` does that).
 """
 
+import json
 from dataclasses import dataclass, field
 
 TODO = "todo"
@@ -25,6 +26,21 @@ NOTE_WIDTH = 70
 class UsageError(Exception):
     """A command the board cannot carry out. The message says why and what
     to do instead; the board is unchanged."""
+
+
+class SnapshotError(Exception):
+    """Bytes `Board.from_snapshot` cannot read back into a board. The
+    message is one sentence saying why and what the agent can do."""
+
+
+# The snapshot's format: compact JSON (UTF-8) of
+#   {"version": 1, "next_number": 4, "finished": 1,
+#    "tasks": [{"number": 1, "title": "...", "status": "done",
+#               "notes": ["..."], "blocked_because": "", "done_order": 1}, ...]}
+# with the tasks in board order. A change that an older build could not
+# read gets a new version; `from_snapshot` refuses versions it does not
+# know rather than guess.
+SNAPSHOT_VERSION = 1
 
 
 @dataclass
@@ -56,6 +72,78 @@ class Board:
         self.tasks = {}
         self.next_number = 1
         self.finished = 0
+
+    # The board as bytes, and back: what the host keeps across a trap and a
+    # restart (`State` in app.py).
+
+    def snapshot(self):
+        """Everything the board holds as compact JSON bytes, so that
+        `Board.from_snapshot` gives a board that cannot be told apart from
+        this one (the next task number included)."""
+        data = {
+            "version": SNAPSHOT_VERSION,
+            "next_number": self.next_number,
+            "finished": self.finished,
+            "tasks": [
+                {
+                    "number": t.number,
+                    "title": t.title,
+                    "status": t.status,
+                    "notes": list(t.notes),
+                    "blocked_because": t.blocked_because,
+                    "done_order": t.done_order,
+                }
+                for t in self.tasks.values()
+            ],
+        }
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+    @classmethod
+    def from_snapshot(cls, data):
+        """The board `snapshot` gave `data` for. Raises SnapshotError when
+        the bytes are not a snapshot this board can read, saying why and
+        what to do (one sentence, no full stop: the host quotes it inside
+        its own). Empty bytes (no state) are an empty board."""
+        board = cls()
+        if not data:
+            return board
+        try:
+            board._read(data)
+        except SnapshotError as err:
+            raise SnapshotError(f"{err}; `add` puts the plan back on the empty board") from None
+        return board
+
+    def _read(self, data):
+        """Fills this (new) board from `data`, or raises SnapshotError."""
+        try:
+            value = json.loads(bytes(data).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as err:
+            raise SnapshotError(f"the snapshot is not the JSON the task board writes ({err})") from None
+        if not isinstance(value, dict):
+            raise SnapshotError(f"the snapshot is {_json_kind(value)}, not the JSON object the task board writes")
+        version = value.get("version")
+        if "version" not in value:
+            raise SnapshotError("the snapshot has no format version, so it is not one the task board wrote")
+        if type(version) is not int or version != SNAPSHOT_VERSION:
+            raise SnapshotError(
+                f"the snapshot has format version {json.dumps(version)}, and this build of the task board "
+                f"reads only version {SNAPSHOT_VERSION}"
+            )
+        self.next_number = _count(value, "next_number", "the snapshot", least=1)
+        self.finished = _count(value, "finished", "the snapshot")
+        tasks = value.get("tasks")
+        if not isinstance(tasks, list):
+            raise SnapshotError(f"the snapshot's tasks are {_json_kind(tasks)}, not a list")
+        for index, item in enumerate(tasks, 1):
+            task = _task(item, f"task {index} of the snapshot")
+            if task.number in self.tasks:
+                raise SnapshotError(f"the snapshot holds task {task.number} twice")
+            if task.number >= self.next_number:
+                raise SnapshotError(
+                    f"the snapshot holds task {task.number} but numbers the next task "
+                    f"{self.next_number}, which would reuse a number"
+                )
+            self.tasks[task.number] = task
 
     # Commands. Each returns the text of a successful response or raises
     # UsageError.
@@ -211,6 +299,57 @@ class Board:
                 "`show <n>` reads one, `clear` removes all done tasks"
             )
         return "\n".join(lines)
+
+
+def _json_kind(value):
+    if value is None:
+        return "missing"
+    for kind, name in ((bool, "a boolean"), (int, "a number"), (float, "a number"), (str, "a string"), (list, "a list"), (dict, "an object")):
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
+
+
+def _count(fields, key, where, least=0):
+    value = fields.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise SnapshotError(
+            f"{where}'s {key} is {json.dumps(value) if isinstance(value, (int, float)) else _json_kind(value)}, "
+            f"not a whole number of at least {least}"
+        )
+    return value
+
+
+def _text(fields, key, where):
+    value = fields.get(key)
+    if not isinstance(value, str):
+        raise SnapshotError(f"{where}'s {key} is {_json_kind(value)}, not a string")
+    return value
+
+
+def _task(item, where):
+    if not isinstance(item, dict):
+        raise SnapshotError(f"{where} is {_json_kind(item)}, not an object")
+    number = _count(item, "number", where, least=1)
+    where = f"task {number} of the snapshot"
+    title = _text(item, "title", where)
+    if not title.strip():
+        raise SnapshotError(f"{where} has an empty title")
+    status = item.get("status")
+    if status not in MARKERS:
+        known = ", ".join(MARKERS)
+        raise SnapshotError(f"{where} has the status {json.dumps(status)}; a task is one of {known}")
+    notes = item.get("notes")
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        raise SnapshotError(f"{where}'s notes are not a list of strings")
+    return Task(
+        number=number,
+        title=title,
+        status=status,
+        notes=list(notes),
+        blocked_because=_text(item, "blocked_because", where),
+        done_order=_count(item, "done_order", where),
+    )
 
 
 def plural(items):
