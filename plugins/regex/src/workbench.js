@@ -191,13 +191,20 @@ export class Workbench {
     // Matches per sample for the current pattern, computed by commands so
     // that drawing the screen never runs the regex.
     this.results = [];
+    // The last snapshot's bytes, until the pattern or the samples change
+    // (`recompute`, which every such change goes through): the host asks
+    // after every command, and `test`, `replace` and `escape` only read.
+    this.snapshotBytes = null;
   }
 
   /** The workbench as bytes (UTF-8 JSON): the pattern and the samples,
    * all the screen is drawn from. */
   snapshot() {
-    const pattern = this.regex ? { source: this.regex.source, flags: this.regex.flags } : null;
-    return new TextEncoder().encode(JSON.stringify({ version: SNAPSHOT_VERSION, pattern, samples: this.samples }));
+    if (this.snapshotBytes === null) {
+      const pattern = this.regex ? { source: this.regex.source, flags: this.regex.flags } : null;
+      this.snapshotBytes = new TextEncoder().encode(JSON.stringify({ version: SNAPSHOT_VERSION, pattern, samples: this.samples }));
+    }
+    return this.snapshotBytes;
   }
 
   /** Puts back the workbench `snapshot` gave `bytes` for, the pattern read
@@ -308,7 +315,7 @@ export class Workbench {
     }
     const count = this.samples.length;
     this.samples = [];
-    this.results = [];
+    this.recompute();
     return `Cleared ${count} sample${count === 1 ? '' : 's'}; the pattern is kept.`;
   }
 
@@ -326,8 +333,11 @@ export class Workbench {
     return new RegExp(`${this.regex.source}|`, this.regex.flags.replace(/[gy]/g, '')).exec('').length - 1;
   }
 
+  /** After the pattern or the samples changed: the matches again, and the
+   * kept snapshot goes. */
   recompute() {
     this.results = this.regex ? this.samples.map((sample) => allMatches(this.regex, sample)) : [];
+    this.snapshotBytes = null;
   }
 
   screen() {

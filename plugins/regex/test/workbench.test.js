@@ -256,3 +256,28 @@ test('the screen is drawn from the workbench alone: between commands it does not
   env.handleCommand('drop 2');
   assert.notDeepEqual(env.getScreen(), first);
 });
+
+test('the snapshot is kept while commands only read, and made anew after every change', () => {
+  const bench = busyBench();
+  const first = bench.snapshot();
+  bench.test('2024-05/x');
+  bench.replace('[$1]');
+  bench.screen();
+  assert.equal(bench.snapshot(), first);
+  const changes = [
+    (b) => b.addSamples(['2026-11/x']),
+    (b) => b.setPattern('/\\d+/g'),
+    (b) => b.drop(1),
+    (b) => b.clear(),
+  ];
+  for (const change of changes) {
+    const before = bench.snapshot();
+    change(bench);
+    const after = bench.snapshot();
+    assert.notDeepEqual(after, before);
+    const copy = new Workbench();
+    copy.restore(after);
+    assert.deepEqual(copy.snapshot(), after);
+    assert.equal(copy.screen(), bench.screen());
+  }
+});

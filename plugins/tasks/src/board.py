@@ -67,11 +67,27 @@ def shorten(text, width=NOTE_WIDTH):
     return flat if len(flat) <= width else flat[: width - 3].rstrip() + "..."
 
 
+def _changes(method):
+    """Marks a command that may change the board: the kept snapshot goes."""
+
+    def changing(self, *args, **kwargs):
+        self._snapshot = None
+        return method(self, *args, **kwargs)
+
+    changing.__name__ = method.__name__
+    changing.__doc__ = method.__doc__
+    return changing
+
+
 class Board:
     def __init__(self):
         self.tasks = {}
         self.next_number = 1
         self.finished = 0
+        # The last snapshot's bytes, until a command that may change the
+        # board (`_changes`): the host asks after every command, and most
+        # commands an agent sends between changes only read.
+        self._snapshot = None
 
     # The board as bytes, and back: what the host keeps across a trap and a
     # restart (`State` in app.py).
@@ -80,6 +96,11 @@ class Board:
         """Everything the board holds as compact JSON bytes, so that
         `Board.from_snapshot` gives a board that cannot be told apart from
         this one (the next task number included)."""
+        if self._snapshot is None:
+            self._snapshot = self._encode()
+        return self._snapshot
+
+    def _encode(self):
         data = {
             "version": SNAPSHOT_VERSION,
             "next_number": self.next_number,
@@ -148,6 +169,7 @@ class Board:
     # Commands. Each returns the text of a successful response or raises
     # UsageError.
 
+    @_changes
     def add(self, titles):
         titles = [" ".join(t.split()) for t in titles]
         titles = [t for t in titles if t]
@@ -166,6 +188,7 @@ class Board:
             return f"Added {added[0].line()}"
         return f"Added {len(added)} tasks:\n" + "\n".join(t.line() for t in added)
 
+    @_changes
     def start(self, number):
         task = self.task(number)
         if task.status == DOING:
@@ -176,6 +199,7 @@ class Board:
         verb = "Resumed" if was in (BLOCKED, DONE) else "Started"
         return f"{verb} {task.line()}"
 
+    @_changes
     def done(self, number, note=""):
         task = self.task(number)
         if task.status == DONE:
@@ -188,6 +212,7 @@ class Board:
             task.notes.append(note.strip())
         return f"Done {task.line()}\n{self.progress()}"
 
+    @_changes
     def block(self, number, reason):
         task = self.task(number)
         reason = " ".join(reason.split())
@@ -203,6 +228,7 @@ class Board:
         task.blocked_because = reason
         return f"Blocked {task.line()}"
 
+    @_changes
     def note(self, number, text):
         task = self.task(number)
         text = text.strip()
@@ -213,6 +239,7 @@ class Board:
         task.notes.append(text)
         return f"Noted on task {task.number} ({len(task.notes)} note{plural(task.notes)})."
 
+    @_changes
     def rename(self, number, title):
         task = self.task(number)
         title = " ".join(title.split())
@@ -223,11 +250,13 @@ class Board:
         task.title = title
         return f"Renamed {task.line()}"
 
+    @_changes
     def drop(self, number):
         task = self.task(number)
         del self.tasks[task.number]
         return f"Dropped {task.number}. {task.title}"
 
+    @_changes
     def clear(self):
         finished = [n for n, t in self.tasks.items() if t.status == DONE]
         if not finished:

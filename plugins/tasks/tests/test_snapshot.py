@@ -202,3 +202,33 @@ class StateExportTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class KeptSnapshotTest(unittest.TestCase):
+    """The host asks for a snapshot after every command: the bytes are kept
+    while only reading commands run, and every command that may change
+    the board makes the next snapshot anew."""
+
+    def test_reading_keeps_the_bytes_and_every_change_makes_new_ones(self):
+        board = busy_board()
+        first = board.snapshot()
+        board.show(2)
+        board.screen()
+        self.assertIs(board.snapshot(), first)
+        changes = [
+            lambda b: b.add(["One more"]),
+            lambda b: b.start(6),
+            lambda b: b.note(6, "a note"),
+            lambda b: b.block(6, "a reason"),
+            lambda b: b.rename(6, "Another title"),
+            lambda b: b.done(6),
+            lambda b: b.clear(),
+            lambda b: b.add(["Last"]),
+            lambda b: b.drop(7),
+        ]
+        for change in changes:
+            before = board.snapshot()
+            change(board)
+            after = board.snapshot()
+            self.assertNotEqual(after, before)
+            self.assertEqual(everything(Board.from_snapshot(after)), everything(board))
