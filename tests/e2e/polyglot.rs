@@ -660,4 +660,8 @@ fn envhost_check_describes_both_plugins() {
     ] {
         assert!(text.contains(fragment), "lacks {fragment:?}:\n{text}");
     }
+    // Both are 0.2.1 plugins that keep their state and say their screens
+    // change only when they are called.
+    let contract = "contract:    envhost:environment@0.2.1 (world `envhost:environment/full-plugin@0.2.1`); its state is kept across traps and restarts; its screen is redrawn only after its own calls\n";
+    assert_eq!(text.matches(contract).count(), 2, "{text}");
 }

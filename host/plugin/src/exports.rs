@@ -2,9 +2,8 @@
 //! against: which version it speaks (the `environment` interface it
 //! exports), which optional exports it has (`capabilities`, `state`,
 //! `screen-changes`, found once at load, never required), and each export
-//! called with the latest
-//! version's types (an older version's results converted by its `wit`
-//! module).
+//! called with the latest version's types (an older version's results
+//! converted by its `wit` module).
 //!
 //! This module only finds and calls exports; when to call them, with which
 //! time limit, and what to tell the agent is the callers' business.
@@ -90,12 +89,8 @@ impl PluginPre {
                     .then(|| latest::StateIndices::new(&instance_pre))
                     .transpose()
                     .map_err(incomplete)?,
-                // Looked up under its 0.2.1 name whatever the plugin's
-                // version: 0.2.0 has no such interface to find.
-                screen_changes: instance_pre
-                    .component()
-                    .get_export_index(None, Version::V0_2_1.name("screen-changes"))
-                    .is_some()
+                // Only 0.2.1 has it: a 0.2.0 plugin has none to find.
+                screen_changes: optional("screen-changes")
                     .then(|| latest::ScreenChangesIndices::new(&instance_pre))
                     .transpose()
                     .map_err(incomplete)?,
