@@ -188,15 +188,22 @@ mod tests {
         }
     }
 
+    /// The sha256 of a released contract's text, in hex.
+    fn sha256_hex(text: &str) -> String {
+        use sha2::{Digest, Sha256};
+        Sha256::digest(text.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
     /// The released contract never changes: plugins built against it must
     /// load in every later host. Its text is pinned by its sha256.
     #[test]
     fn the_released_0_1_0_contract_never_changes() {
-        use sha2::{Digest, Sha256};
-        let digest = Sha256::digest(since_v0_1_0::WIT_SOURCE.as_bytes());
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
-            hex, "b0e67cd0db9546482fc943f9e54cf73009c605dc97549808d7d011f7e3b89bc1",
+            sha256_hex(since_v0_1_0::WIT_SOURCE),
+            "b0e67cd0db9546482fc943f9e54cf73009c605dc97549808d7d011f7e3b89bc1",
             "wit/v0.1.0/environment.wit changed; it is frozen (add to a new version instead)"
         );
     }
@@ -205,11 +212,9 @@ mod tests {
     /// own, so a plugin built against 0.2.0 keeps building and loading.
     #[test]
     fn the_released_0_2_0_contract_never_changes() {
-        use sha2::{Digest, Sha256};
-        let digest = Sha256::digest(since_v0_2_0::WIT_SOURCE_0_2_0.as_bytes());
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
-            hex, "cb4ddb2dac5cf9172b9969225243805d6ccc1c00d7f8db0c68b778cf23b8f82b",
+            sha256_hex(since_v0_2_0::WIT_SOURCE_0_2_0),
+            "cb4ddb2dac5cf9172b9969225243805d6ccc1c00d7f8db0c68b778cf23b8f82b",
             "wit/v0.2.0/environment.wit changed; it is frozen (add to wit/v0.2.1 or a new version instead)"
         );
     }
