@@ -88,6 +88,9 @@ pub struct BashEnvironment {
     errexit: bool,
     /// `set -x` was on at the last prompt: the next prompt must turn it off.
     tracing: bool,
+    /// The last prompt reported status 0 with tracing off: the next command
+    /// line has nothing to carry over. Taken by the next command.
+    clean_prompt: bool,
     /// The session is recorded: the prompt dumps the shell's state.
     record_state: bool,
     /// The fresh shell's dump: what is kept is what differs from it.
@@ -117,6 +120,7 @@ impl BashEnvironment {
             status: ShellStatus::new(config.project_dir.clone()),
             errexit: false,
             tracing: false,
+            clean_prompt: false,
             record_state: config.session_state,
             baseline: None,
             current: None,
@@ -176,6 +180,7 @@ impl BashEnvironment {
         self.record(&report);
         self.errexit = report.errexit();
         self.tracing = report.tracing();
+        self.clean_prompt = report.exit_code == 0 && !self.tracing;
         self.status.ended = None;
         self.shell = Some(shell);
         // What a fresh shell has: what is kept is what differs from it.
@@ -317,6 +322,9 @@ impl BashEnvironment {
             files.request_dump();
             self.dump_pending = true;
         }
+        if std::mem::take(&mut self.clean_prompt) {
+            files.nothing_to_carry_over();
+        }
         let mut waiter = shell
             .begin(files, command, context, &mut |b| output.feed(b))
             .map_err(|e| EnvironmentError::io("cannot pass the command to the shell", e))?;
@@ -400,9 +408,13 @@ impl BashEnvironment {
                 self.record(report);
                 self.errexit = report.errexit();
                 self.tracing = report.tracing();
+                self.clean_prompt = report.exit_code == 0 && !self.tracing;
                 output.set_success(run.ending == Ending::Completed && report.exit_code == 0);
             }
-            None => output.set_success(false),
+            None => {
+                self.clean_prompt = false;
+                output.set_success(false);
+            }
         }
         if let Ending::Stopped { cause, escalation } = &run.ending {
             output.after(note(describe_stop(

@@ -98,6 +98,9 @@ pub struct SessionFiles {
     /// The last command could have: the shell's standard error is looked
     /// at before the next.
     look_at_stderr: bool,
+    /// The last prompt reported status 0 without tracing: the next command
+    /// line has nothing to carry over ([`SessionFiles::command_line`]).
+    nothing_to_carry: bool,
 }
 
 impl SessionFiles {
@@ -149,6 +152,7 @@ impl SessionFiles {
                 dump_next: false,
                 look_next: false,
                 look_at_stderr: false,
+                nothing_to_carry: false,
             }),
             // Dropping the folder removes what was made of it.
             Err(err) => Err(err),
@@ -167,6 +171,15 @@ impl SessionFiles {
     /// prompt code only reports.
     pub fn look_after_next(&mut self) {
         self.look_next = true;
+    }
+
+    /// Says that the shell's last prompt reported status 0 with tracing
+    /// off, so the next command line need not set `$?` to the last status
+    /// nor turn tracing back on: a short command is then typed without a
+    /// call into the plumbing, which is most of what the shell's side of a
+    /// round trip costs beyond the command itself. Holds for one line.
+    pub fn nothing_to_carry_over(&mut self) {
+        self.nothing_to_carry = true;
     }
 
     /// Has the prompt after the next command dump the shell's state (when
@@ -224,17 +237,29 @@ impl SessionFiles {
     /// file. The command runs with the report socket closed, so neither it
     /// nor anything it starts holds it. Tracing (`set -x`) is off until the
     /// command itself starts, so none of this shows in a trace.
+    ///
+    /// `__envhost_load` sets `$?` to the last command's status before the
+    /// command starts and turns tracing back on; after a prompt that
+    /// reported status 0 without tracing
+    /// ([`nothing_to_carry_over`](SessionFiles::nothing_to_carry_over))
+    /// there is nothing to do, and a short command is typed as
+    /// `__envhost_seq=N; eval $'…'` (the assignment leaves `$?` at 0).
     pub fn command_line(&mut self, seq: u64, text: &str) -> io::Result<String> {
         // The last command's prompt has looked at the terminal by now.
         self.typed.clear();
-        let load = match ansi_c_quote(text, MAX_INLINE_COMMAND) {
-            Some(quoted) => format!("__envhost_load {seq} {quoted}"),
+        let plain = std::mem::take(&mut self.nothing_to_carry);
+        let fd = self.report_fd;
+        let run = match ansi_c_quote(text, MAX_INLINE_COMMAND) {
+            Some(quoted) if plain => format!("__envhost_seq={seq}; eval {quoted} {fd}>&-"),
+            Some(quoted) => {
+                format!("__envhost_load {seq} {quoted}; eval \"$__envhost_cmd\" {fd}>&-")
+            }
             None => {
                 self.write_command(text)?;
-                format!("__envhost_load {seq}")
+                format!("__envhost_load {seq}; eval \"$__envhost_cmd\" {fd}>&-")
             }
         };
-        let mut line = String::with_capacity(load.len() + 80);
+        let mut line = String::with_capacity(run.len() + 80);
         if std::mem::replace(&mut self.look_at_stderr, self.look_next) {
             line.push_str("__envhost_stderr; ");
         }
@@ -244,8 +269,8 @@ impl SessionFiles {
         if std::mem::take(&mut self.dump_next) {
             line.push_str("__envhost_dump=1; ");
         }
-        let fd = self.report_fd;
-        line.push_str(&format!("{load}; eval \"$__envhost_cmd\" {fd}>&-\n"));
+        line.push_str(&run);
+        line.push('\n');
         Ok(line)
     }
 
@@ -431,10 +456,12 @@ __envhost_jobs='\j'
 # nothing typed) it is only the report.
 __envhost_prompt() {{
   __envhost_last=$?
-  if [[ -z $__envhost_look && ! -e {typed} ]]; then
-    __envhost_send "$-"
-  else
+  if [[ -n $__envhost_look || -e {typed} ]]; then
     __envhost_repair
+  elif [[ ${{__envhost_jobs@P}} == 0 ]]; then
+    printf '{head}{end}' "$__envhost_seq" "$__envhost_last" "$-" "$__envhost_notes" "$PWD" >&{report_fd}
+  else
+    __envhost_send "$-"
   fi
 }}
 __envhost_send() {{
@@ -569,6 +596,19 @@ mod tests {
             line,
             "__envhost_load 10 $'ls'; eval \"$__envhost_cmd\" 301>&-\n"
         );
+        // After a clean prompt, a short command needs no call into the
+        // plumbing; for one line only, and a long one still reads its file.
+        files.nothing_to_carry_over();
+        let line = files.command_line(11, "ls").unwrap();
+        assert_eq!(line, "__envhost_seq=11; eval $'ls' 301>&-\n");
+        let line = files.command_line(12, "ls").unwrap();
+        assert_eq!(
+            line,
+            "__envhost_load 12 $'ls'; eval \"$__envhost_cmd\" 301>&-\n"
+        );
+        files.nothing_to_carry_over();
+        let line = files.command_line(13, &long).unwrap();
+        assert_eq!(line, "__envhost_load 13; eval \"$__envhost_cmd\" 301>&-\n");
         let init = fs::read_to_string(&files.init).unwrap();
         assert!(init.contains("PROMPT_COMMAND="));
         assert!(
