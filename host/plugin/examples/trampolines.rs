@@ -31,6 +31,7 @@ struct CoreModule {
     imported: u32,
     /// Functions that escape: exported, in a table, named by `ref.func`.
     escaping: BTreeSet<u32>,
+    exported: BTreeSet<u32>,
 }
 
 impl CoreModule {
@@ -45,6 +46,14 @@ impl CoreModule {
             .copied()
             .filter(|&index| index >= self.imported)
             .collect()
+    }
+
+    /// The trampolines of exported functions only.
+    fn exported_trampolines(&self) -> usize {
+        self.exported
+            .iter()
+            .filter(|&&index| index >= self.imported)
+            .count()
     }
 
     fn signatures(&self) -> usize {
@@ -104,6 +113,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let export = export?;
                     if export.kind == ExternalKind::Func {
                         current.escaping.insert(export.index);
+                        current.exported.insert(export.index);
                     }
                 }
             }
@@ -150,7 +160,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "  core modules with code: {}; functions defined: {defined}",
         with_code.len()
     );
+    let exported: usize = with_code.iter().map(|m| m.exported_trampolines()).sum();
     println!("  array-to-wasm trampolines compiled: {trampolines}");
+    println!("  of them for exported functions: {exported}");
     println!("  distinct signatures among them (summed over the modules): {signatures}");
     println!("  functions the host can call (canon lift): {lifted}");
     for module in &with_code {
