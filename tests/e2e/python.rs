@@ -120,6 +120,14 @@ inc(40)"#;
     assert_eq!(python(&mut host, "print('printed')").ok(), "printed\n");
     assert_eq!(python(&mut host, "z = inc(0)").ok(), "");
     assert_eq!(python(&mut host, "z").ok(), "2\n");
+    // A one-line cell is one simple statement compiled at once; a compound
+    // statement or several statements on one line are still a cell: only
+    // a trailing expression shows, never those inside a loop or an `if`.
+    assert_eq!(python(&mut host, "for i in range(3): i").ok(), "");
+    assert_eq!(python(&mut host, "if True: 5").ok(), "");
+    assert_eq!(python(&mut host, "1; 2").ok(), "2\n");
+    assert_eq!(python(&mut host, "match = 3").ok(), "");
+    assert_eq!(python(&mut host, "match").ok(), "3\n");
 }
 
 #[test]

@@ -589,11 +589,45 @@ TOP_LEVEL_AWAIT_HINT = (
 )
 
 
+# First words of compound statements. One of these on one line goes the
+# full way: an interactive compile refuses it on some versions and on others
+# would show the values inside it (`for i in range(3): i`), as the REPL does
+# and a cell must not.
+COMPOUND_STARTS = frozenset(
+    ("if", "elif", "else", "for", "while", "with", "try", "except", "finally", "def", "class", "async", "match", "case")
+)
+
+
+def one_simple_statement(source):
+    """Whether `source` can only be one simple statement: one line, no `;`,
+    not starting with a compound statement's keyword. Such a cell compiles
+    as one interactive statement with the same meaning: its value shown if
+    it is an expression, nothing otherwise."""
+    text = source.strip()
+    if not text or "\n" in text or "\r" in text or ";" in text:
+        return False
+    end = 0
+    while end < len(text) and (text[end].isalnum() or text[end] == "_"):
+        end += 1
+    return text[:end] not in COMPOUND_STARTS
+
+
 def compile_cell(source, filename):
     """The code objects to run, in order: everything but a trailing
     expression, then that expression compiled so that its value is shown
     (sys.displayhook), as in the interactive interpreter."""
     global future_flags
+    if one_simple_statement(source):
+        # One compile instead of a syntax tree built as Python objects and
+        # compiled from them: after an idle pause the tree took a quarter
+        # of a cell's time (`x = 1`: about 280 against 210 us of CPU).
+        try:
+            code = compile(source, filename, "single", future_flags, True)
+        except (SyntaxError, ValueError, OverflowError):
+            pass  # the full path below reports it as it always has
+        else:
+            future_flags |= code.co_flags & FUTURE_MASK
+            return [code]
     tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST | future_flags, True)
     body = tree.body
     if body and isinstance(body[-1], ast.Expr):
