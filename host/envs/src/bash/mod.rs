@@ -178,9 +178,6 @@ impl BashEnvironment {
             other => EnvironmentError::Failed(other.to_string()),
         })?;
         self.record(&report);
-        self.errexit = report.errexit();
-        self.tracing = report.tracing();
-        self.clean_prompt = report.exit_code == 0 && !self.tracing;
         self.status.ended = None;
         self.shell = Some(shell);
         // What a fresh shell has: what is kept is what differs from it.
@@ -224,7 +221,12 @@ impl BashEnvironment {
         Some(now.kept(baseline, &self.status.cwd, self.status.last_exit_code, jobs))
     }
 
+    /// What a prompt says about the shell, for the screen and for the
+    /// next command line.
     fn record(&mut self, report: &PromptReport) {
+        self.errexit = report.errexit();
+        self.tracing = report.tracing();
+        self.clean_prompt = report.exit_code == 0 && !self.tracing;
         self.status.cwd = report.cwd.clone();
         self.status.last_exit_code = report.exit_code;
         self.status.jobs = parse_jobs(&report.jobs);
@@ -406,9 +408,6 @@ impl BashEnvironment {
         match &run.report {
             Some(report) => {
                 self.record(report);
-                self.errexit = report.errexit();
-                self.tracing = report.tracing();
-                self.clean_prompt = report.exit_code == 0 && !self.tracing;
                 output.set_success(run.ending == Ending::Completed && report.exit_code == 0);
             }
             None => {
